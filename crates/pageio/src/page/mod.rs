@@ -1,0 +1,1 @@
+//! PostgreSQL's on-disk page format (placeholder; filled in by the page-format work).
