@@ -1,0 +1,402 @@
+//! AIO handles: the state machine every I/O walks through.
+//!
+//! Each backend owns `io_max_concurrency` handles, allocated once. A handle is reused for
+//! I/O after I/O; its generation number is bumped on every reuse so that a stale
+//! [`WaitRef`] — (backend, handle index, generation) — can tell at once that the I/O it
+//! refers to is long finished.
+//!
+//! ```text
+//!   IDLE ─acquire─► HANDED_OUT ─define─► DEFINED ─stage─► STAGED ─submit─► SUBMITTED
+//!    ▲                  │ (released unused)                                   │ kernel done
+//!    │                  ▼                                                     ▼
+//!    └──generation+1── COMPLETED_LOCAL ◄─owner reclaims── COMPLETED_SHARED ◄─ COMPLETED_IO
+//!                      (local callback)                  (shared callback, waiters woken)
+//! ```
+//!
+//! Who may touch what: while a handle is HANDED_OUT or DEFINED only its owner writes it;
+//! from SUBMITTED until COMPLETED_SHARED the executing side (the method, a worker, a reaper)
+//! completes it; after that only the owner reclaims it. The per-handle mutex makes every one
+//! of those hand-overs a plain lock acquisition; the atomic `state` and `generation` let
+//! waiters poll without taking it.
+//!
+//! Waiting spins briefly first: a cached 8 kB read completes in about a microsecond, far less
+//! than a futex sleep and wake-up costs, so most waits never sleep. Only then does the
+//! waiter sleep on the handle's condition variable, and the completer pays for a wake-up only
+//! when someone is actually asleep.
+
+use std::sync::atomic::{AtomicI32, AtomicU64, AtomicU8, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use super::callbacks::{AioCallbacks, SharedCompletion};
+use super::fault::{Fault, FaultInjector};
+use super::result::{IoOp, IoResult, IoStatus, IoTarget};
+use super::stats::BackendCounters;
+use crate::storage::{IoBuffer, SegmentFile};
+
+/// How long a waiter spins before sleeping. Long enough to cover a page-cache hit handed to
+/// a worker and back (a few µs), short enough not to burn a core a device read would idle.
+pub(crate) const WAIT_SPIN: Duration = Duration::from_micros(20);
+
+/// The state of a handle (PostgreSQL's `PgAioHandleState`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+#[repr(u8)]
+pub enum HandleState {
+    /// Free.
+    Idle = 0,
+    /// Given to a caller that has not yet defined an I/O.
+    HandedOut = 1,
+    /// The operation is defined.
+    Defined = 2,
+    /// Staged for submission (batch mode holds it back).
+    Staged = 3,
+    /// Given to the I/O method.
+    Submitted = 4,
+    /// The kernel answered; shared completion is running.
+    CompletedIo = 5,
+    /// Shared completion done; waiters may proceed.
+    CompletedShared = 6,
+    /// The owner ran the local callback and is about to free the handle.
+    CompletedLocal = 7,
+}
+
+impl HandleState {
+    pub(crate) fn from_u8(v: u8) -> HandleState {
+        match v {
+            0 => HandleState::Idle,
+            1 => HandleState::HandedOut,
+            2 => HandleState::Defined,
+            3 => HandleState::Staged,
+            4 => HandleState::Submitted,
+            5 => HandleState::CompletedIo,
+            6 => HandleState::CompletedShared,
+            _ => HandleState::CompletedLocal,
+        }
+    }
+
+    /// `pg_aios.state` spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HandleState::Idle => "IDLE",
+            HandleState::HandedOut => "HANDED_OUT",
+            HandleState::Defined => "DEFINED",
+            HandleState::Staged => "STAGED",
+            HandleState::Submitted => "SUBMITTED",
+            HandleState::CompletedIo => "COMPLETED_IO",
+            HandleState::CompletedShared => "COMPLETED_SHARED",
+            HandleState::CompletedLocal => "COMPLETED_LOCAL",
+        }
+    }
+}
+
+/// A reference to one I/O that any thread can wait on or poll: (backend, handle, generation).
+/// Once the handle has been reused, waiting on the reference returns at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct WaitRef {
+    pub(crate) backend_id: u32,
+    pub(crate) index: u32,
+    pub(crate) generation: u64,
+}
+
+impl WaitRef {
+    /// The handle's index within its backend.
+    pub fn handle_index(&self) -> u32 {
+        self.index
+    }
+
+    /// The generation the reference was taken at.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// The backend slot that issued the I/O.
+    pub fn backend_id(&self) -> u32 {
+        self.backend_id
+    }
+}
+
+/// Everything about one I/O that the owner defines and the completer reads.
+pub(crate) struct HandleData {
+    pub op: Option<IoOp>,
+    pub file: Option<Arc<SegmentFile>>,
+    pub offset_bytes: u64,
+    pub iovecs: Vec<libc::iovec>,
+    pub target: IoTarget,
+    pub callbacks: Option<Arc<dyn AioCallbacks>>,
+    pub handle_data: Vec<u64>,
+    pub owned_buffer: Option<IoBuffer>,
+    pub keep_result: bool,
+    pub result: IoResult,
+    pub f_sync: bool,
+    pub f_localmem: bool,
+    /// When merged with followers, the combined iovec array the kernel sees (io_uring needs
+    /// it to stay put until completion).
+    pub group_iovecs: Vec<libc::iovec>,
+    /// Handle indices merged behind this one.
+    pub group_followers: Vec<u32>,
+    pub submit_ns: u64,
+    /// Threads sleeping on the condition variable.
+    pub sleepers: u32,
+}
+
+// SAFETY: the raw pointers in `iovecs` point into memory whose owner handed it to this I/O
+// and promised not to use it until completion; moving the description between threads is
+// the whole point of asynchronous I/O.
+unsafe impl Send for HandleData {}
+
+impl HandleData {
+    fn new(iovec_capacity: usize) -> HandleData {
+        HandleData {
+            op: None,
+            file: None,
+            offset_bytes: 0,
+            iovecs: Vec::with_capacity(iovec_capacity),
+            target: IoTarget {
+                path: "".into(),
+                first_block: 0,
+                nblocks: 0,
+            },
+            callbacks: None,
+            handle_data: Vec::new(),
+            owned_buffer: None,
+            keep_result: false,
+            result: IoResult::unknown(),
+            f_sync: false,
+            f_localmem: false,
+            group_iovecs: Vec::new(),
+            group_followers: Vec::new(),
+            submit_ns: 0,
+            sleepers: 0,
+        }
+    }
+
+    /// Forgets the finished I/O (keeps allocations for the next one).
+    pub fn reset(&mut self) {
+        self.op = None;
+        self.file = None;
+        self.offset_bytes = 0;
+        self.iovecs.clear();
+        self.callbacks = None;
+        self.handle_data.clear();
+        self.owned_buffer = None;
+        self.keep_result = false;
+        self.result = IoResult::unknown();
+        self.f_sync = false;
+        self.f_localmem = false;
+        self.group_iovecs.clear();
+        self.group_followers.clear();
+        self.submit_ns = 0;
+    }
+
+    /// Total bytes the iovecs describe.
+    pub fn len_bytes(&self) -> usize {
+        self.iovecs.iter().map(|v| v.iov_len).sum()
+    }
+}
+
+/// One handle, shared between its owner and whoever completes or waits on it.
+pub(crate) struct HandleShared {
+    pub state: AtomicU8,
+    pub generation: AtomicU64,
+    pub data: Mutex<HandleData>,
+    pub cond: Condvar,
+}
+
+impl HandleShared {
+    pub fn lock(&self) -> MutexGuard<'_, HandleData> {
+        // A panic in a user callback while this lock is held must not wedge every later
+        // waiter; the data is reset on reuse anyway.
+        self.data.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn state(&self) -> HandleState {
+        HandleState::from_u8(self.state.load(Ordering::Acquire))
+    }
+
+    pub fn set_state(&self, s: HandleState) {
+        self.state.store(s as u8, Ordering::Release);
+    }
+
+    /// True when the I/O of `generation` no longer needs waiting for.
+    pub fn is_done(&self, generation: u64) -> bool {
+        if self.generation.load(Ordering::Acquire) != generation {
+            return true;
+        }
+        matches!(
+            self.state(),
+            HandleState::CompletedShared | HandleState::CompletedLocal | HandleState::Idle
+        )
+    }
+}
+
+/// Process-wide hooks every backend can reach without a reference cycle to the `Aio`.
+pub(crate) struct AioHooks {
+    pub fault: std::sync::RwLock<Option<Arc<dyn FaultInjector>>>,
+    pub epoch: Instant,
+}
+
+impl AioHooks {
+    pub fn now_ns(&self) -> u64 {
+        self.epoch.elapsed().as_nanos() as u64
+    }
+}
+
+/// The part of a backend other threads can see: its handles, counters and (for io_uring)
+/// its ring.
+pub(crate) struct BackendShared {
+    pub id: u32,
+    pub handles: Box<[HandleShared]>,
+    pub counters: BackendCounters,
+    pub hooks: Arc<AioHooks>,
+    pub tid: AtomicI32,
+    pub active: std::sync::atomic::AtomicBool,
+    pub direct: bool,
+    pub ring: Option<super::method::uring::Ring>,
+}
+
+impl BackendShared {
+    pub fn new(
+        id: u32,
+        handle_count: usize,
+        iovec_capacity: usize,
+        hooks: Arc<AioHooks>,
+        direct: bool,
+        ring: Option<super::method::uring::Ring>,
+    ) -> BackendShared {
+        let handles = (0..handle_count)
+            .map(|_| HandleShared {
+                state: AtomicU8::new(HandleState::Idle as u8),
+                generation: AtomicU64::new(0),
+                data: Mutex::new(HandleData::new(iovec_capacity)),
+                cond: Condvar::new(),
+            })
+            .collect();
+        BackendShared {
+            id,
+            handles,
+            counters: BackendCounters::default(),
+            hooks,
+            tid: AtomicI32::new(0),
+            active: std::sync::atomic::AtomicBool::new(false),
+            direct,
+            ring,
+        }
+    }
+
+    /// Completes handle `index` with the kernel's `raw_result`: applies injected faults,
+    /// distils the result, runs the shared callback and wakes waiters. Runs in whichever
+    /// thread finished the I/O.
+    pub fn complete(&self, index: u32, raw_result: i64, executed_sync: bool) {
+        let handle = &self.handles[index as usize];
+        let mut d = handle.lock();
+        debug_assert_eq!(
+            handle.state(),
+            HandleState::Submitted,
+            "completing a handle twice"
+        );
+        handle.set_state(HandleState::CompletedIo);
+        let op = d.op.unwrap_or(IoOp::Readv);
+        let mut raw = raw_result;
+        let injector = self
+            .hooks
+            .fault
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        if let Some(injector) = injector {
+            match injector.inject(op, &d.target) {
+                Some(Fault::Errno(e)) => raw = -(e as i64),
+                Some(Fault::Short { bytes }) if raw >= 0 => raw = raw.min(bytes as i64),
+                Some(Fault::FlipBit { byte_offset, bit }) if op == IoOp::Readv => {
+                    if raw > byte_offset as i64 {
+                        flip_bit(&d.iovecs, byte_offset, bit);
+                    }
+                }
+                _ => {}
+            }
+        }
+        d.f_sync |= executed_sync;
+        let mut result = IoResult::distill(op, &d.target, raw);
+        if let Some(cb) = d.callbacks.clone() {
+            let data = &mut *d;
+            let mut ctx = SharedCompletion {
+                op,
+                target: &data.target,
+                handle_data: &data.handle_data,
+                result: &mut result,
+                iovecs: &data.iovecs,
+            };
+            cb.complete_shared(&mut ctx);
+        }
+        let c = &self.counters;
+        match result.status {
+            IoStatus::Error => {
+                c.errors.fetch_add(1, Ordering::Relaxed);
+            }
+            IoStatus::Partial => {
+                c.partials.fetch_add(1, Ordering::Relaxed);
+            }
+            _ => {}
+        }
+        if raw > 0 {
+            c.bytes.fetch_add(raw as u64, Ordering::Relaxed);
+        }
+        c.blocks
+            .fetch_add(result.blocks_done as u64, Ordering::Relaxed);
+        c.io_ns.fetch_add(
+            self.hooks.now_ns().saturating_sub(d.submit_ns),
+            Ordering::Relaxed,
+        );
+        d.result = result;
+        handle.set_state(HandleState::CompletedShared);
+        if d.sleepers > 0 {
+            handle.cond.notify_all();
+        }
+    }
+
+    /// Waits until the I/O `(index, generation)` has completed shared. Spins first, then
+    /// reaps the ring (io_uring) or sleeps on the handle (sync, worker).
+    pub fn wait_done(&self, index: u32, generation: u64) {
+        let handle = &self.handles[index as usize];
+        if handle.is_done(generation) {
+            return;
+        }
+        let start = Instant::now();
+        let mut spins = 0u32;
+        while !handle.is_done(generation) {
+            std::hint::spin_loop();
+            spins += 1;
+            if spins % 64 == 0 && start.elapsed() > WAIT_SPIN {
+                break;
+            }
+        }
+        if let Some(ring) = &self.ring {
+            while !handle.is_done(generation) {
+                ring.wait_for_completions(self, || handle.is_done(generation));
+            }
+            return;
+        }
+        let mut d = handle.lock();
+        while !handle.is_done(generation) {
+            d.sleepers += 1;
+            d = handle.cond.wait(d).unwrap_or_else(|p| p.into_inner());
+            d.sleepers -= 1;
+        }
+    }
+}
+
+fn flip_bit(iovecs: &[libc::iovec], byte_offset: usize, bit: u8) {
+    let mut skip = byte_offset;
+    for iov in iovecs {
+        if skip < iov.iov_len {
+            // SAFETY: the iovec's memory belongs to this I/O until completion.
+            unsafe {
+                let p = (iov.iov_base as *mut u8).add(skip);
+                *p ^= 1 << (bit & 7);
+            }
+            return;
+        }
+        skip -= iov.iov_len;
+    }
+}

@@ -1,0 +1,172 @@
+//! I/O methods: how a batch of staged I/Os reaches the kernel.
+//!
+//! The AIO layer hands a method a batch of handles, already grouped: every group is one
+//! kernel I/O, made of handles that read (or write) contiguous byte ranges of the same file,
+//! in order. Merging is done once, here, so the three methods cannot disagree about it:
+//!
+//! ```text
+//!   staged:  A: 16384 blocks 0..15   B: 16384 blocks 16..31   C: 16389 blocks 0..15
+//!   groups:  [A, B] → one preadv of 32 iovec-blocks at offset 0      [C] → one preadv
+//! ```
+//!
+//! After the kernel answers a group, the bytes are handed back handle by handle. If a
+//! merged I/O comes back short or failed, each of its handles is executed again on its own,
+//! so every handle gets exactly the result it would have had unmerged (the EOF, the EIO, the
+//! partial block all land on the right handle).
+//!
+//! * [`sync`] executes at submission, in the submitting thread.
+//! * [`worker`] queues groups for a pool of I/O threads.
+//! * [`uring`] puts each group on the backend's io_uring as one SQE.
+
+pub mod sync;
+pub mod uring;
+pub mod worker;
+
+use std::sync::Arc;
+
+use super::handle::{BackendShared, HandleState};
+use super::result::IoOp;
+use crate::config::IoMethodKind;
+
+/// Most iovecs in one kernel I/O. The kernel's `IOV_MAX` is 1024; merging stops there.
+pub(crate) const MAX_IOVECS_PER_IO: usize = 1024;
+
+/// One kernel I/O: a leader handle and the handles merged behind it, in file order.
+pub(crate) type Group = Vec<u32>;
+
+/// The interface between the AIO layer and a method.
+pub(crate) trait IoMethodImpl: Send + Sync {
+    /// Which method this is.
+    fn kind(&self) -> IoMethodKind;
+    /// Starts execution of `groups` of `backend`'s handles (all in state SUBMITTED).
+    fn submit(&self, backend: &Arc<BackendShared>, groups: Vec<Group>);
+}
+
+/// Merges `staged` (handle indices, in staging order) into groups of contiguous same-file,
+/// same-operation I/Os. Only neighbours in staging order merge: streams stage in block
+/// order, and keeping the order keeps completion order predictable.
+pub(crate) fn plan_groups(backend: &BackendShared, staged: &[u32]) -> Vec<Group> {
+    let mut groups: Vec<Group> = Vec::with_capacity(staged.len());
+    // (fd, op, end offset, iovec count) of the group being built.
+    let mut open: Option<(i32, IoOp, u64, usize)> = None;
+    for &idx in staged {
+        let d = backend.handles[idx as usize].lock();
+        let fd = d.file.as_ref().map(|f| f.raw_fd()).unwrap_or(-1);
+        let op = d.op.unwrap_or(IoOp::Readv);
+        let len = d.len_bytes() as u64;
+        let n_iov = d.iovecs.len();
+        let start = d.offset_bytes;
+        drop(d);
+        match (&mut open, groups.last_mut()) {
+            (Some((gfd, gop, gend, giov)), Some(group))
+                if *gfd == fd
+                    && *gop == op
+                    && *gend == start
+                    && *giov + n_iov <= MAX_IOVECS_PER_IO =>
+            {
+                group.push(idx);
+                *gend += len;
+                *giov += n_iov;
+            }
+            _ => {
+                groups.push(vec![idx]);
+                open = Some((fd, op, start + len, n_iov));
+            }
+        }
+    }
+    groups
+}
+
+/// Executes one group with `preadv`/`pwritev` in the calling thread and completes its
+/// handles. Used by sync, by the workers, and by io_uring to re-run a short merged I/O.
+pub(crate) fn execute_group_sync(backend: &BackendShared, group: &[u32], executed_sync: bool) {
+    let (fd_holder, op, offset, iovecs) = {
+        let d = backend.handles[group[0] as usize].lock();
+        let mut iovecs = d.iovecs.clone();
+        let file = d.file.clone();
+        let op = d.op.unwrap_or(IoOp::Readv);
+        let offset = d.offset_bytes;
+        drop(d);
+        for &idx in &group[1..] {
+            let d = backend.handles[idx as usize].lock();
+            iovecs.extend_from_slice(&d.iovecs);
+        }
+        (file, op, offset, iovecs)
+    };
+    let Some(file) = fd_holder else {
+        for &idx in group {
+            backend.complete(idx, -(libc::EBADF as i64), executed_sync);
+        }
+        return;
+    };
+    let raw = vectored_io(file.raw_fd(), op, offset, &iovecs);
+    distribute(backend, group, raw, executed_sync);
+}
+
+/// Hands a group's kernel result to its handles. A group that came back whole is split by
+/// length; a short or failed group is re-executed handle by handle.
+pub(crate) fn distribute(backend: &BackendShared, group: &[u32], raw: i64, executed_sync: bool) {
+    if group.len() == 1 {
+        backend.complete(group[0], raw, executed_sync);
+        return;
+    }
+    let lens: Vec<i64> = group
+        .iter()
+        .map(|&i| backend.handles[i as usize].lock().len_bytes() as i64)
+        .collect();
+    let total: i64 = lens.iter().sum();
+    if raw == total {
+        for (&idx, &len) in group.iter().zip(&lens) {
+            backend.complete(idx, len, executed_sync);
+        }
+        return;
+    }
+    for &idx in group {
+        execute_group_sync(backend, &[idx], true);
+    }
+}
+
+/// `preadv`/`pwritev` of the whole iovec list, retrying `EINTR`; returns bytes or `-errno`.
+pub(crate) fn vectored_io(fd: i32, op: IoOp, offset: u64, iovecs: &[libc::iovec]) -> i64 {
+    loop {
+        // SAFETY: the iovecs describe memory handed to this I/O by its issuer.
+        let rc = unsafe {
+            match op {
+                IoOp::Readv => libc::preadv(
+                    fd,
+                    iovecs.as_ptr(),
+                    iovecs.len() as i32,
+                    offset as libc::off_t,
+                ),
+                IoOp::Writev => libc::pwritev(
+                    fd,
+                    iovecs.as_ptr(),
+                    iovecs.len() as i32,
+                    offset as libc::off_t,
+                ),
+            }
+        };
+        if rc >= 0 {
+            return rc as i64;
+        }
+        let errno = std::io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EIO);
+        if errno != libc::EINTR {
+            return -(errno as i64);
+        }
+    }
+}
+
+/// Marks the handles of `groups` as submitted (the method may complete them at once).
+pub(crate) fn mark_submitted(backend: &BackendShared, groups: &[Group], now_ns: u64) {
+    for group in groups {
+        for &idx in group {
+            let h = &backend.handles[idx as usize];
+            let mut d = h.lock();
+            debug_assert_eq!(h.state(), HandleState::Staged);
+            d.submit_ns = now_ns;
+            h.set_state(HandleState::Submitted);
+        }
+    }
+}

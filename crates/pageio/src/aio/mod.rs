@@ -1,0 +1,979 @@
+//! # The asynchronous I/O subsystem
+//!
+//! PostgreSQL 18's AIO design, as a library. A *backend* is a thread using the engine; each
+//! owns a fixed pool of `io_max_concurrency` *handles*. An I/O is defined on a handle, staged,
+//! submitted in a batch to the *I/O method*, completed by whichever thread finishes it, and
+//! finally reclaimed by its owner:
+//!
+//! ```text
+//!  Backend::acquire ─► AioHandle ─stage_readv─► WaitRef
+//!        │                 (at most one handed out: the borrow checker enforces it)
+//!        │  batch mode: up to MAX_BATCH_IOS staged I/Os wait here, then go together
+//!        ▼
+//!  submit ─► plan_groups (merge contiguous same-file I/Os) ─► method
+//!        sync:     preadv now, in this thread
+//!        worker:   bounded queue ─► io_workers threads ─► preadv
+//!        io_uring: one SQE per group on this backend's ring
+//!        ▼
+//!  complete (shared callback, waiters woken) ─► owner reclaims (local callback) ─► IDLE
+//! ```
+//!
+//! ## Rules that keep it from deadlocking
+//!
+//! * A backend holds at most one handed-out handle ([`Backend::acquire`] borrows the backend
+//!   mutably), so it can never wait for a handle while sitting on one it has not defined.
+//! * With no idle handle, `acquire` first reclaims completed ones, then submits staged ones,
+//!   then waits for the oldest in flight — it always makes progress.
+//! * Before waiting on another backend's I/O, a backend submits its own staged I/O: the other
+//!   backend might be waiting on it.
+//! * A batch is bounded ([`MAX_BATCH_IOS`]) and is flushed early whenever a wait needs it.
+//!
+//! ## A worked example
+//!
+//! A stream reads blocks 0..31 of `base/5/16384` with `io_combine_limit = 16`: it enters
+//! batch mode, stages handle 0 (blocks 0..15, 128 kB at offset 0) and handle 1 (blocks
+//! 16..31 at offset 131072), and leaves batch mode. The batch becomes one group — the same
+//! file, contiguous — so the method issues one 256 kB `preadv`; `kernel_ios` counts 1 and
+//! `ios_merged` 1. Completion splits the 262144 bytes 131072/131072 and both handles are
+//! `OK`. Had the file ended at block 20, the merged read would have returned 163840 bytes;
+//! each handle is then re-executed alone, so handle 0 is `OK` and handle 1 is `PARTIAL`
+//! with 5 blocks done, and the caller re-issues blocks 21..31 and gets `ERROR` ("read only 0
+//! of 90112 bytes"), exactly as without merging.
+
+pub mod callbacks;
+pub mod fault;
+mod handle;
+pub mod method;
+pub mod result;
+pub mod stats;
+
+pub use callbacks::{AioCallbacks, LocalCompletion, SharedCompletion};
+pub use fault::{Fault, FaultInjector, FaultPlan};
+pub use handle::{HandleState, WaitRef};
+pub use result::{AioError, IoOp, IoResult, IoStatus, IoTarget};
+pub use stats::IoCounters;
+
+pub use crate::storage::IoBuffer;
+
+use std::collections::{HashMap, VecDeque};
+use std::marker::PhantomData;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, RwLock};
+use std::time::Instant;
+
+use handle::{AioHooks, BackendShared, HandleData};
+use method::{Group, IoMethodImpl};
+
+use crate::config::{IoConfig, IoMethodKind, BLCKSZ};
+use crate::storage::{FileCache, OpenMode, RelFile, SegmentFile, StorageError};
+
+/// Most I/Os staged before a batch is submitted (PostgreSQL's `PGAIO_SUBMIT_BATCH_SIZE`):
+/// enough to amortise one system call or queue lock over many I/Os, small enough that the
+/// first I/O of a batch is not held back long.
+pub const MAX_BATCH_IOS: usize = 32;
+
+/// Most backends (threads) one [`Aio`] serves at once. Every backend reserves
+/// `io_max_concurrency` handles and, under io_uring, a ring and its descriptor; the bound keeps
+/// a runaway thread pool from exhausting memory and descriptors.
+pub const MAX_BACKENDS: usize = 256;
+
+/// The AIO subsystem: the chosen method, the file cache and every backend's handles.
+/// Cheap to clone; all clones share one subsystem.
+#[derive(Clone)]
+pub struct Aio {
+    core: Arc<AioCore>,
+}
+
+struct AioCore {
+    config: IoConfig,
+    method: Box<dyn IoMethodImpl>,
+    method_kind: IoMethodKind,
+    fallback_reason: Option<String>,
+    files: FileCache,
+    hooks: Arc<AioHooks>,
+    backends: RwLock<Vec<Arc<BackendShared>>>,
+}
+
+impl std::fmt::Debug for Aio {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Aio")
+            .field("io_method", &self.core.method_kind)
+            .finish()
+    }
+}
+
+impl Aio {
+    /// Starts the subsystem: validates the settings, probes io_uring when asked for (or for
+    /// `auto`), starts the worker pool for `worker`.
+    ///
+    /// With `io_method = auto`, io_uring is used when the probe passes; otherwise worker,
+    /// and [`Aio::fallback_reason`] says why (callers print it as one line).
+    pub fn new(config: IoConfig) -> Result<Aio, AioError> {
+        config.validate()?;
+        let (method_kind, fallback_reason) = match config.io_method {
+            IoMethodKind::Auto => match method::uring::probe() {
+                Ok(()) => (IoMethodKind::IoUring, None),
+                Err(e) => (
+                    IoMethodKind::Worker,
+                    Some(format!("io_method=auto chose worker: {e}")),
+                ),
+            },
+            IoMethodKind::IoUring => {
+                method::uring::probe()?;
+                (IoMethodKind::IoUring, None)
+            }
+            other => (other, None),
+        };
+        let method: Box<dyn IoMethodImpl> = match method_kind {
+            IoMethodKind::Sync => Box::new(method::sync::SyncMethod),
+            IoMethodKind::Worker => {
+                Box::new(method::worker::WorkerMethod::start(config.io_workers)?)
+            }
+            IoMethodKind::IoUring | IoMethodKind::Auto => Box::new(method::uring::UringMethod),
+        };
+        debug_assert_eq!(method.kind(), method_kind);
+        let files = FileCache::new(config.max_open_files, config.direct_io)?;
+        Ok(Aio {
+            core: Arc::new(AioCore {
+                config,
+                method,
+                method_kind,
+                fallback_reason,
+                files,
+                hooks: Arc::new(AioHooks {
+                    fault: RwLock::new(None),
+                    epoch: Instant::now(),
+                }),
+                backends: RwLock::new(Vec::new()),
+            }),
+        })
+    }
+
+    /// The method in use (never `Auto`).
+    pub fn io_method(&self) -> IoMethodKind {
+        self.core.method_kind
+    }
+
+    /// Why `auto` did not choose io_uring, if it did not.
+    pub fn fallback_reason(&self) -> Option<&str> {
+        self.core.fallback_reason.as_deref()
+    }
+
+    /// The settings in force.
+    pub fn config(&self) -> &IoConfig {
+        &self.core.config
+    }
+
+    /// The shared file-descriptor cache.
+    pub fn files(&self) -> &FileCache {
+        &self.core.files
+    }
+
+    /// Installs (or with `None` removes) a fault injector consulted at every completion.
+    pub fn set_fault_injector(&self, injector: Option<Arc<dyn FaultInjector>>) {
+        *self
+            .core
+            .hooks
+            .fault
+            .write()
+            .unwrap_or_else(|p| p.into_inner()) = injector;
+    }
+
+    /// Registers the calling thread as a backend. Each thread that issues I/O needs one; it
+    /// is released (after waiting for its I/O) when dropped.
+    pub fn backend(&self) -> Result<Backend, AioError> {
+        let shared = {
+            let mut slots = self
+                .core
+                .backends
+                .write()
+                .unwrap_or_else(|p| p.into_inner());
+            let free = slots
+                .iter()
+                .find(|b| !b.active.load(Ordering::Acquire))
+                .cloned();
+            match free {
+                Some(b) => b,
+                None => {
+                    if slots.len() >= MAX_BACKENDS {
+                        return Err(AioError::TooManyBackends(MAX_BACKENDS));
+                    }
+                    let ring = if self.core.method_kind == IoMethodKind::IoUring {
+                        Some(method::uring::Ring::new(
+                            self.core.config.io_max_concurrency,
+                        )?)
+                    } else {
+                        None
+                    };
+                    let b = Arc::new(BackendShared::new(
+                        slots.len() as u32,
+                        self.core.config.io_max_concurrency,
+                        self.core.config.io_combine_limit_blocks,
+                        self.core.hooks.clone(),
+                        self.core.config.direct_io,
+                        ring,
+                    ));
+                    slots.push(b.clone());
+                    b
+                }
+            }
+        };
+        shared.active.store(true, Ordering::Release);
+        // SAFETY: gettid has no preconditions.
+        shared
+            .tid
+            .store(unsafe { libc::gettid() }, Ordering::Relaxed);
+        let n = shared.handles.len() as u32;
+        Ok(Backend {
+            core: self.core.clone(),
+            shared,
+            idle: (0..n).rev().collect(),
+            in_flight: VecDeque::with_capacity(n as usize),
+            staged: Vec::with_capacity(MAX_BATCH_IOS),
+            batch_depth: 0,
+            kept: HashMap::new(),
+            _not_send: PhantomData,
+        })
+    }
+
+    fn backend_shared(&self, id: u32) -> Option<Arc<BackendShared>> {
+        self.core
+            .backends
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(id as usize)
+            .cloned()
+    }
+
+    /// Waits for the I/O behind `wref` from any thread, backend or not. Returns at once when
+    /// the handle has since been reused. A thread that is a backend should call
+    /// [`Backend::wait`] instead, which first submits its own staged I/O.
+    pub fn wait(&self, wref: WaitRef) {
+        if let Some(b) = self.backend_shared(wref.backend_id) {
+            b.wait_done(wref.index, wref.generation);
+        }
+    }
+
+    /// True when the I/O behind `wref` needs no more waiting (completed or recycled).
+    pub fn poll(&self, wref: WaitRef) -> bool {
+        match self.backend_shared(wref.backend_id) {
+            Some(b) => b.handles[wref.index as usize].is_done(wref.generation),
+            None => true,
+        }
+    }
+
+    /// Every handle in use, with the columns of PostgreSQL's `pg_aios` view.
+    pub fn snapshot(&self) -> Vec<AioRow> {
+        let backends = self
+            .core
+            .backends
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let per_backend = self.core.config.io_max_concurrency;
+        let mut rows = Vec::new();
+        for b in backends {
+            for (i, h) in b.handles.iter().enumerate() {
+                if h.state() == HandleState::Idle {
+                    continue;
+                }
+                let d = h.lock();
+                let state = h.state();
+                if state == HandleState::Idle {
+                    continue;
+                }
+                rows.push(AioRow::from_handle(
+                    &b,
+                    (b.id as usize * per_backend + i) as u32,
+                    h.generation.load(Ordering::Acquire),
+                    state,
+                    &d,
+                ));
+            }
+        }
+        rows
+    }
+
+    /// Counters summed over every backend that ever ran.
+    pub fn counters(&self) -> IoCounters {
+        self.core
+            .backends
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .map(|b| b.counters.snapshot())
+            .fold(IoCounters::default(), |a, b| a + b)
+    }
+}
+
+/// One row of the `pg_aios` view: a handle in use.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct AioRow {
+    /// Thread id of the owning backend.
+    pub pid: i32,
+    /// Global handle number.
+    pub io_id: u32,
+    /// Generation of the handle.
+    pub io_generation: u64,
+    /// Handle state.
+    pub state: &'static str,
+    /// `readv`, `writev`, or `invalid` before definition.
+    pub operation: &'static str,
+    /// File offset in bytes.
+    pub off: u64,
+    /// Length in bytes.
+    pub length: u64,
+    /// `smgr` for relation I/O.
+    pub target: &'static str,
+    /// Number of handle-data entries.
+    pub handle_data_len: u32,
+    /// Bytes or `-errno`, once known.
+    pub raw_result: Option<i64>,
+    /// UNKNOWN, OK, PARTIAL or ERROR.
+    pub result: &'static str,
+    /// E.g. `blocks 200752..200767 in file "base/16440/16456"`.
+    pub target_desc: String,
+    /// Executed synchronously.
+    pub f_sync: bool,
+    /// Memory is backend-local, not shared buffers.
+    pub f_localmem: bool,
+    /// Buffered (not direct) I/O.
+    pub f_buffered: bool,
+}
+
+impl AioRow {
+    fn from_handle(
+        b: &BackendShared,
+        io_id: u32,
+        generation: u64,
+        state: HandleState,
+        d: &HandleData,
+    ) -> AioRow {
+        let known = state >= HandleState::CompletedIo;
+        AioRow {
+            pid: b.tid.load(Ordering::Relaxed),
+            io_id,
+            io_generation: generation,
+            state: state.as_str(),
+            operation: d.op.map(IoOp::as_str).unwrap_or("invalid"),
+            off: d.offset_bytes,
+            length: d.len_bytes() as u64,
+            target: "smgr",
+            handle_data_len: d.handle_data.len() as u32,
+            raw_result: known.then_some(d.result.raw_result),
+            result: d.result.status.as_str(),
+            target_desc: d.target.desc(),
+            f_sync: d.f_sync,
+            f_localmem: d.f_localmem,
+            f_buffered: !b.direct,
+        }
+    }
+}
+
+/// What the owner gets back from an I/O it asked to keep the result of.
+#[derive(Debug)]
+pub struct IoCompletion {
+    /// The outcome.
+    pub result: IoResult,
+    /// The owned buffer, for I/Os staged with one.
+    pub buffer: Option<IoBuffer>,
+    /// What the I/O touched.
+    pub target: IoTarget,
+}
+
+/// A thread's view of the subsystem: its handles, its batch, its counters.
+///
+/// Not `Send`: a backend is a thread, as in PostgreSQL.
+pub struct Backend {
+    core: Arc<AioCore>,
+    shared: Arc<BackendShared>,
+    idle: Vec<u32>,
+    in_flight: VecDeque<u32>,
+    staged: Vec<u32>,
+    batch_depth: u32,
+    kept: HashMap<(u32, u64), IoCompletion>,
+    _not_send: PhantomData<*const ()>,
+}
+
+impl std::fmt::Debug for Backend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Backend")
+            .field("id", &self.shared.id)
+            .field("idle", &self.idle.len())
+            .field("in_flight", &self.in_flight.len())
+            .finish()
+    }
+}
+
+impl Backend {
+    /// The backend's slot number.
+    pub fn id(&self) -> u32 {
+        self.shared.id
+    }
+
+    /// The subsystem this backend belongs to.
+    pub fn aio(&self) -> Aio {
+        Aio {
+            core: self.core.clone(),
+        }
+    }
+
+    /// This backend's counters.
+    pub fn counters(&self) -> IoCounters {
+        self.shared.counters.snapshot()
+    }
+
+    /// I/Os staged or in flight (not yet reclaimed).
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.len()
+    }
+
+    /// Handles free right now.
+    pub fn idle_handles(&self) -> usize {
+        self.idle.len()
+    }
+
+    /// Hands out a handle. With none idle: reclaims completed ones, submits staged ones, or
+    /// waits for the oldest in flight — never blocks forever.
+    pub fn acquire(&mut self) -> Result<AioHandle<'_>, AioError> {
+        loop {
+            if let Some(index) = self.idle.pop() {
+                let h = &self.shared.handles[index as usize];
+                debug_assert_eq!(h.state(), HandleState::Idle);
+                h.set_state(HandleState::HandedOut);
+                return Ok(AioHandle {
+                    backend: self,
+                    index,
+                    staged: false,
+                });
+            }
+            self.reclaim_completed();
+            if !self.idle.is_empty() {
+                continue;
+            }
+            if !self.staged.is_empty() {
+                self.submit_staged();
+                continue;
+            }
+            let Some(&oldest) = self.in_flight.front() else {
+                return Err(AioError::Internal(
+                    "no idle handle and nothing in flight".into(),
+                ));
+            };
+            let gen = self.shared.handles[oldest as usize]
+                .generation
+                .load(Ordering::Acquire);
+            self.wait_local(oldest, gen);
+        }
+    }
+
+    /// Enters batch mode: staged I/Os are held back (up to [`MAX_BATCH_IOS`]) and submitted
+    /// together by [`Backend::exit_batch_mode`]. Nests.
+    pub fn enter_batch_mode(&mut self) {
+        self.batch_depth += 1;
+    }
+
+    /// Leaves batch mode; at the outermost level, submits everything staged.
+    pub fn exit_batch_mode(&mut self) {
+        debug_assert!(self.batch_depth > 0, "exit_batch_mode without enter");
+        self.batch_depth = self.batch_depth.saturating_sub(1);
+        if self.batch_depth == 0 {
+            self.submit_staged();
+        }
+    }
+
+    /// Submits every staged I/O now.
+    pub fn submit_staged(&mut self) {
+        if self.staged.is_empty() {
+            return;
+        }
+        let staged = std::mem::take(&mut self.staged);
+        let groups: Vec<Group> = method::plan_groups(&self.shared, &staged);
+        let c = &self.shared.counters;
+        c.ios_issued
+            .fetch_add(staged.len() as u64, Ordering::Relaxed);
+        c.kernel_ios
+            .fetch_add(groups.len() as u64, Ordering::Relaxed);
+        c.ios_merged
+            .fetch_add((staged.len() - groups.len()) as u64, Ordering::Relaxed);
+        method::mark_submitted(&self.shared, &groups, self.shared.hooks.now_ns());
+        self.core.method.submit(&self.shared, groups);
+        self.staged = staged;
+        self.staged.clear();
+    }
+
+    /// Waits for `wref`. For this backend's own I/O the handle is reclaimed (local callback
+    /// run) and, if the I/O was staged with [`AioHandle::keep_result`], its completion is
+    /// returned. Waiting on another backend's I/O first submits this backend's staged I/O.
+    pub fn wait(&mut self, wref: WaitRef) -> Option<IoCompletion> {
+        if wref.backend_id == self.shared.id {
+            self.wait_local(wref.index, wref.generation);
+            return self.kept.remove(&(wref.index, wref.generation));
+        }
+        self.submit_staged();
+        let start = Instant::now();
+        self.aio().wait(wref);
+        self.account_wait(start);
+        None
+    }
+
+    /// Waits for every I/O of this backend and reclaims all handles.
+    pub fn wait_all(&mut self) {
+        self.submit_staged();
+        while let Some(&index) = self.in_flight.front() {
+            let gen = self.shared.handles[index as usize]
+                .generation
+                .load(Ordering::Acquire);
+            self.wait_local(index, gen);
+        }
+    }
+
+    /// Takes the kept completion of an I/O that was reclaimed earlier (for example while
+    /// acquiring a handle), if any.
+    pub fn take_completion(&mut self, wref: WaitRef) -> Option<IoCompletion> {
+        self.kept.remove(&(wref.index, wref.generation))
+    }
+
+    fn account_wait(&self, start: Instant) {
+        let c = &self.shared.counters;
+        c.wait_ns
+            .fetch_add(start.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        c.waits.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn wait_local(&mut self, index: u32, generation: u64) {
+        let shared = self.shared.clone();
+        let h = &shared.handles[index as usize];
+        if h.generation.load(Ordering::Acquire) != generation {
+            return;
+        }
+        if h.state() == HandleState::Staged {
+            self.submit_staged();
+        }
+        if !h.is_done(generation) {
+            let start = Instant::now();
+            self.shared.wait_done(index, generation);
+            self.account_wait(start);
+        }
+        if h.generation.load(Ordering::Acquire) == generation
+            && h.state() == HandleState::CompletedShared
+        {
+            self.reclaim(index);
+        }
+    }
+
+    /// Reclaims every handle whose I/O has completed shared.
+    pub fn reclaim_completed(&mut self) {
+        if let Some(ring) = &self.shared.ring {
+            ring.reap(&self.shared);
+        }
+        let ready: Vec<u32> = self
+            .in_flight
+            .iter()
+            .copied()
+            .filter(|&i| self.shared.handles[i as usize].state() == HandleState::CompletedShared)
+            .collect();
+        for index in ready {
+            self.reclaim(index);
+        }
+    }
+
+    fn reclaim(&mut self, index: u32) {
+        let h = &self.shared.handles[index as usize];
+        debug_assert_eq!(h.state(), HandleState::CompletedShared);
+        let generation = h.generation.load(Ordering::Acquire);
+        let (callbacks, result, target, op, handle_data, buffer, keep) = {
+            let mut d = h.lock();
+            (
+                d.callbacks.take(),
+                d.result.clone(),
+                d.target.clone(),
+                d.op.unwrap_or(IoOp::Readv),
+                std::mem::take(&mut d.handle_data),
+                d.owned_buffer.take(),
+                d.keep_result,
+            )
+        };
+        if let Some(cb) = &callbacks {
+            cb.complete_local(&LocalCompletion {
+                op,
+                target: &target,
+                handle_data: &handle_data,
+                result: &result,
+            });
+        }
+        {
+            let mut d = h.lock();
+            h.set_state(HandleState::CompletedLocal);
+            d.reset();
+            d.handle_data = handle_data;
+            d.handle_data.clear();
+            h.generation.fetch_add(1, Ordering::AcqRel);
+            h.set_state(HandleState::Idle);
+        }
+        if let Some(pos) = self.in_flight.iter().position(|&i| i == index) {
+            self.in_flight.remove(pos);
+        }
+        self.idle.push(index);
+        if keep {
+            self.kept.insert(
+                (index, generation),
+                IoCompletion {
+                    result,
+                    buffer,
+                    target,
+                },
+            );
+        }
+    }
+
+    /// Reads `buf.len() / BLCKSZ` blocks of `rel` starting at `block` through the AIO
+    /// subsystem — split at segment boundaries and `io_combine_limit`, staged as one batch,
+    /// partial reads re-issued — and returns the filled buffer. Any block that cannot be
+    /// read is an error naming file and blocks.
+    pub fn read_blocks(
+        &mut self,
+        rel: &RelFile,
+        block: u64,
+        buf: IoBuffer,
+    ) -> Result<IoBuffer, AioError> {
+        self.blocks_io(IoOp::Readv, rel, block, buf)
+    }
+
+    /// Writes whole blocks of `buf` to `rel` at `block` through the AIO subsystem (creating
+    /// segment files as needed) and returns the buffer.
+    pub fn write_blocks(
+        &mut self,
+        rel: &RelFile,
+        block: u64,
+        buf: IoBuffer,
+    ) -> Result<IoBuffer, AioError> {
+        self.blocks_io(IoOp::Writev, rel, block, buf)
+    }
+
+    fn blocks_io(
+        &mut self,
+        op: IoOp,
+        rel: &RelFile,
+        block: u64,
+        mut buf: IoBuffer,
+    ) -> Result<IoBuffer, AioError> {
+        if buf.len() % BLCKSZ != 0 {
+            return Err(AioError::InvalidRequest(format!(
+                "buffer of {} bytes is not a whole number of {BLCKSZ}-byte blocks",
+                buf.len()
+            )));
+        }
+        let total = (buf.len() / BLCKSZ) as u64;
+        let combine = self.core.config.io_combine_limit_blocks as u64;
+        let mode = match op {
+            IoOp::Readv => OpenMode::Read,
+            IoOp::Writev => OpenMode::ReadWriteCreate,
+        };
+        let base = buf.as_mut_ptr();
+        // Ranges still to do: (first block offset within the request, block count).
+        let mut todo: VecDeque<(u64, u64)> = VecDeque::new();
+        let mut done = 0u64;
+        while done < total {
+            let n = (total - done)
+                .min(combine)
+                .min(RelFile::blocks_in_segment(block + done) as u64);
+            todo.push_back((done, n));
+            done += n;
+        }
+        let mut first_error: Option<AioError> = None;
+        let mut pending: VecDeque<(WaitRef, u64, u64)> = VecDeque::new();
+        while !todo.is_empty() || !pending.is_empty() {
+            if first_error.is_none() && !todo.is_empty() {
+                self.enter_batch_mode();
+                while let Some((off, n)) = todo.pop_front() {
+                    let staged = (|| -> Result<WaitRef, AioError> {
+                        let (file, offset) =
+                            rel.locate(&self.core.files, block + off, n as u32, mode)?;
+                        let target = IoTarget {
+                            path: rel.display_name().clone(),
+                            first_block: block + off,
+                            nblocks: n as u32,
+                        };
+                        let iov = libc::iovec {
+                            // SAFETY: inside `buf`, which outlives every I/O: this function
+                            // waits for all of them before returning.
+                            iov_base: unsafe { base.add(off as usize * BLCKSZ) }.cast(),
+                            iov_len: n as usize * BLCKSZ,
+                        };
+                        let mut h = self.acquire()?;
+                        h.keep_result();
+                        h.set_local_memory(true);
+                        // SAFETY: see above; nothing reads or writes `buf` until all I/Os end.
+                        unsafe { h.stage(op, file, offset, &[iov], target) }
+                    })();
+                    match staged {
+                        Ok(wref) => pending.push_back((wref, off, n)),
+                        Err(e) => {
+                            first_error = Some(e);
+                            break;
+                        }
+                    }
+                }
+                self.exit_batch_mode();
+            }
+            let Some((wref, off, n)) = pending.pop_front() else {
+                continue;
+            };
+            let completion = match self.wait(wref) {
+                Some(c) => c,
+                None => match self.take_completion(wref) {
+                    Some(c) => c,
+                    None => {
+                        first_error.get_or_insert(AioError::Internal(
+                            "completion of a kept I/O went missing".into(),
+                        ));
+                        continue;
+                    }
+                },
+            };
+            match completion.result.status {
+                IoStatus::Ok => {}
+                IoStatus::Partial if first_error.is_none() => {
+                    let k = completion.result.blocks_done as u64;
+                    todo.push_back((off + k, n - k));
+                }
+                _ => {
+                    if first_error.is_none() {
+                        first_error = Some(completion.result.error.unwrap_or_else(|| {
+                            AioError::Internal("I/O failed without an error".into())
+                        }));
+                    }
+                }
+            }
+        }
+        match first_error {
+            Some(e) => Err(e),
+            None => Ok(buf),
+        }
+    }
+}
+
+impl Drop for Backend {
+    fn drop(&mut self) {
+        // I/O in flight points into memory its issuer owns; the backend must not go away
+        // (and let its handles be reused) before the kernel is done with it.
+        self.wait_all();
+        self.kept.clear();
+        self.shared.active.store(false, Ordering::Release);
+    }
+}
+
+/// A handle handed out to a caller, who defines and stages one I/O on it. Dropping it
+/// unstaged returns it to the pool.
+pub struct AioHandle<'a> {
+    backend: &'a mut Backend,
+    index: u32,
+    staged: bool,
+}
+
+impl AioHandle<'_> {
+    /// The handle's index within its backend.
+    pub fn index(&self) -> u32 {
+        self.index
+    }
+
+    /// The generation of the I/O that will run on this handle.
+    pub fn generation(&self) -> u64 {
+        self.shared().generation.load(Ordering::Acquire)
+    }
+
+    fn shared(&self) -> &handle::HandleShared {
+        &self.backend.shared.handles[self.index as usize]
+    }
+
+    /// Registers completion callbacks and their handle data (at most `io_combine_limit`
+    /// values, typically buffer ids).
+    pub fn set_callbacks(&mut self, callbacks: Arc<dyn AioCallbacks>, handle_data: &[u64]) {
+        let mut d = self.shared().lock();
+        d.callbacks = Some(callbacks);
+        d.handle_data.clear();
+        d.handle_data.extend_from_slice(handle_data);
+    }
+
+    /// Asks for the completion to be kept for [`Backend::wait`] / [`Backend::take_completion`].
+    pub fn keep_result(&mut self) {
+        self.shared().lock().keep_result = true;
+    }
+
+    /// Marks the memory as backend-local (`pg_aios.f_localmem`).
+    pub fn set_local_memory(&mut self, local: bool) {
+        self.shared().lock().f_localmem = local;
+    }
+
+    /// Defines and stages a vectored read or write of `target` at `offset_bytes` of `file`.
+    ///
+    /// # Safety
+    ///
+    /// The memory the iovecs describe must stay valid, and must not be read (for reads) or
+    /// written (for either) by anyone else, until the I/O has completed — that is, until a
+    /// wait on the returned [`WaitRef`] has returned, or the shared callback ran.
+    pub unsafe fn stage(
+        mut self,
+        op: IoOp,
+        file: Arc<SegmentFile>,
+        offset_bytes: u64,
+        iovecs: &[libc::iovec],
+        target: IoTarget,
+    ) -> Result<WaitRef, AioError> {
+        let combine_bytes = self.backend.core.config.io_combine_limit_bytes();
+        let len: usize = iovecs.iter().map(|v| v.iov_len).sum();
+        if len != target.len_bytes() || len == 0 {
+            return Err(AioError::InvalidRequest(format!(
+                "{} covers {} bytes but its iovecs describe {len}",
+                target.desc(),
+                target.len_bytes()
+            )));
+        }
+        if len > combine_bytes {
+            return Err(AioError::InvalidRequest(format!(
+                "{} is larger than io_combine_limit ({} blocks)",
+                target.desc(),
+                combine_bytes / BLCKSZ
+            )));
+        }
+        if op == IoOp::Writev && !file.is_writable() {
+            return Err(AioError::InvalidRequest(format!(
+                "{} is a write to a file opened read-only",
+                target.desc()
+            )));
+        }
+        if file.is_direct() {
+            check_direct_alignment(&file, offset_bytes, iovecs)?;
+        }
+        let wref = {
+            let h = self.shared();
+            let mut d = h.lock();
+            d.op = Some(op);
+            d.file = Some(file);
+            d.offset_bytes = offset_bytes;
+            d.iovecs.clear();
+            d.iovecs.extend_from_slice(iovecs);
+            d.target = target;
+            d.result = IoResult::unknown();
+            h.set_state(HandleState::Defined);
+            h.set_state(HandleState::Staged);
+            WaitRef {
+                backend_id: self.backend.shared.id,
+                index: self.index,
+                generation: h.generation.load(Ordering::Acquire),
+            }
+        };
+        self.staged = true;
+        let index = self.index;
+        let backend = &mut *self.backend;
+        backend.staged.push(index);
+        backend.in_flight.push_back(index);
+        if backend.batch_depth == 0 || backend.staged.len() >= MAX_BATCH_IOS {
+            backend.submit_staged();
+        }
+        Ok(wref)
+    }
+
+    /// Stages a read of `target` into an owned buffer (returned in the [`IoCompletion`];
+    /// implies [`AioHandle::keep_result`]). Safe: the handle owns the memory meanwhile.
+    pub fn stage_read_owned(
+        mut self,
+        file: Arc<SegmentFile>,
+        offset_bytes: u64,
+        buffer: IoBuffer,
+        target: IoTarget,
+    ) -> Result<WaitRef, AioError> {
+        self.stage_owned(IoOp::Readv, file, offset_bytes, buffer, target)
+    }
+
+    /// Stages a write of an owned buffer (returned in the [`IoCompletion`]).
+    pub fn stage_write_owned(
+        mut self,
+        file: Arc<SegmentFile>,
+        offset_bytes: u64,
+        buffer: IoBuffer,
+        target: IoTarget,
+    ) -> Result<WaitRef, AioError> {
+        self.stage_owned(IoOp::Writev, file, offset_bytes, buffer, target)
+    }
+
+    fn stage_owned(
+        &mut self,
+        op: IoOp,
+        file: Arc<SegmentFile>,
+        offset_bytes: u64,
+        mut buffer: IoBuffer,
+        target: IoTarget,
+    ) -> Result<WaitRef, AioError> {
+        let iov = libc::iovec {
+            iov_base: buffer.as_mut_ptr().cast(),
+            iov_len: buffer.len(),
+        };
+        {
+            let mut d = self.shared().lock();
+            d.keep_result = true;
+            d.f_localmem = true;
+            // The buffer's heap allocation does not move when the IoBuffer value moves.
+            d.owned_buffer = Some(buffer);
+        }
+        // Re-borrow self as an owned handle for `stage` without dropping it twice.
+        let handle = AioHandle {
+            backend: &mut *self.backend,
+            index: self.index,
+            staged: false,
+        };
+        self.staged = true; // ownership of the handle moves to `handle`
+                            // SAFETY: the memory is owned by the handle until the owner reclaims it.
+                            // On error `stage` releases the handle, which drops the buffer with the handle data.
+        unsafe { handle.stage(op, file, offset_bytes, &[iov], target) }
+    }
+}
+
+impl Drop for AioHandle<'_> {
+    fn drop(&mut self) {
+        if self.staged {
+            return;
+        }
+        // Released without staging (or staging failed): back to idle, like
+        // pgaio_io_release().
+        let h = &self.backend.shared.handles[self.index as usize];
+        {
+            let mut d = h.lock();
+            d.reset();
+            h.generation.fetch_add(1, Ordering::AcqRel);
+            h.set_state(HandleState::Idle);
+        }
+        self.backend.idle.push(self.index);
+    }
+}
+
+fn check_direct_alignment(
+    file: &SegmentFile,
+    offset_bytes: u64,
+    iovecs: &[libc::iovec],
+) -> Result<(), AioError> {
+    let a = file.alignment();
+    let bad_offset = offset_bytes % a.offset_align_bytes as u64 != 0;
+    let bad_iov = iovecs.iter().find(|v| {
+        (v.iov_base as usize) % a.mem_align_bytes != 0 || v.iov_len % a.offset_align_bytes != 0
+    });
+    if bad_offset || bad_iov.is_some() {
+        let v = bad_iov.unwrap_or(&iovecs[0]);
+        let addr = v.iov_base as usize;
+        return Err(StorageError::Misaligned {
+            path: file.path().to_path_buf(),
+            mem_align: a.mem_align_bytes,
+            offset_align: a.offset_align_bytes,
+            got_addr_align: if addr == 0 {
+                0
+            } else {
+                1 << addr.trailing_zeros()
+            },
+            offset: offset_bytes,
+            len_bytes: v.iov_len,
+        }
+        .into());
+    }
+    Ok(())
+}

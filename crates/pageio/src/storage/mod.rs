@@ -1,0 +1,175 @@
+//! # Relation storage
+//!
+//! PostgreSQL stores a relation fork as a chain of 1 GB segment files named after its
+//! relfilenode: `16384`, `16384.1`, `16384.2`, … for the main fork, `16384_fsm`, `16384_vm`
+//! (and their `.N` segments) for the free-space and visibility maps. A block number is global
+//! to the fork; the segment and the offset inside it follow from `RELSEG_SIZE` (131072 blocks
+//! of 8 kB):
+//!
+//! ```text
+//!   block 200000 of base/5/16384
+//!     segment = 200000 / 131072 = 1          → file base/5/16384.1
+//!     offset  = (200000 % 131072) * 8192     → 565182464
+//!
+//!   blocks 131070..131074 cross a boundary   → two I/Os: 16384 [131070, 131071]
+//!                                                        16384.1 [0, 1]
+//! ```
+//!
+//! No single I/O ever crosses a segment boundary: [`RelFile::blocks_in_segment`] tells a
+//! caller how far it may combine (PostgreSQL's `smgrmaxcombine`), and the synchronous helpers
+//! here split for it.
+//!
+//! Open files live in a [`FileCache`], bounded by `max_open_files` and kept below the
+//! process's `RLIMIT_NOFILE`, closing the least recently used file first. Each cached file is
+//! an `Arc<SegmentFile>`: an I/O in flight holds its own reference, so evicting a file from
+//! the cache never closes a descriptor under the kernel's feet; the descriptor closes when the
+//! last I/O using it completes.
+//!
+//! Direct I/O (`O_DIRECT`) is chosen per cache. Its alignment rules come from `statx`
+//! (`STATX_DIOALIGN`, Linux 6.1+) when the kernel reports them, 4096 bytes otherwise. A file
+//! system that refuses `O_DIRECT` is an error naming the path and the fix — never a silent
+//! fallback to buffered I/O, which would make every measurement a lie.
+
+mod direct;
+mod fd_cache;
+mod relation;
+
+pub use direct::{dio_alignment, DioAlignment, IoBuffer, DEFAULT_DIO_ALIGNMENT_BYTES};
+pub use fd_cache::{FileCache, OpenMode, SegmentFile, RESERVED_FDS};
+pub use relation::{ForkNumber, RelFile};
+
+use std::path::PathBuf;
+
+use thiserror::Error;
+
+/// Size of one page (PostgreSQL's `BLCKSZ`).
+pub const BLCKSZ: usize = crate::config::BLCKSZ;
+
+/// Blocks per segment file (PostgreSQL's `RELSEG_SIZE`: 1 GB of 8 kB blocks).
+pub const RELSEG_SIZE_BLOCKS: u32 = 131072;
+
+/// Errors of the storage layer. Every variant names the file and says how to fix it.
+#[derive(Debug, Error)]
+pub enum StorageError {
+    /// `open(2)` failed for a reason other than the ones below.
+    #[error("could not open file \"{path}\": {source}")]
+    Open {
+        /// File path.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The file does not exist (a read of a relation segment that is not there).
+    #[error("could not open file \"{path}\": No such file or directory (is the relation's path right, and was it not truncated?)")]
+    NotFound {
+        /// File path.
+        path: PathBuf,
+    },
+    /// The file system refused `O_DIRECT`.
+    #[error("could not open file \"{path}\" with O_DIRECT: the file system does not support direct I/O ({source}); use --direct-io off")]
+    DirectIoUnsupported {
+        /// File path.
+        path: PathBuf,
+        /// The OS error (EINVAL on tmpfs-like file systems).
+        source: std::io::Error,
+    },
+    /// The process ran out of file descriptors even after closing cached ones.
+    #[error("could not open file \"{path}\": too many open files (RLIMIT_NOFILE soft limit is {limit}); raise it with `ulimit -n`, or lower --max-open-files")]
+    TooManyOpenFiles {
+        /// File path.
+        path: PathBuf,
+        /// The soft limit in force.
+        limit: u64,
+    },
+    /// The descriptor limit leaves too little room for the cache.
+    #[error("RLIMIT_NOFILE soft limit {limit} leaves only {usable} file descriptors for the file cache (at least {needed} needed); raise it with `ulimit -n {needed_limit}`")]
+    FdLimitTooLow {
+        /// Soft limit.
+        limit: u64,
+        /// Descriptors left after the reserve.
+        usable: u64,
+        /// Minimum the cache needs.
+        needed: u64,
+        /// A limit that would do.
+        needed_limit: u64,
+    },
+    /// A synchronous read or write failed.
+    #[error("could not {op} block {block} in file \"{path}\": {source}")]
+    Io {
+        /// "read" or "write".
+        op: &'static str,
+        /// File path.
+        path: PathBuf,
+        /// Block number within the relation fork.
+        block: u64,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// A synchronous read came back short (end of file inside the range).
+    #[error(
+        "could not read block {block} in file \"{path}\": read {bytes_read} of {expected_bytes}"
+    )]
+    ShortRead {
+        /// File path.
+        path: PathBuf,
+        /// Block number within the relation fork.
+        block: u64,
+        /// Bytes actually read.
+        bytes_read: usize,
+        /// Bytes asked for.
+        expected_bytes: usize,
+    },
+    /// A direct-I/O request is not aligned as the file system requires.
+    #[error("direct I/O on \"{path}\" needs memory aligned to {mem_align} bytes and offsets/lengths to {offset_align} bytes; got address alignment {got_addr_align}, offset {offset}, length {len_bytes}")]
+    Misaligned {
+        /// File path.
+        path: PathBuf,
+        /// Required memory alignment.
+        mem_align: usize,
+        /// Required offset/length alignment.
+        offset_align: usize,
+        /// Largest power of two dividing the buffer address.
+        got_addr_align: usize,
+        /// File offset of the request.
+        offset: u64,
+        /// Length of the request.
+        len_bytes: usize,
+    },
+    /// An I/O would cross a segment boundary.
+    #[error(
+        "I/O of {nblocks} blocks at block {block} of \"{path}\" crosses the 1 GB segment boundary"
+    )]
+    CrossesSegment {
+        /// Relation fork path.
+        path: PathBuf,
+        /// First block.
+        block: u64,
+        /// Block count.
+        nblocks: u32,
+    },
+    /// `posix_fadvise` or `statx` failed.
+    #[error("{call} failed on \"{path}\": {source}")]
+    Syscall {
+        /// The call that failed.
+        call: &'static str,
+        /// File path.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+}
+
+impl StorageError {
+    /// The errno behind the error, when there is one.
+    pub fn raw_os_error(&self) -> Option<i32> {
+        match self {
+            StorageError::Open { source, .. }
+            | StorageError::DirectIoUnsupported { source, .. }
+            | StorageError::Io { source, .. }
+            | StorageError::Syscall { source, .. } => source.raw_os_error(),
+            StorageError::NotFound { .. } => Some(libc::ENOENT),
+            StorageError::TooManyOpenFiles { .. } => Some(libc::EMFILE),
+            _ => None,
+        }
+    }
+}
