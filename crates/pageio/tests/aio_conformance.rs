@@ -1,0 +1,663 @@
+//! The AIO conformance suite: every I/O behaviour, run once per io_method.
+//!
+//! Each behaviour is one function taking the method; the `conformance!` macro at the bottom
+//! instantiates all of them for `sync`, `worker` and `io_uring` (buffered), plus a direct-I/O
+//! round for each method, so the three methods cannot drift apart.
+
+use std::sync::{Arc, Barrier};
+
+use pageio::aio::{
+    AioCallbacks, AioError, Fault, FaultPlan, IoBuffer, IoOp, IoStatus, IoTarget, SharedCompletion,
+};
+use pageio::config::{IoConfig, IoMethodKind, BLCKSZ};
+use pageio::storage::{OpenMode, RelFile, StorageError};
+use pageio::{Aio, Backend};
+
+fn config(method: IoMethodKind) -> IoConfig {
+    IoConfig {
+        io_method: method,
+        ..IoConfig::default()
+    }
+}
+
+fn aio(method: IoMethodKind) -> Aio {
+    let aio = Aio::new(config(method)).unwrap_or_else(|e| panic!("{method}: {e}"));
+    assert_eq!(aio.io_method(), method, "no silent fallback");
+    aio
+}
+
+/// Deterministic content of block `b` at generation `g`: every 8-byte word differs.
+fn fill_block(out: &mut [u8], b: u64, g: u64) {
+    for (i, w) in out.chunks_exact_mut(8).enumerate() {
+        let v = b
+            .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+            .wrapping_add(i as u64)
+            .wrapping_add(g << 48);
+        w.copy_from_slice(&v.to_le_bytes());
+    }
+}
+
+fn image(nblocks: u64) -> Vec<u8> {
+    let mut v = vec![0u8; nblocks as usize * BLCKSZ];
+    for (b, chunk) in v.chunks_exact_mut(BLCKSZ).enumerate() {
+        fill_block(chunk, b as u64, 0);
+    }
+    v
+}
+
+/// Creates `name` with `nblocks` blocks of the reference image, written through the AIO
+/// subsystem itself.
+fn make_rel(backend: &mut Backend, dir: &std::path::Path, name: &str, nblocks: u64) -> RelFile {
+    let rel = RelFile::new(dir.join(name));
+    backend
+        .write_blocks(&rel, 0, IoBuffer::from_slice(&image(nblocks)))
+        .unwrap();
+    rel
+}
+
+fn stage_read(
+    backend: &mut Backend,
+    rel: &RelFile,
+    block: u64,
+    nblocks: u32,
+) -> pageio::aio::WaitRef {
+    let (file, offset) = rel
+        .locate(backend.aio().files(), block, nblocks, OpenMode::Read)
+        .unwrap();
+    let target = IoTarget {
+        path: rel.display_name().clone(),
+        first_block: block,
+        nblocks,
+    };
+    let h = backend.acquire().unwrap();
+    h.stage_read_owned(
+        file,
+        offset,
+        IoBuffer::zeroed(nblocks as usize * BLCKSZ),
+        target,
+    )
+    .unwrap()
+}
+
+fn writes_and_reads_land_the_right_bytes(method: IoMethodKind, direct: bool) {
+    let dir = tempfile::tempdir().unwrap();
+    let aio = Aio::new(IoConfig {
+        direct_io: direct,
+        ..config(method)
+    })
+    .unwrap();
+    let mut backend = aio.backend().unwrap();
+    // 70 blocks: more than four io_combine_limits, with a ragged tail.
+    let rel = make_rel(&mut backend, dir.path(), "16384", 70);
+    assert_eq!(std::fs::read(rel.path()).unwrap(), image(70));
+    let back = backend
+        .read_blocks(&rel, 0, IoBuffer::zeroed(70 * BLCKSZ))
+        .unwrap();
+    assert_eq!(back.as_slice(), &image(70)[..]);
+    // Overwrite a middle range and read an unaligned window around it.
+    let mut patch = IoBuffer::zeroed(3 * BLCKSZ);
+    for (i, chunk) in patch.as_mut_slice().chunks_exact_mut(BLCKSZ).enumerate() {
+        fill_block(chunk, 20 + i as u64, 1);
+    }
+    backend.write_blocks(&rel, 20, patch).unwrap();
+    let window = backend
+        .read_blocks(&rel, 18, IoBuffer::zeroed(7 * BLCKSZ))
+        .unwrap();
+    for (i, chunk) in window.as_slice().chunks_exact(BLCKSZ).enumerate() {
+        let b = 18 + i as u64;
+        let mut want = vec![0u8; BLCKSZ];
+        fill_block(&mut want, b, u64::from((20..23).contains(&b)));
+        assert_eq!(chunk, &want[..], "block {b}");
+    }
+    let c = backend.counters();
+    assert_eq!(c.errors, 0);
+    assert!(c.blocks >= 70 + 70 + 3 + 7, "{c:?}");
+}
+
+fn merging_happens_and_shows_in_counters(method: IoMethodKind) {
+    let dir = tempfile::tempdir().unwrap();
+    let aio = aio(method);
+    let mut backend = aio.backend().unwrap();
+    let rel = make_rel(&mut backend, dir.path(), "16384", 64);
+    let other = make_rel(&mut backend, dir.path(), "16389", 64);
+    let before = backend.counters();
+    backend.enter_batch_mode();
+    // Four contiguous reads of 4 blocks → one kernel I/O; then a gap, then another file.
+    let mut refs: Vec<_> = (0..4)
+        .map(|i| (stage_read(&mut backend, &rel, i * 4, 4), i * 4))
+        .collect();
+    refs.push((stage_read(&mut backend, &rel, 40, 4), 40));
+    let other_ref = stage_read(&mut backend, &other, 0, 4);
+    assert_eq!(
+        backend.counters().ios_issued,
+        before.ios_issued,
+        "batch holds I/O back"
+    );
+    backend.exit_batch_mode();
+    for (wref, first) in refs {
+        let c = backend.wait(wref).expect("kept result");
+        assert_eq!(c.result.status, IoStatus::Ok);
+        assert_eq!(
+            c.buffer.unwrap().as_slice(),
+            &image(64)[first as usize * BLCKSZ..(first as usize + 4) * BLCKSZ]
+        );
+    }
+    assert!(backend.wait(other_ref).unwrap().result.is_ok());
+    let after = backend.counters();
+    assert_eq!(after.ios_issued - before.ios_issued, 6);
+    assert_eq!(after.kernel_ios - before.kernel_ios, 3, "{after:?}");
+    assert_eq!(after.ios_merged - before.ios_merged, 3);
+    assert_eq!(after.blocks - before.blocks, 24);
+}
+
+fn read_past_eof_is_partial_then_error(method: IoMethodKind) {
+    let dir = tempfile::tempdir().unwrap();
+    let aio = aio(method);
+    let mut backend = aio.backend().unwrap();
+    let rel = make_rel(&mut backend, dir.path(), "16384", 10);
+    let first = {
+        let w = stage_read(&mut backend, &rel, 8, 4);
+        backend.wait(w)
+    }
+    .unwrap();
+    assert_eq!(first.result.status, IoStatus::Partial);
+    assert_eq!(first.result.blocks_done, 2);
+    assert_eq!(first.result.raw_result, 2 * BLCKSZ as i64);
+    assert_eq!(
+        &first.buffer.unwrap().as_slice()[..2 * BLCKSZ],
+        &image(10)[8 * BLCKSZ..]
+    );
+    // The caller re-issues the rest, which lies wholly past the end.
+    let rest = {
+        let w = stage_read(&mut backend, &rel, 10, 2);
+        backend.wait(w)
+    }
+    .unwrap();
+    assert_eq!(rest.result.status, IoStatus::Error);
+    let err = rest.result.error.unwrap();
+    assert!(matches!(err, AioError::Short { bytes: 0, .. }), "{err:?}");
+    let msg = err.to_string();
+    assert!(
+        msg.contains("blocks 10..11")
+            && msg.contains("16384")
+            && msg.contains("read only 0 of 16384 bytes"),
+        "{msg}"
+    );
+    // The high-level read turns the same situation into one error naming the blocks.
+    let err = backend
+        .read_blocks(&rel, 8, IoBuffer::zeroed(4 * BLCKSZ))
+        .unwrap_err();
+    assert!(err.to_string().contains("blocks 10..11"), "{err}");
+    let c = backend.counters();
+    assert!(c.partials >= 2 && c.errors >= 2, "{c:?}");
+}
+
+fn injected_eio_is_a_typed_error_naming_file_and_block(method: IoMethodKind) {
+    let dir = tempfile::tempdir().unwrap();
+    let aio = aio(method);
+    let mut backend = aio.backend().unwrap();
+    let rel = make_rel(&mut backend, dir.path(), "16384", 32);
+    let plan =
+        Arc::new(FaultPlan::new().on_block(IoOp::Readv, "16384", 21, Fault::Errno(libc::EIO), 1));
+    aio.set_fault_injector(Some(plan.clone()));
+    let err = backend
+        .read_blocks(&rel, 0, IoBuffer::zeroed(32 * BLCKSZ))
+        .unwrap_err();
+    assert_eq!(plan.fired(), 1);
+    match &err {
+        AioError::Io { op, errno, target } => {
+            assert_eq!((*op, *errno), (IoOp::Readv, libc::EIO));
+            assert!(target.first_block <= 21 && 21 < target.first_block + target.nblocks as u64);
+            assert!(target.path.ends_with("16384"));
+        }
+        other => panic!("expected an I/O error, got {other:?}"),
+    }
+    let msg = err.to_string();
+    assert!(
+        msg.contains("could not read blocks 16..31") && msg.contains("Input/output error"),
+        "{msg}"
+    );
+    // Writes fail the same way.
+    let plan = Arc::new(FaultPlan::new().nth(IoOp::Writev, 1, Fault::Errno(libc::ENOSPC)));
+    aio.set_fault_injector(Some(plan));
+    let err = backend
+        .write_blocks(&rel, 3, IoBuffer::zeroed(BLCKSZ))
+        .unwrap_err();
+    assert_eq!(err.errno(), Some(libc::ENOSPC));
+    assert!(err.to_string().contains("could not write block 3"), "{err}");
+    aio.set_fault_injector(None);
+    // The fault fires after the kernel answered, so block 3 may hold the failed write (as
+    // after a real EIO); every other block is intact.
+    let back = backend
+        .read_blocks(&rel, 0, IoBuffer::zeroed(32 * BLCKSZ))
+        .unwrap();
+    assert_eq!(back.as_slice()[..3 * BLCKSZ], image(32)[..3 * BLCKSZ]);
+    assert_eq!(back.as_slice()[4 * BLCKSZ..], image(32)[4 * BLCKSZ..]);
+}
+
+fn injected_short_reads_are_partial_and_reissued(method: IoMethodKind) {
+    let dir = tempfile::tempdir().unwrap();
+    let aio = aio(method);
+    let mut backend = aio.backend().unwrap();
+    let rel = make_rel(&mut backend, dir.path(), "16384", 8);
+    // Once: the read of blocks 0..7 stops after block 4 → PARTIAL(5); the re-issue works.
+    let plan =
+        Arc::new(FaultPlan::new().on_block(IoOp::Readv, "16384", 5, Fault::Short { bytes: 0 }, 1));
+    aio.set_fault_injector(Some(plan));
+    let before = backend.counters();
+    let back = backend
+        .read_blocks(&rel, 0, IoBuffer::zeroed(8 * BLCKSZ))
+        .unwrap();
+    assert_eq!(back.as_slice(), &image(8)[..]);
+    assert_eq!(backend.counters().partials - before.partials, 1);
+    // Twice: the re-issued read of 5..7 gets nothing → ERROR naming block 5.
+    let plan =
+        Arc::new(FaultPlan::new().on_block(IoOp::Readv, "16384", 5, Fault::Short { bytes: 0 }, 2));
+    aio.set_fault_injector(Some(plan));
+    let err = backend
+        .read_blocks(&rel, 0, IoBuffer::zeroed(8 * BLCKSZ))
+        .unwrap_err();
+    assert!(
+        matches!(err, AioError::Short { ref target, bytes: 0, .. } if target.first_block == 5),
+        "{err:?}"
+    );
+    // A short read inside a block: 100 bytes of block 2 → PARTIAL with 2 whole blocks.
+    let plan = Arc::new(FaultPlan::new().nth(
+        IoOp::Readv,
+        1,
+        Fault::Short {
+            bytes: 2 * BLCKSZ + 100,
+        },
+    ));
+    aio.set_fault_injector(Some(plan));
+    let c = {
+        let w = stage_read(&mut backend, &rel, 0, 4);
+        backend.wait(w)
+    }
+    .unwrap();
+    assert_eq!(
+        (c.result.status, c.result.blocks_done),
+        (IoStatus::Partial, 2)
+    );
+}
+
+/// A shared callback that checks every block against the reference image, as the buffer
+/// pool checks checksums: proves a flipped bit becomes an error naming file and block.
+struct VerifyAgainstImage;
+
+impl AioCallbacks for VerifyAgainstImage {
+    fn complete_shared(&self, io: &mut SharedCompletion<'_>) {
+        if io.op != IoOp::Readv || io.result.status != IoStatus::Ok {
+            return;
+        }
+        let (path, first) = (io.target.path.clone(), io.target.first_block);
+        for i in 0..io.target.nblocks as usize {
+            let mut want = vec![0u8; BLCKSZ];
+            fill_block(&mut want, first + i as u64, 0);
+            let got = io.block_mut(i).expect("whole blocks");
+            if got != &want[..] {
+                let at = got.iter().zip(&want).position(|(a, b)| a != b).unwrap();
+                io.result.status = IoStatus::Error;
+                io.result.error = Some(AioError::InvalidPage {
+                    path,
+                    block: first + i as u64,
+                    detail: format!("byte {at} differs"),
+                });
+                return;
+            }
+        }
+    }
+}
+
+fn bit_flips_surface_through_the_shared_callback(method: IoMethodKind) {
+    let dir = tempfile::tempdir().unwrap();
+    let aio = aio(method);
+    let mut backend = aio.backend().unwrap();
+    let rel = make_rel(&mut backend, dir.path(), "16384", 16);
+    let plan = Arc::new(FaultPlan::new().on_block(
+        IoOp::Readv,
+        "16384",
+        9,
+        Fault::FlipBit {
+            byte_offset: 4000,
+            bit: 3,
+        },
+        1,
+    ));
+    aio.set_fault_injector(Some(plan.clone()));
+    let (file, offset) = rel.locate(aio.files(), 8, 4, OpenMode::Read).unwrap();
+    let mut h = backend.acquire().unwrap();
+    h.set_callbacks(Arc::new(VerifyAgainstImage), &[8, 9, 10, 11]);
+    let target = IoTarget {
+        path: rel.display_name().clone(),
+        first_block: 8,
+        nblocks: 4,
+    };
+    let wref = h
+        .stage_read_owned(file, offset, IoBuffer::zeroed(4 * BLCKSZ), target)
+        .unwrap();
+    let c = backend.wait(wref).unwrap();
+    assert_eq!(plan.fired(), 1);
+    assert_eq!(c.result.status, IoStatus::Error);
+    let err = c.result.error.unwrap();
+    assert!(
+        matches!(err, AioError::InvalidPage { block: 9, .. }),
+        "{err:?}"
+    );
+    assert!(
+        err.to_string().contains("block 9") && err.to_string().contains("byte 4000"),
+        "{err}"
+    );
+    // The flip happened in memory only; the file is intact.
+    assert_eq!(std::fs::read(rel.path()).unwrap(), image(16));
+}
+
+fn a_thread_waits_on_another_threads_io(method: IoMethodKind) {
+    let dir = tempfile::tempdir().unwrap();
+    let aio = aio(method);
+    let mut owner = aio.backend().unwrap();
+    let rel = make_rel(&mut owner, dir.path(), "16384", 64);
+    for round in 0..50u64 {
+        let wref = stage_read(&mut owner, &rel, (round % 4) * 16, 16);
+        let barrier = Arc::new(Barrier::new(2));
+        let waiter = {
+            let aio = aio.clone();
+            let barrier = barrier.clone();
+            std::thread::spawn(move || {
+                // A backend of its own, waiting on the owner's I/O by reference.
+                let mut other = aio.backend().unwrap();
+                barrier.wait();
+                assert!(other.wait(wref).is_none(), "results belong to the owner");
+                assert!(aio.poll(wref));
+            })
+        };
+        barrier.wait();
+        waiter.join().unwrap();
+        let c = owner.wait(wref).unwrap();
+        assert!(c.result.is_ok());
+        let first = ((round % 4) * 16) as usize;
+        assert_eq!(
+            c.buffer.unwrap().as_slice(),
+            &image(64)[first * BLCKSZ..(first + 16) * BLCKSZ]
+        );
+    }
+}
+
+fn handle_exhaustion_does_not_deadlock(method: IoMethodKind) {
+    let dir = tempfile::tempdir().unwrap();
+    let aio = Aio::new(IoConfig {
+        io_max_concurrency: 4,
+        ..config(method)
+    })
+    .unwrap();
+    let mut backend = aio.backend().unwrap();
+    let rel = make_rel(&mut backend, dir.path(), "16384", 100);
+    backend.enter_batch_mode();
+    let refs: Vec<_> = (0..100)
+        .map(|b| (stage_read(&mut backend, &rel, b, 1), b))
+        .collect();
+    backend.exit_batch_mode();
+    assert!(backend.in_flight() <= 4);
+    let reference = image(100);
+    for (wref, b) in refs {
+        let c = backend
+            .wait(wref)
+            .or_else(|| backend.take_completion(wref))
+            .expect("kept");
+        assert!(c.result.is_ok(), "{:?}", c.result);
+        assert_eq!(
+            c.buffer.unwrap().as_slice(),
+            &reference[b as usize * BLCKSZ..(b as usize + 1) * BLCKSZ]
+        );
+    }
+    assert_eq!(backend.idle_handles(), 4);
+}
+
+fn old_wait_ref_to_recycled_handle_returns_at_once(method: IoMethodKind) {
+    let dir = tempfile::tempdir().unwrap();
+    let aio = Aio::new(IoConfig {
+        io_max_concurrency: 1,
+        ..config(method)
+    })
+    .unwrap();
+    let mut backend = aio.backend().unwrap();
+    let rel = make_rel(&mut backend, dir.path(), "16384", 4);
+    let old = stage_read(&mut backend, &rel, 0, 1);
+    assert!(backend.wait(old).unwrap().result.is_ok());
+    let new = stage_read(&mut backend, &rel, 1, 1);
+    assert_eq!(new.handle_index(), old.handle_index(), "one handle, reused");
+    assert!(new.generation() > old.generation());
+    assert!(aio.poll(old), "recycled handle reads as done");
+    let t = std::time::Instant::now();
+    aio.wait(old);
+    assert!(backend.wait(old).is_none());
+    assert!(t.elapsed() < std::time::Duration::from_secs(1));
+    assert!(backend.wait(new).unwrap().result.is_ok());
+}
+
+fn eight_threads_ten_thousand_random_ios_every_byte_checked(method: IoMethodKind) {
+    const THREADS: u64 = 8;
+    const IOS_PER_THREAD: u64 = 10_000;
+    const SHARED_BLOCKS: u64 = 256;
+    const PRIVATE_BLOCKS: u64 = 32;
+    let dir = tempfile::tempdir().unwrap();
+    let aio = aio(method);
+    let rel = {
+        let mut b = aio.backend().unwrap();
+        make_rel(
+            &mut b,
+            dir.path(),
+            "16384",
+            SHARED_BLOCKS + THREADS * PRIVATE_BLOCKS,
+        )
+    };
+    let reference = Arc::new(image(SHARED_BLOCKS));
+    let threads: Vec<_> = (0..THREADS)
+        .map(|t| {
+            let (aio, rel, reference) = (aio.clone(), rel.clone(), reference.clone());
+            std::thread::spawn(move || {
+                let mut backend = aio.backend().unwrap();
+                let mine = SHARED_BLOCKS + t * PRIVATE_BLOCKS;
+                // What this thread's private blocks hold: start with the image, then track
+                // every write.
+                let mut private = image(SHARED_BLOCKS + THREADS * PRIVATE_BLOCKS)
+                    [mine as usize * BLCKSZ..(mine + PRIVATE_BLOCKS) as usize * BLCKSZ]
+                    .to_vec();
+                let mut rng = 0x2545_F491_4F6C_DD1Du64 ^ (t + 1);
+                let mut next = || {
+                    rng ^= rng << 13;
+                    rng ^= rng >> 7;
+                    rng ^= rng << 17;
+                    rng
+                };
+                let mut checked_bytes = 0u64;
+                for n in 0..IOS_PER_THREAD {
+                    let r = next();
+                    let len = 1 + r % 8;
+                    match r % 3 {
+                        0 | 1 => {
+                            // Read shared or private range and check every byte.
+                            let private_read = r % 3 == 1;
+                            let (base, span) = if private_read {
+                                (mine, PRIVATE_BLOCKS)
+                            } else {
+                                (0, SHARED_BLOCKS)
+                            };
+                            let start = next() % (span - len + 1);
+                            let buf = backend
+                                .read_blocks(
+                                    &rel,
+                                    base + start,
+                                    IoBuffer::zeroed(len as usize * BLCKSZ),
+                                )
+                                .unwrap();
+                            let want = if private_read {
+                                &private[start as usize * BLCKSZ..(start + len) as usize * BLCKSZ]
+                            } else {
+                                &reference[start as usize * BLCKSZ..(start + len) as usize * BLCKSZ]
+                            };
+                            assert!(
+                                buf.as_slice() == want,
+                                "thread {t} io {n}: read of {len} blocks at {} differs",
+                                base + start
+                            );
+                            checked_bytes += buf.len() as u64;
+                        }
+                        _ => {
+                            let start = next() % (PRIVATE_BLOCKS - len + 1);
+                            let mut buf = IoBuffer::zeroed(len as usize * BLCKSZ);
+                            for (i, chunk) in
+                                buf.as_mut_slice().chunks_exact_mut(BLCKSZ).enumerate()
+                            {
+                                fill_block(chunk, mine + start + i as u64, n + 1);
+                            }
+                            private[start as usize * BLCKSZ..(start + len) as usize * BLCKSZ]
+                                .copy_from_slice(buf.as_slice());
+                            backend.write_blocks(&rel, mine + start, buf).unwrap();
+                        }
+                    }
+                }
+                // Finally the private region as a whole.
+                let all = backend
+                    .read_blocks(
+                        &rel,
+                        mine,
+                        IoBuffer::zeroed(PRIVATE_BLOCKS as usize * BLCKSZ),
+                    )
+                    .unwrap();
+                assert!(
+                    all.as_slice() == &private[..],
+                    "thread {t}: private region differs"
+                );
+                checked_bytes + all.len() as u64
+            })
+        })
+        .collect();
+    let checked: u64 = threads.into_iter().map(|h| h.join().unwrap()).sum();
+    assert!(checked > THREADS * IOS_PER_THREAD / 2 * BLCKSZ as u64);
+    let c = aio.counters();
+    assert_eq!(c.errors, 0);
+    assert!(c.ios_issued >= THREADS * IOS_PER_THREAD, "{c:?}");
+}
+
+fn snapshot_shows_ios_in_flight_like_pg_aios(method: IoMethodKind) {
+    let dir = tempfile::tempdir().unwrap();
+    let aio = aio(method);
+    let mut backend = aio.backend().unwrap();
+    let rel = RelFile::in_data_dir(
+        dir.path(),
+        "base/16440/16456",
+        pageio::storage::ForkNumber::Main,
+    );
+    std::fs::create_dir_all(dir.path().join("base/16440")).unwrap();
+    backend
+        .write_blocks(&rel, 0, IoBuffer::from_slice(&image(32)))
+        .unwrap();
+    backend.enter_batch_mode();
+    let wref = stage_read(&mut backend, &rel, 16, 16);
+    // Staged, not yet submitted: visible with its target description.
+    let rows = aio.snapshot();
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    let row = &rows[0];
+    assert_eq!(row.state, "STAGED");
+    assert_eq!(row.operation, "readv");
+    assert_eq!(
+        (row.off, row.length),
+        (16 * BLCKSZ as u64, 16 * BLCKSZ as u64)
+    );
+    assert_eq!(
+        row.target_desc,
+        "blocks 16..31 in file \"base/16440/16456\""
+    );
+    assert_eq!(row.result, "UNKNOWN");
+    assert!(row.f_buffered && row.f_localmem);
+    assert_eq!(row.pid, unsafe { libc::gettid() });
+    backend.exit_batch_mode();
+    // Completed but not reclaimed: COMPLETED_SHARED with its raw result.
+    aio.wait(wref);
+    let rows = aio.snapshot();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].state, "COMPLETED_SHARED");
+    assert_eq!(rows[0].raw_result, Some(16 * BLCKSZ as i64));
+    assert_eq!(rows[0].result, "OK");
+    assert!(backend.wait(wref).is_some());
+    assert!(aio.snapshot().is_empty());
+}
+
+fn direct_io_rejects_misaligned_memory(method: IoMethodKind) {
+    let dir = tempfile::tempdir().unwrap();
+    let aio = Aio::new(IoConfig {
+        direct_io: true,
+        ..config(method)
+    })
+    .unwrap();
+    let mut backend = aio.backend().unwrap();
+    let rel = make_rel(&mut backend, dir.path(), "16384", 4);
+    let (file, offset) = rel.locate(aio.files(), 0, 1, OpenMode::Read).unwrap();
+    assert!(file.is_direct());
+    let mut mem = IoBuffer::zeroed(2 * BLCKSZ);
+    let iov = libc::iovec {
+        iov_base: unsafe { mem.as_mut_ptr().add(512 + 1) }.cast(),
+        iov_len: BLCKSZ,
+    };
+    let target = IoTarget {
+        path: rel.display_name().clone(),
+        first_block: 0,
+        nblocks: 1,
+    };
+    let h = backend.acquire().unwrap();
+    let err = unsafe { h.stage(IoOp::Readv, file, offset, &[iov], target) }.unwrap_err();
+    match &err {
+        AioError::Storage(e) => assert!(matches!(**e, StorageError::Misaligned { .. }), "{e:?}"),
+        other => panic!("{other:?}"),
+    }
+    assert!(
+        err.to_string().contains("direct I/O") && err.to_string().contains("16384"),
+        "{err}"
+    );
+    // The refused handle went back to the pool.
+    assert_eq!(backend.idle_handles(), aio.config().io_max_concurrency);
+    drop(mem);
+}
+
+macro_rules! conformance {
+    ($($name:ident),* $(,)?) => {
+        mod sync {
+            $( #[test] fn $name() { super::$name(pageio::IoMethodKind::Sync) } )*
+            #[test] fn writes_and_reads_land_the_right_bytes_direct() {
+                super::writes_and_reads_land_the_right_bytes(pageio::IoMethodKind::Sync, true)
+            }
+        }
+        mod worker {
+            $( #[test] fn $name() { super::$name(pageio::IoMethodKind::Worker) } )*
+            #[test] fn writes_and_reads_land_the_right_bytes_direct() {
+                super::writes_and_reads_land_the_right_bytes(pageio::IoMethodKind::Worker, true)
+            }
+        }
+        mod io_uring {
+            $( #[test] fn $name() { super::$name(pageio::IoMethodKind::IoUring) } )*
+            #[test] fn writes_and_reads_land_the_right_bytes_direct() {
+                super::writes_and_reads_land_the_right_bytes(pageio::IoMethodKind::IoUring, true)
+            }
+        }
+    };
+}
+
+fn writes_and_reads_land_the_right_bytes_buffered(method: IoMethodKind) {
+    writes_and_reads_land_the_right_bytes(method, false)
+}
+
+conformance!(
+    writes_and_reads_land_the_right_bytes_buffered,
+    merging_happens_and_shows_in_counters,
+    read_past_eof_is_partial_then_error,
+    injected_eio_is_a_typed_error_naming_file_and_block,
+    injected_short_reads_are_partial_and_reissued,
+    bit_flips_surface_through_the_shared_callback,
+    a_thread_waits_on_another_threads_io,
+    handle_exhaustion_does_not_deadlock,
+    old_wait_ref_to_recycled_handle_returns_at_once,
+    eight_threads_ten_thousand_random_ios_every_byte_checked,
+    snapshot_shows_ios_in_flight_like_pg_aios,
+    direct_io_rejects_misaligned_memory,
+);
