@@ -32,8 +32,9 @@
 //! # Worked example
 //!
 //! A fixture row `(a float8, b text)` has t_hoff 24, no nulls: `a` at data offset 0 (8 bytes,
-//! already 8-aligned), then `off` = 8; the byte there is `0x83`, non-zero, so `b` starts at 8
-//! with a short header of 65 bytes; tuple length = 24 + 8 + 65 = 97.
+//! already 8-aligned), then `off` = 8; the byte there is `0x87`, non-zero, so `b` starts at 8
+//! with a short header: 135 >> 1 = 67 bytes; tuple length = 24 + 8 + 67 = 99, which is the
+//! lp_len of every line pointer on those pages.
 
 use super::header::{ItemPointer, SIZE_OF_ITEM_POINTER};
 use super::varlena::Varlena;

@@ -29,17 +29,17 @@
 //!
 //! # Worked example
 //!
-//! The fixture's `b` column holds 64-character hex strings: header byte `0x83` = 131 →
-//! short form, length 131 >> 1 = 65 bytes, i.e. 1 header byte + 64 payload bytes, and
-//! `octet_length(b)` = 64.
+//! The fixture's `b` column holds sha256 digests printed as text (`\x` + 64 hex digits = 66
+//! characters): header byte `0x87` = 135 → odd, so short form, length 135 >> 1 = 67 bytes,
+//! i.e. 1 header byte + 66 payload bytes, and `octet_length(b)` = 66.
 //!
 //! ```
 //! use pageio::page::varlena::Varlena;
-//! let mut stored = vec![0x83u8];
-//! stored.extend_from_slice(&[b'a'; 64]);
+//! let mut stored = vec![0x87u8];
+//! stored.extend_from_slice(&[b'a'; 66]);
 //! let (value, size_bytes) = Varlena::decode(&stored).unwrap();
-//! assert_eq!(size_bytes, 65);
-//! assert_eq!(value.octet_length(), 64);
+//! assert_eq!(size_bytes, 67);
+//! assert_eq!(value.octet_length(), 66);
 //! ```
 
 use super::{read_u32, PageError, Result};
