@@ -358,9 +358,6 @@ fn assemble_index_tuple(
 /// A plain leaf tuple (`index_form_tuple`) with one key column pointing at `heap_tid`.
 pub fn index_tuple(heap_tid: ItemPointer, key: &Datum<'_>) -> Result<Vec<u8>> {
     let (data, flags) = index_key(key)?;
-    let size = maxalign(SIZE_OF_INDEX_TUPLE + data.len());
-    let data_offset = if flags & INDEX_NULL_MASK != 0 { 16 } else { 8 };
-    debug_assert!(size >= data_offset);
     assemble_index_tuple(heap_tid, flags, &data, &[])
 }
 

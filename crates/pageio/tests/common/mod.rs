@@ -69,7 +69,7 @@ pub fn relation_segment(name: &str) -> Option<u32> {
         None => (name, 0),
     };
     let digits = match stem.split_once('_') {
-        Some((digits, fork)) if matches!(fork, "fsm" | "vm" | "init") => digits,
+        Some((digits, "fsm" | "vm" | "init")) => digits,
         Some(_) => return None,
         None => stem,
     };
