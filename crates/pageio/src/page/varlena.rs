@@ -1,0 +1,329 @@
+//! Variable-length values (`varlena`): every header form PostgreSQL writes, decoded safely.
+//!
+//! # Problem
+//!
+//! `text`, `bytea`, `numeric` and every other variable-length type are stored as a varlena:
+//! a length header followed by the payload. The header has four on-disk forms distinguished
+//! by the low bits of the first byte, and a reader that picks the wrong form — or trusts a
+//! length without checking it — reads the neighbouring column or runs off the tuple.
+//!
+//! # Mechanism
+//!
+//! On little-endian machines (`src/include/varatt.h`) the first byte decides:
+//!
+//! ```text
+//!  first byte        form                          length / contents
+//!  ──────────        ────                          ─────────────────
+//!  xxxxxxx1 (≠0x01)  short, 1-byte header          len = byte >> 1, includes the header
+//!  00000001          TOAST pointer (1B_E)          next byte = vartag; 18 = on-disk pointer
+//!                                                  followed by varatt_external (16 bytes)
+//!  xxxxxx00          4-byte header, plain          len = u32 >> 2, includes the header
+//!  xxxxxx10          4-byte header, compressed     len = u32 >> 2; then va_tcinfo u32:
+//!                                                  raw size = low 30 bits, method = top 2
+//! ```
+//!
+//! [`Varlena::decode`] returns the decoded value and the number of bytes it occupies, and
+//! fails if the header claims more bytes than the slice holds. Writers use
+//! [`Varlena::encode`], which chooses the short header whenever the total fits in 127 bytes,
+//! exactly as `heap_fill_tuple` does.
+//!
+//! # Worked example
+//!
+//! The fixture's `b` column holds sha256 digests printed as text (`\x` + 64 hex digits = 66
+//! characters): header byte `0x87` = 135 → odd, so short form, length 135 >> 1 = 67 bytes,
+//! i.e. 1 header byte + 66 payload bytes, and `octet_length(b)` = 66.
+//!
+//! ```
+//! use pageio::page::varlena::Varlena;
+//! let mut stored = vec![0x87u8];
+//! stored.extend_from_slice(&[b'a'; 66]);
+//! let (value, size_bytes) = Varlena::decode(&stored).unwrap();
+//! assert_eq!(size_bytes, 67);
+//! assert_eq!(value.octet_length(), 66);
+//! ```
+
+use super::{read_u32, PageError, Result};
+
+/// Size of the 4-byte varlena header (`VARHDRSZ`).
+pub const VARHDRSZ: usize = 4;
+/// Size of the 1-byte varlena header (`VARHDRSZ_SHORT`).
+pub const VARHDRSZ_SHORT: usize = 1;
+/// Largest total size (header included) that fits a short header (`VARATT_SHORT_MAX`).
+pub const VARATT_SHORT_MAX: usize = 0x7F;
+/// Largest total size a 4-byte header can express (30 bits).
+pub const VARATT_4B_MAX: usize = 0x3FFF_FFFF;
+/// `vartag` of an on-disk TOAST pointer (`VARTAG_ONDISK`).
+pub const VARTAG_ONDISK: u8 = 18;
+/// `vartag` of an in-memory indirect pointer; never valid on disk.
+pub const VARTAG_INDIRECT: u8 = 1;
+/// `vartag` of a read-only expanded-object pointer; never valid on disk.
+pub const VARTAG_EXPANDED_RO: u8 = 2;
+/// `vartag` of a read-write expanded-object pointer; never valid on disk.
+pub const VARTAG_EXPANDED_RW: u8 = 3;
+/// Size of `varatt_external`, the payload of an on-disk TOAST pointer.
+pub const SIZE_OF_VARATT_EXTERNAL: usize = 16;
+
+/// Compression method of a compressed or toasted value (`ToastCompressionId`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CompressionMethod {
+    /// PostgreSQL's built-in LZ compressor (id 0).
+    Pglz,
+    /// LZ4 (id 1).
+    Lz4,
+    /// Any other 2-bit id; PostgreSQL treats it as invalid.
+    Other(u8),
+}
+
+impl CompressionMethod {
+    /// Decodes the 2-bit method id.
+    pub fn from_id(id: u32) -> Self {
+        match id & 3 {
+            0 => Self::Pglz,
+            1 => Self::Lz4,
+            other => Self::Other(other as u8),
+        }
+    }
+    /// The 2-bit method id.
+    pub fn id(self) -> u32 {
+        match self {
+            Self::Pglz => 0,
+            Self::Lz4 => 1,
+            Self::Other(id) => id as u32 & 3,
+        }
+    }
+}
+
+/// A decoded varlena, borrowing its payload from the page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Varlena<'a> {
+    /// Uncompressed, stored in line (short or 4-byte header); the payload without header.
+    Inline(&'a [u8]),
+    /// Compressed in line (4-byte header with the compressed bit).
+    Compressed {
+        /// Decompressed payload size in bytes, header excluded (low 30 bits of va_tcinfo).
+        raw_size_bytes: u32,
+        /// Compression method (top 2 bits of va_tcinfo).
+        method: CompressionMethod,
+        /// The compressed bytes.
+        data: &'a [u8],
+    },
+    /// An on-disk TOAST pointer; the value lives in the TOAST relation.
+    External {
+        /// `va_rawsize`: original size including its 4-byte header.
+        raw_size_bytes: i32,
+        /// Size of the stored (possibly compressed) data in the TOAST table, header excluded.
+        ext_size_bytes: u32,
+        /// Compression method; meaningful only if [`Varlena::is_compressed`].
+        method: CompressionMethod,
+        /// OID of the value within the TOAST relation (`va_valueid`).
+        value_id: u32,
+        /// OID of the TOAST relation (`va_toastrelid`).
+        toast_relid: u32,
+    },
+}
+
+impl<'a> Varlena<'a> {
+    /// Decodes the varlena at the start of `bytes` and returns it with its total stored size
+    /// (header included). Fails if the header is malformed or claims bytes beyond the slice.
+    pub fn decode(bytes: &'a [u8]) -> Result<(Self, usize)> {
+        let bad = |problem: String| PageError::BadVarlena { offset: 0, problem };
+        let first = *bytes
+            .first()
+            .ok_or_else(|| bad("no bytes left for the header".into()))?;
+        if first == 0x01 {
+            let tag = *bytes
+                .get(1)
+                .ok_or_else(|| bad("TOAST pointer truncated before its vartag".into()))?;
+            return match tag {
+                VARTAG_ONDISK => {
+                    let total = 2 + SIZE_OF_VARATT_EXTERNAL;
+                    if bytes.len() < total {
+                        return Err(bad(format!(
+                            "TOAST pointer needs {total} bytes, only {} available",
+                            bytes.len()
+                        )));
+                    }
+                    let field = |i: usize| read_u32(bytes, 2 + 4 * i, "varatt_external");
+                    let extinfo = field(1)?;
+                    Ok((
+                        Self::External {
+                            raw_size_bytes: field(0)? as i32,
+                            ext_size_bytes: extinfo & 0x3FFF_FFFF,
+                            method: CompressionMethod::from_id(extinfo >> 30),
+                            value_id: field(2)?,
+                            toast_relid: field(3)?,
+                        },
+                        total,
+                    ))
+                }
+                VARTAG_INDIRECT | VARTAG_EXPANDED_RO | VARTAG_EXPANDED_RW => Err(bad(format!(
+                    "in-memory pointer (vartag {tag}) cannot appear on disk"
+                ))),
+                other => Err(bad(format!("unknown vartag {other}"))),
+            };
+        }
+        if first & 0x01 == 0x01 {
+            let total = (first >> 1) as usize;
+            if total > bytes.len() {
+                return Err(bad(format!(
+                    "short header claims {total} bytes, only {} available",
+                    bytes.len()
+                )));
+            }
+            return Ok((Self::Inline(&bytes[VARHDRSZ_SHORT..total]), total));
+        }
+        let header = read_u32(bytes, 0, "4-byte varlena header").map_err(|_| {
+            bad(format!(
+                "4-byte header truncated: only {} bytes available",
+                bytes.len()
+            ))
+        })?;
+        let total = (header >> 2) as usize;
+        let compressed = first & 0x03 == 0x02;
+        let min_total = if compressed { VARHDRSZ + 4 } else { VARHDRSZ };
+        if total < min_total {
+            return Err(bad(format!(
+                "4-byte header length {total} smaller than its own header ({min_total})"
+            )));
+        }
+        if total > bytes.len() {
+            return Err(bad(format!(
+                "4-byte header claims {total} bytes, only {} available",
+                bytes.len()
+            )));
+        }
+        if compressed {
+            let tcinfo = read_u32(bytes, VARHDRSZ, "va_tcinfo")?;
+            Ok((
+                Self::Compressed {
+                    raw_size_bytes: tcinfo & 0x3FFF_FFFF,
+                    method: CompressionMethod::from_id(tcinfo >> 30),
+                    data: &bytes[VARHDRSZ + 4..total],
+                },
+                total,
+            ))
+        } else {
+            Ok((Self::Inline(&bytes[VARHDRSZ..total]), total))
+        }
+    }
+
+    /// What SQL `octet_length()` returns: the uncompressed payload size in bytes
+    /// (`toast_raw_datum_size - VARHDRSZ`). Negative raw sizes on corrupt TOAST pointers
+    /// clamp to 0.
+    pub fn octet_length(&self) -> usize {
+        match *self {
+            Self::Inline(payload) => payload.len(),
+            Self::Compressed { raw_size_bytes, .. } => raw_size_bytes as usize,
+            Self::External { raw_size_bytes, .. } => {
+                (raw_size_bytes.max(0) as usize).saturating_sub(VARHDRSZ)
+            }
+        }
+    }
+
+    /// The payload, if it is stored uncompressed in line.
+    pub fn inline_bytes(&self) -> Option<&'a [u8]> {
+        match *self {
+            Self::Inline(payload) => Some(payload),
+            _ => None,
+        }
+    }
+
+    /// True if the value is stored compressed (in line, or in the TOAST table when the
+    /// external size is smaller than the raw size, as `VARATT_EXTERNAL_IS_COMPRESSED` says).
+    pub fn is_compressed(&self) -> bool {
+        match *self {
+            Self::Inline(_) => false,
+            Self::Compressed { .. } => true,
+            Self::External {
+                raw_size_bytes,
+                ext_size_bytes,
+                ..
+            } => (ext_size_bytes as i64) < raw_size_bytes as i64 - VARHDRSZ as i64,
+        }
+    }
+
+    /// Number of bytes [`Varlena::encode`] will write.
+    pub fn encoded_len(&self) -> usize {
+        match *self {
+            Self::Inline(payload) if payload.len() + VARHDRSZ_SHORT <= VARATT_SHORT_MAX => {
+                payload.len() + VARHDRSZ_SHORT
+            }
+            Self::Inline(payload) => payload.len() + VARHDRSZ,
+            Self::Compressed { data, .. } => data.len() + VARHDRSZ + 4,
+            Self::External { .. } => 2 + SIZE_OF_VARATT_EXTERNAL,
+        }
+    }
+
+    /// True if the encoded form uses a 1-byte header (short or TOAST pointer), which means
+    /// PostgreSQL stores it without alignment padding.
+    pub fn encodes_unaligned(&self) -> bool {
+        match *self {
+            Self::Inline(payload) => payload.len() + VARHDRSZ_SHORT <= VARATT_SHORT_MAX,
+            Self::Compressed { .. } => false,
+            Self::External { .. } => true,
+        }
+    }
+
+    /// Appends the on-disk form to `out`: short header when the total fits in 127 bytes,
+    /// otherwise a 4-byte header.
+    pub fn encode(&self, out: &mut Vec<u8>) -> Result<()> {
+        let total = self.encoded_len();
+        if total > VARATT_4B_MAX {
+            return Err(PageError::Unencodable {
+                problem: format!("varlena of {total} bytes exceeds the 1 GB limit"),
+            });
+        }
+        match *self {
+            Self::Inline(payload) => {
+                if self.encodes_unaligned() {
+                    out.push(((total as u8) << 1) | 0x01);
+                } else {
+                    out.extend_from_slice(&((total as u32) << 2).to_le_bytes());
+                }
+                out.extend_from_slice(payload);
+            }
+            Self::Compressed {
+                raw_size_bytes,
+                method,
+                data,
+            } => {
+                if raw_size_bytes > VARATT_4B_MAX as u32 {
+                    return Err(PageError::Unencodable {
+                        problem: format!("raw size {raw_size_bytes} exceeds 30 bits"),
+                    });
+                }
+                out.extend_from_slice(&(((total as u32) << 2) | 0x02).to_le_bytes());
+                out.extend_from_slice(&(raw_size_bytes | (method.id() << 30)).to_le_bytes());
+                out.extend_from_slice(data);
+            }
+            Self::External {
+                raw_size_bytes,
+                ext_size_bytes,
+                method,
+                value_id,
+                toast_relid,
+            } => {
+                if ext_size_bytes > VARATT_4B_MAX as u32 {
+                    return Err(PageError::Unencodable {
+                        problem: format!("external size {ext_size_bytes} exceeds 30 bits"),
+                    });
+                }
+                out.push(0x01);
+                out.push(VARTAG_ONDISK);
+                out.extend_from_slice(&raw_size_bytes.to_le_bytes());
+                out.extend_from_slice(&(ext_size_bytes | (method.id() << 30)).to_le_bytes());
+                out.extend_from_slice(&value_id.to_le_bytes());
+                out.extend_from_slice(&toast_relid.to_le_bytes());
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Encodes `payload` as an uncompressed varlena (short header when it fits).
+pub fn encode_bytes(payload: &[u8]) -> Result<Vec<u8>> {
+    let value = Varlena::Inline(payload);
+    let mut out = Vec::with_capacity(value.encoded_len());
+    value.encode(&mut out)?;
+    Ok(out)
+}
