@@ -1,1 +1,46 @@
-fn main() {}
+//! `pageio`: PostgreSQL data-directory tools on the pageio engine.
+//!
+//! One module per subcommand; `settings` holds the engine flags they share. Errors print as
+//! one `pageio: error: …` line naming the cause and the fix, and exit with status 2 (status
+//! 1 is kept for "ran fine and found something bad", as pg_checksums uses it).
+
+mod io_bench;
+mod methods;
+mod settings;
+
+use clap::{Parser, Subcommand};
+
+/// PostgreSQL 18's asynchronous I/O, as a standalone engine and tools for data directories.
+#[derive(Debug, Parser)]
+#[command(name = "pageio", version, about, long_about = None, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Which io_methods work on this machine, and why not
+    Methods(methods::MethodsArgs),
+    /// Generate a relation of PostgreSQL pages, then read it with every io_method,
+    /// verifying every checksum, and compare throughput
+    IoBench(io_bench::IoBenchArgs),
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Methods(args) => methods::run(args),
+        Command::IoBench(args) => io_bench::run(args),
+    };
+    match result {
+        Ok(code) => std::process::exit(code),
+        Err(e) => {
+            eprintln!("pageio: error: {e}");
+            std::process::exit(2);
+        }
+    }
+}
+
+/// The error type of every subcommand: a message for the user.
+pub type CliResult = Result<i32, Box<dyn std::error::Error>>;

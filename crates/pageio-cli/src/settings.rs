@@ -1,0 +1,75 @@
+//! The engine settings as command-line flags, shared by every subcommand.
+//!
+//! Flags carry PostgreSQL's names with dashes (`--io-method`, `--io-combine-limit`, …) and
+//! accept PostgreSQL's units (`--io-combine-limit 256kB`, `--shared-buffers 1GB`). A
+//! `--config FILE` in postgresql.conf syntax is applied first; flags override it. Every
+//! value goes through [`pageio::IoConfig::set`], so a flag and a config line are checked
+//! identically and fail with the same message.
+
+use std::path::PathBuf;
+
+use clap::Args;
+use pageio::IoConfig;
+
+/// Engine settings (PostgreSQL names).
+#[derive(Debug, Clone, Args, Default)]
+pub struct SettingsArgs {
+    /// How I/O is executed: sync, worker, io_uring, or auto (io_uring when the kernel allows
+    /// it, else worker, saying why) [default: worker]
+    #[arg(long, value_name = "METHOD", help_heading = "Settings")]
+    pub io_method: Option<String>,
+    /// I/O worker threads for io_method=worker [default: 3]
+    #[arg(long, value_name = "N", help_heading = "Settings")]
+    pub io_workers: Option<String>,
+    /// AIO handles per backend (thread) [default: 64]
+    #[arg(long, value_name = "N", help_heading = "Settings")]
+    pub io_max_concurrency: Option<String>,
+    /// Largest single I/O, in blocks or with a unit (e.g. 256kB) [default: 128kB]
+    #[arg(long, value_name = "SIZE", help_heading = "Settings")]
+    pub io_combine_limit: Option<String>,
+    /// Most I/Os a read stream keeps in flight; 0 = synchronous [default: 16]
+    #[arg(long, value_name = "N", help_heading = "Settings")]
+    pub effective_io_concurrency: Option<String>,
+    /// Buffer pool size (e.g. 128MB) [default: 128MB]
+    #[arg(long, value_name = "SIZE", help_heading = "Settings")]
+    pub shared_buffers: Option<String>,
+    /// Huge pages for the buffer pool: try, on, off [default: try]
+    #[arg(long, value_name = "MODE", help_heading = "Settings")]
+    pub huge_pages: Option<String>,
+    /// Bypass the page cache with O_DIRECT: on or off [default: off]
+    #[arg(long, value_name = "on|off", help_heading = "Settings")]
+    pub direct_io: Option<String>,
+    /// Bound of the file-descriptor cache [default: 1000]
+    #[arg(long, value_name = "N", help_heading = "Settings")]
+    pub max_open_files: Option<String>,
+    /// A postgresql.conf-syntax file setting any of the above (flags override it)
+    #[arg(long, value_name = "FILE", help_heading = "Settings")]
+    pub config: Option<PathBuf>,
+}
+
+impl SettingsArgs {
+    /// The settings: defaults, then the config file, then the flags.
+    pub fn to_config(&self) -> Result<IoConfig, pageio::config::ConfigError> {
+        let mut c = IoConfig::default();
+        if let Some(path) = &self.config {
+            c.load_file(path)?;
+        }
+        let flags: [(&str, &Option<String>); 9] = [
+            ("io_method", &self.io_method),
+            ("io_workers", &self.io_workers),
+            ("io_max_concurrency", &self.io_max_concurrency),
+            ("io_combine_limit", &self.io_combine_limit),
+            ("effective_io_concurrency", &self.effective_io_concurrency),
+            ("shared_buffers", &self.shared_buffers),
+            ("huge_pages", &self.huge_pages),
+            ("direct_io", &self.direct_io),
+            ("max_open_files", &self.max_open_files),
+        ];
+        for (name, value) in flags {
+            if let Some(v) = value {
+                c.set(name, v)?;
+            }
+        }
+        Ok(c)
+    }
+}
