@@ -362,6 +362,14 @@ impl BackendShared {
         if handle.is_done(generation) {
             return;
         }
+        if let Some(ring) = &self.ring {
+            // Under io_uring nothing changes the state until someone reaps the ring, so
+            // spinning would only delay that: reap (and if need be sleep in the kernel) now.
+            while !handle.is_done(generation) {
+                ring.wait_for_completions(self, || handle.is_done(generation));
+            }
+            return;
+        }
         let start = Instant::now();
         let mut spins = 0u32;
         while !handle.is_done(generation) {
@@ -370,12 +378,6 @@ impl BackendShared {
             if spins % 64 == 0 && start.elapsed() > WAIT_SPIN {
                 break;
             }
-        }
-        if let Some(ring) = &self.ring {
-            while !handle.is_done(generation) {
-                ring.wait_for_completions(self, || handle.is_done(generation));
-            }
-            return;
         }
         let mut d = handle.lock();
         while !handle.is_done(generation) {
