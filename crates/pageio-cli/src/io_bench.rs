@@ -173,7 +173,7 @@ pub fn run(args: IoBenchArgs) -> CliResult {
     } else {
         println!(
             "relation {} MB, io_combine_limit {} blocks, effective_io_concurrency {}, {}",
-            nblocks * BLCKSZ as u64 >> 20,
+            (nblocks * BLCKSZ as u64) >> 20,
             base.io_combine_limit_blocks,
             base.effective_io_concurrency,
             if args.cold { "cold" } else { "warm" }

@@ -308,10 +308,10 @@ impl BackendShared {
             match injector.inject(op, &d.target) {
                 Some(Fault::Errno(e)) => raw = -(e as i64),
                 Some(Fault::Short { bytes }) if raw >= 0 => raw = raw.min(bytes as i64),
-                Some(Fault::FlipBit { byte_offset, bit }) if op == IoOp::Readv => {
-                    if raw > byte_offset as i64 {
-                        flip_bit(&d.iovecs, byte_offset, bit);
-                    }
+                Some(Fault::FlipBit { byte_offset, bit })
+                    if op == IoOp::Readv && raw > byte_offset as i64 =>
+                {
+                    flip_bit(&d.iovecs, byte_offset, bit);
                 }
                 _ => {}
             }
@@ -375,7 +375,7 @@ impl BackendShared {
         while !handle.is_done(generation) {
             std::hint::spin_loop();
             spins += 1;
-            if spins % 64 == 0 && start.elapsed() > WAIT_SPIN {
+            if spins.is_multiple_of(64) && start.elapsed() > WAIT_SPIN {
                 break;
             }
         }

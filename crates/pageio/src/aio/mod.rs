@@ -658,7 +658,7 @@ impl Backend {
         block: u64,
         mut buf: IoBuffer,
     ) -> Result<IoBuffer, AioError> {
-        if buf.len() % BLCKSZ != 0 {
+        if !buf.len().is_multiple_of(BLCKSZ) {
             return Err(AioError::InvalidRequest(format!(
                 "buffer of {} bytes is not a whole number of {BLCKSZ}-byte blocks",
                 buf.len()
@@ -954,9 +954,10 @@ fn check_direct_alignment(
     iovecs: &[libc::iovec],
 ) -> Result<(), AioError> {
     let a = file.alignment();
-    let bad_offset = offset_bytes % a.offset_align_bytes as u64 != 0;
+    let bad_offset = !offset_bytes.is_multiple_of(a.offset_align_bytes as u64);
     let bad_iov = iovecs.iter().find(|v| {
-        (v.iov_base as usize) % a.mem_align_bytes != 0 || v.iov_len % a.offset_align_bytes != 0
+        !(v.iov_base as usize).is_multiple_of(a.mem_align_bytes)
+            || v.iov_len % a.offset_align_bytes != 0
     });
     if bad_offset || bad_iov.is_some() {
         let v = bad_iov.unwrap_or(&iovecs[0]);

@@ -130,7 +130,7 @@ fn worker_loop(pool: &PoolShared, me: usize) {
             while pool.queued.load(Ordering::Acquire) == 0 {
                 std::hint::spin_loop();
                 spins += 1;
-                if spins % 64 == 0 && start.elapsed() > WORKER_SPIN {
+                if spins.is_multiple_of(64) && start.elapsed() > WORKER_SPIN {
                     break;
                 }
             }
