@@ -370,20 +370,48 @@ impl BackendShared {
             }
             return;
         }
-        let start = Instant::now();
-        let mut spins = 0u32;
-        while !handle.is_done(generation) {
-            std::hint::spin_loop();
-            spins += 1;
-            if spins.is_multiple_of(64) && start.elapsed() > WAIT_SPIN {
-                break;
-            }
+        if spin_until(WAIT_SPIN, || handle.is_done(generation)) {
+            return;
         }
         let mut d = handle.lock();
         while !handle.is_done(generation) {
             d.sleepers += 1;
             d = handle.cond.wait(d).unwrap_or_else(|p| p.into_inner());
             d.sleepers -= 1;
+        }
+    }
+}
+
+/// How long a spinner busy-waits before it starts yielding the CPU between polls.
+const PURE_SPIN: Duration = Duration::from_micros(2);
+
+/// Polls `done` for up to `budget`: busy-waiting for the first [`PURE_SPIN`], then yielding
+/// the CPU between polls. Returns whether `done` became true.
+///
+/// Why yield: on a machine with fewer cores than runnable threads (2 cores, a backend and
+/// three I/O workers), a pure spinner can hold the core the completing thread needs for a
+/// whole scheduler time slice; yielding hands it over at once while still reacting within
+/// microseconds.
+pub(crate) fn spin_until(budget: Duration, done: impl Fn() -> bool) -> bool {
+    let start = Instant::now();
+    let mut polls = 0u32;
+    let mut yielding = false;
+    loop {
+        if done() {
+            return true;
+        }
+        polls = polls.wrapping_add(1);
+        if yielding {
+            std::thread::yield_now();
+        } else {
+            std::hint::spin_loop();
+        }
+        if yielding || polls.is_multiple_of(32) {
+            let elapsed = start.elapsed();
+            if elapsed > budget {
+                return done();
+            }
+            yielding = elapsed > PURE_SPIN;
         }
     }
 }

@@ -77,29 +77,39 @@ pub(crate) fn plan_groups(backend: &BackendShared, staged: &[u32]) -> Vec<Group>
     groups
 }
 
+thread_local! {
+    /// Per-thread iovec array for building a group's kernel I/O: reused for every I/O the
+    /// thread executes, so the hot path allocates nothing.
+    static IOVEC_SCRATCH: std::cell::RefCell<Vec<libc::iovec>> =
+        std::cell::RefCell::new(Vec::with_capacity(MAX_IOVECS_PER_IO));
+}
+
 /// Executes one group with `preadv`/`pwritev` in the calling thread and completes its
 /// handles. Used by sync, by the workers, and by io_uring to re-run a short merged I/O.
 pub(crate) fn execute_group_sync(backend: &BackendShared, group: &[u32], executed_sync: bool) {
-    let (fd_holder, op, offset, iovecs) = {
-        let d = backend.handles[group[0] as usize].lock();
-        let mut iovecs = d.iovecs.clone();
-        let file = d.file.clone();
-        let op = d.op.unwrap_or(IoOp::Readv);
-        let offset = d.offset_bytes;
-        drop(d);
-        for &idx in &group[1..] {
-            let d = backend.handles[idx as usize].lock();
+    let raw = IOVEC_SCRATCH.with(|scratch| {
+        // A completion callback could in principle execute I/O re-entrantly; fall back to a
+        // fresh array rather than panic on the RefCell.
+        let mut fresh = Vec::new();
+        let mut borrowed = scratch.try_borrow_mut();
+        let iovecs = match borrowed.as_mut() {
+            Ok(v) => &mut **v,
+            Err(_) => &mut fresh,
+        };
+        iovecs.clear();
+        let (file, op, offset) = {
+            let d = backend.handles[group[0] as usize].lock();
             iovecs.extend_from_slice(&d.iovecs);
+            (d.file.clone(), d.op.unwrap_or(IoOp::Readv), d.offset_bytes)
+        };
+        for &idx in &group[1..] {
+            iovecs.extend_from_slice(&backend.handles[idx as usize].lock().iovecs);
         }
-        (file, op, offset, iovecs)
-    };
-    let Some(file) = fd_holder else {
-        for &idx in group {
-            backend.complete(idx, -(libc::EBADF as i64), executed_sync);
+        match file {
+            Some(file) => vectored_io(file.raw_fd(), op, offset, iovecs),
+            None => -(libc::EBADF as i64),
         }
-        return;
-    };
-    let raw = vectored_io(file.raw_fd(), op, offset, &iovecs);
+    });
     distribute(backend, group, raw, executed_sync);
 }
 

@@ -20,10 +20,10 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::{JoinHandle, Thread};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::{execute_group_sync, Group, IoMethodImpl};
-use crate::aio::handle::BackendShared;
+use crate::aio::handle::{spin_until, BackendShared};
 use crate::aio::result::AioError;
 use crate::config::IoMethodKind;
 
@@ -125,15 +125,7 @@ fn worker_loop(pool: &PoolShared, me: usize) {
             .compare_exchange(false, true, Ordering::AcqRel, Ordering::Relaxed)
             .is_ok()
         {
-            let start = Instant::now();
-            let mut spins = 0u32;
-            while pool.queued.load(Ordering::Acquire) == 0 {
-                std::hint::spin_loop();
-                spins += 1;
-                if spins.is_multiple_of(64) && start.elapsed() > WORKER_SPIN {
-                    break;
-                }
-            }
+            spin_until(WORKER_SPIN, || pool.queued.load(Ordering::Acquire) > 0);
             pool.spinning.store(false, Ordering::Release);
             if pool.queued.load(Ordering::Acquire) > 0 {
                 continue;
