@@ -620,6 +620,39 @@ fn direct_io_rejects_misaligned_memory(method: IoMethodKind) {
     drop(mem);
 }
 
+fn concurrent_backend_registration_never_shares_a_slot(method: IoMethodKind) {
+    let aio = aio(method);
+    // Free slots exist once backends have come and gone; then many threads register at once.
+    for round in 0..50 {
+        drop((0..8).map(|_| aio.backend().unwrap()).collect::<Vec<_>>());
+        let barrier = Arc::new(Barrier::new(8));
+        let ids: Vec<u32> = (0..8)
+            .map(|_| {
+                let (aio, barrier) = (aio.clone(), barrier.clone());
+                std::thread::spawn(move || {
+                    barrier.wait();
+                    let b = aio.backend().unwrap();
+                    let id = b.id();
+                    // Hold the slot until every thread has registered.
+                    barrier.wait();
+                    id
+                })
+            })
+            .collect::<Vec<_>>()
+            .into_iter()
+            .map(|t| t.join().unwrap())
+            .collect();
+        let mut unique = ids.clone();
+        unique.sort();
+        unique.dedup();
+        assert_eq!(
+            unique.len(),
+            ids.len(),
+            "round {round}: slots shared: {ids:?}"
+        );
+    }
+}
+
 macro_rules! conformance {
     ($($name:ident),* $(,)?) => {
         mod sync {
@@ -660,4 +693,5 @@ conformance!(
     eight_threads_ten_thousand_random_ios_every_byte_checked,
     snapshot_shows_ios_in_flight_like_pg_aios,
     direct_io_rejects_misaligned_memory,
+    concurrent_backend_registration_never_shares_a_slot,
 );

@@ -188,9 +188,15 @@ impl Aio {
                 .backends
                 .write()
                 .unwrap_or_else(|p| p.into_inner());
+            // Claim a free slot while still holding the registry lock: two threads that
+            // register at the same moment must never share one slot's handles.
             let free = slots
                 .iter()
-                .find(|b| !b.active.load(Ordering::Acquire))
+                .find(|b| {
+                    b.active
+                        .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+                        .is_ok()
+                })
                 .cloned();
             match free {
                 Some(b) => b,
@@ -213,12 +219,12 @@ impl Aio {
                         self.core.config.direct_io,
                         ring,
                     ));
+                    b.active.store(true, Ordering::Release);
                     slots.push(b.clone());
                     b
                 }
             }
         };
-        shared.active.store(true, Ordering::Release);
         // SAFETY: gettid has no preconditions.
         shared
             .tid
@@ -525,6 +531,15 @@ impl Backend {
                 .generation
                 .load(Ordering::Acquire);
             self.wait_local(index, gen);
+            if self.in_flight.front() == Some(&index)
+                && self.shared.handles[index as usize].state() == HandleState::Idle
+            {
+                // An idle handle listed as in flight is a bookkeeping bug; spinning on it
+                // forever would turn it into a hang, so drop the entry (and say so in debug
+                // builds).
+                debug_assert!(false, "idle handle {index} listed as in flight");
+                self.in_flight.pop_front();
+            }
         }
     }
 
