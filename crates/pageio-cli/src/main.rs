@@ -7,6 +7,7 @@
 mod io_bench;
 mod methods;
 mod settings;
+mod verify;
 
 use clap::{Parser, Subcommand};
 
@@ -27,6 +28,9 @@ enum Command {
     /// Generate a relation of PostgreSQL pages, then read it with every io_method,
     /// verifying every checksum, and compare throughput
     IoBench(io_bench::IoBenchArgs),
+    /// Verify the page checksums of a stopped PostgreSQL 18 cluster, like
+    /// pg_checksums --check, with asynchronous I/O on all cores
+    Verify(verify::VerifyArgs),
 }
 
 fn main() {
@@ -34,6 +38,7 @@ fn main() {
     let result = match cli.command {
         Command::Methods(args) => methods::run(args),
         Command::IoBench(args) => io_bench::run(args),
+        Command::Verify(args) => verify::run(args),
     };
     match result {
         Ok(code) => std::process::exit(code),

@@ -46,6 +46,7 @@ pub mod aio;
 pub mod config;
 pub mod page;
 pub mod storage;
+pub mod verify;
 
 pub use aio::{Aio, Backend};
 pub use config::{IoConfig, IoMethodKind};
