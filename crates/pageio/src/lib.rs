@@ -43,9 +43,12 @@
 #![warn(missing_docs)]
 
 pub mod aio;
+pub mod buffer;
 pub mod config;
 pub mod page;
+pub mod scan;
 pub mod storage;
+pub mod stream;
 pub mod verify;
 
 pub use aio::{Aio, Backend};

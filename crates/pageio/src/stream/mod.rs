@@ -1,0 +1,598 @@
+//! # Read streams
+//!
+//! A read stream turns "the next block I will need" into pinned, verified pages, keeping
+//! enough reads in flight to hide the device's latency — PostgreSQL's `read_stream.c`.
+//!
+//! ```text
+//!   callback ─► block numbers (+ per-buffer data)
+//!      │
+//!      ▼   look ahead up to `distance` blocks
+//!   pending run  b, b+1, … (≤ io_combine_limit, consecutive)      ─┐
+//!      │  can't extend / full                                       │ pins ≤ pin limit
+//!      ▼                                                            │ I/Os ≤ effective_io_concurrency
+//!   start: pin each block ─► hit: ready   miss: claim ─► one read   │
+//!      │                                                            │
+//!      ▼                                                           ─┘
+//!   queue (block order) ─► head ready? hand it out : wait for its read (a "stall")
+//! ```
+//!
+//! ## The look-ahead distance
+//!
+//! How far ahead to look is the whole game: too short and the device idles, too long and
+//! pins are wasted on data that was cached anyway. Two policies are implemented and measured
+//! against each other (`docs/BENCHMARKS.md`):
+//!
+//! * [`DistancePolicy::Pg18`] — PostgreSQL 18: start at 1; double on every read that needed
+//!   I/O; minus one on every hit.
+//! * [`DistancePolicy::Adaptive`] — PostgreSQL 19's refinements: the read-ahead distance
+//!   doubles only when the stream actually had to *wait* for a read at the head of the queue
+//!   (I/O that completed in time needs no more depth); it decays only after a run of
+//!   `io_combine_limit` consecutive hits, not on every hit; and a separate *combine distance*
+//!   lets sequential runs reach a full `io_combine_limit` I/O even while hits keep the
+//!   read-ahead distance short.
+//!
+//! Worked example (Pg18, io_combine_limit 16): a cold sequential scan starts with distance
+//! 1 → reads block 0 alone, distance 2 → blocks 1..2, 4, 8, 16 → from then on 16-block reads,
+//! with up to `effective_io_concurrency` of them in flight once the distance grows past 16.
+//! A fully cached scan keeps distance 1: every block is a hit, and the only cost per page is
+//! one pin.
+//!
+//! ## Methods
+//!
+//! Under `io_method = sync` there is no asynchrony to exploit, so as PostgreSQL does the
+//! stream *defers* each read to the moment its first buffer reaches the head, and for
+//! non-sequential runs of buffered files tells the kernel what is coming with
+//! `posix_fadvise(WILLNEED)`. Under `worker` and `io_uring`, reads are staged in batches as
+//! soon as they are known. With direct I/O the stream is the only read-ahead there is.
+
+use std::collections::VecDeque;
+use std::time::Instant;
+
+use crate::aio::WaitRef;
+use crate::buffer::{BufferError, BufferId, BufferPool, BufferRing, Pinned, RelId};
+use crate::config::{IoMethodKind, BLCKSZ};
+use crate::storage::{OpenMode, RelFile};
+use crate::Backend;
+
+/// How the look-ahead distance adapts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DistancePolicy {
+    /// PostgreSQL 18: ×2 on a miss, −1 on a hit.
+    Pg18,
+    /// Grow only on stalls, decay after a run of hits, separate combine distance.
+    #[default]
+    Adaptive,
+}
+
+/// Options of one stream.
+#[derive(Debug, Clone, Copy)]
+pub struct StreamOptions {
+    /// Look-ahead policy.
+    pub policy: DistancePolicy,
+    /// Recycle a bulk-read ring of buffers (sequential scans) instead of sweeping the pool.
+    pub bulk_read: bool,
+}
+
+impl Default for StreamOptions {
+    fn default() -> Self {
+        StreamOptions {
+            policy: DistancePolicy::Adaptive,
+            bulk_read: false,
+        }
+    }
+}
+
+/// What a stream did, in the vocabulary of PostgreSQL 19's `EXPLAIN (IO)`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+pub struct StreamStats {
+    /// Buffers handed out.
+    pub buffers: u64,
+    /// Blocks found valid in the pool (`Buffers: shared hit`).
+    pub shared_hit: u64,
+    /// Blocks this stream read (`Buffers: shared read`).
+    pub shared_read: u64,
+    /// Reads issued.
+    pub ios: u64,
+    /// Average read size in blocks.
+    pub avg_io_blocks: f64,
+    /// Times the head of the queue was not ready and the stream blocked.
+    pub stalls: u64,
+    /// Average number of this stream's reads in flight when it stalled.
+    pub avg_ios_in_progress_at_stall: f64,
+    /// Time spent blocked, in nanoseconds.
+    pub wait_ns: u64,
+    /// Average look-ahead distance (blocks), sampled at every buffer handed out.
+    pub distance_avg: f64,
+    /// Largest look-ahead distance reached.
+    pub distance_max: u64,
+    /// The most the distance could grow to (the pin limit).
+    pub distance_capacity: u64,
+    /// `posix_fadvise(WILLNEED)` calls (sync method only).
+    pub advice: u64,
+    #[serde(skip)]
+    distance_sum: u64,
+    #[serde(skip)]
+    in_progress_sum: u64,
+    #[serde(skip)]
+    io_blocks: u64,
+}
+
+impl StreamStats {
+    fn finish(&mut self) {
+        self.avg_io_blocks = if self.ios > 0 {
+            self.io_blocks as f64 / self.ios as f64
+        } else {
+            0.0
+        };
+        self.avg_ios_in_progress_at_stall = if self.stalls > 0 {
+            self.in_progress_sum as f64 / self.stalls as f64
+        } else {
+            0.0
+        };
+        self.distance_avg = if self.buffers > 0 {
+            self.distance_sum as f64 / self.buffers as f64
+        } else {
+            0.0
+        };
+    }
+
+    /// Adds another stream's statistics (for parallel scans).
+    pub fn merge(&mut self, o: &StreamStats) {
+        self.buffers += o.buffers;
+        self.shared_hit += o.shared_hit;
+        self.shared_read += o.shared_read;
+        self.ios += o.ios;
+        self.stalls += o.stalls;
+        self.wait_ns += o.wait_ns;
+        self.distance_max = self.distance_max.max(o.distance_max);
+        self.distance_capacity = self.distance_capacity.max(o.distance_capacity);
+        self.advice += o.advice;
+        self.distance_sum += o.distance_sum;
+        self.in_progress_sum += o.in_progress_sum;
+        self.io_blocks += o.io_blocks;
+        self.finish();
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum EntryState {
+    /// Valid page.
+    Ready,
+    /// Being read by this stream's I/O with this sequence number.
+    OwnIo(u64),
+    /// Being read by another thread.
+    OtherIo,
+    /// Claimed by this stream, read not yet started (sync method).
+    Deferred,
+}
+
+struct Entry<D> {
+    block: u64,
+    buffer: BufferId,
+    data: D,
+    state: EntryState,
+}
+
+struct StreamIo {
+    seq: u64,
+    wref: WaitRef,
+}
+
+/// A buffer handed out by a stream: pinned until dropped.
+pub struct StreamBuffer<'p, D> {
+    pool: &'p BufferPool,
+    /// Block number.
+    pub block: u64,
+    /// The pinned buffer.
+    pub buffer: BufferId,
+    /// The per-buffer data the callback attached to this block.
+    pub data: D,
+}
+
+impl<D> StreamBuffer<'_, D> {
+    /// The page.
+    pub fn page(&self) -> &[u8; BLCKSZ] {
+        self.pool.page(self.buffer)
+    }
+}
+
+impl<D> Drop for StreamBuffer<'_, D> {
+    fn drop(&mut self) {
+        self.pool.unpin(self.buffer);
+    }
+}
+
+/// A read stream over one relation fork. `F` yields the next block number and its data.
+pub struct ReadStream<'p, D, F: FnMut() -> Option<(u64, D)>> {
+    pool: &'p BufferPool,
+    rel: RelId,
+    relfile: RelFile,
+    next_block: F,
+    ring: Option<BufferRing>,
+    queue: VecDeque<Entry<D>>,
+    ios: VecDeque<StreamIo>,
+    pending: Vec<(u64, D)>,
+    exhausted: bool,
+    policy: DistancePolicy,
+    distance: usize,
+    combine_distance: usize,
+    max_distance: usize,
+    combine_limit: usize,
+    max_ios: usize,
+    hit_run: usize,
+    sync_method: bool,
+    advise: bool,
+    last_read_end: Option<u64>,
+    next_seq: u64,
+    stats: StreamStats,
+}
+
+impl<'p, D, F: FnMut() -> Option<(u64, D)>> ReadStream<'p, D, F> {
+    /// A stream reading `rel` through `pool`, asking `next_block` for what comes next.
+    pub fn new(pool: &'p BufferPool, rel: &RelFile, options: StreamOptions, next_block: F) -> Self {
+        let config = pool.aio().config();
+        let combine_limit = config.io_combine_limit_blocks.max(1);
+        let eic = config.effective_io_concurrency;
+        // effective_io_concurrency = 0 means synchronous: one block at a time, no look-ahead.
+        let (max_ios, max_distance) = if eic == 0 {
+            (1, 1)
+        } else {
+            let pins = pool.pin_limit_per_backend();
+            (eic, (eic * combine_limit).min(pins).max(1))
+        };
+        let sync_method = pool.aio().io_method() == IoMethodKind::Sync;
+        let ring = options.bulk_read.then(|| pool.bulk_read_ring());
+        let max_distance = match &ring {
+            // A ring smaller than the look-ahead would recycle buffers still in the queue.
+            Some(r) => max_distance.min(r.len()).max(1),
+            None => max_distance,
+        };
+        ReadStream {
+            pool,
+            rel: pool.register(rel),
+            relfile: rel.clone(),
+            next_block,
+            ring,
+            queue: VecDeque::new(),
+            ios: VecDeque::new(),
+            pending: Vec::with_capacity(combine_limit),
+            exhausted: false,
+            policy: options.policy,
+            distance: 1,
+            combine_distance: 1,
+            max_distance,
+            combine_limit: combine_limit.min(max_distance),
+            max_ios,
+            hit_run: 0,
+            sync_method,
+            advise: sync_method && !config.direct_io && eic > 0,
+            last_read_end: None,
+            next_seq: 0,
+            stats: StreamStats {
+                distance_capacity: max_distance as u64,
+                ..StreamStats::default()
+            },
+        }
+    }
+
+    /// Whether the callback has reported the end.
+    pub fn is_exhausted(&self) -> bool {
+        self.exhausted
+    }
+
+    /// Asks the callback again after it reported the end: for producers that had nothing
+    /// *yet* (an index scan between two leaf pages), like PostgreSQL's stream reset.
+    pub fn resume(&mut self) {
+        self.exhausted = false;
+    }
+
+    /// Statistics so far.
+    pub fn stats(&self) -> StreamStats {
+        let mut s = self.stats;
+        s.finish();
+        s
+    }
+
+    fn window(&self) -> usize {
+        match self.policy {
+            DistancePolicy::Pg18 => self.distance,
+            DistancePolicy::Adaptive => self.distance.max(self.combine_distance),
+        }
+    }
+
+    /// The next pinned, verified buffer, or `None` at the end of the stream.
+    pub fn next(
+        &mut self,
+        backend: &mut Backend,
+    ) -> Result<Option<StreamBuffer<'p, D>>, BufferError> {
+        loop {
+            self.look_ahead(backend)?;
+            let Some(head) = self.queue.front() else {
+                if self.exhausted && self.pending.is_empty() {
+                    return Ok(None);
+                }
+                continue;
+            };
+            match head.state {
+                EntryState::Ready => {
+                    let e = self.queue.pop_front().expect("head exists");
+                    self.stats.buffers += 1;
+                    self.stats.distance_sum += self.window() as u64;
+                    return Ok(Some(StreamBuffer {
+                        pool: self.pool,
+                        block: e.block,
+                        buffer: e.buffer,
+                        data: e.data,
+                    }));
+                }
+                EntryState::OwnIo(seq) => self.wait_own_io(backend, seq)?,
+                EntryState::OtherIo => {
+                    let id = head.buffer;
+                    let start = Instant::now();
+                    let valid = self.pool.wait_for_buffer(backend, id)?;
+                    self.stats.wait_ns += start.elapsed().as_nanos() as u64;
+                    if valid {
+                        self.queue[0].state = EntryState::Ready;
+                    } else {
+                        // The other read failed part-way; we own the retry.
+                        let block = self.queue[0].block;
+                        self.issue(backend, 0, 1, block)?;
+                    }
+                }
+                EntryState::Deferred => {
+                    let n = self
+                        .queue
+                        .iter()
+                        .take_while(|e| e.state == EntryState::Deferred)
+                        .count();
+                    let block = self.queue[0].block;
+                    let n = (1..n)
+                        .take_while(|&i| self.queue[i].block == block + i as u64)
+                        .count()
+                        + 1;
+                    self.issue(backend, 0, n, block)?;
+                }
+            }
+        }
+    }
+
+    /// Starts the read of queue entries `at..at+n` (consecutive blocks from `block`).
+    fn issue(
+        &mut self,
+        backend: &mut Backend,
+        at: usize,
+        n: usize,
+        block: u64,
+    ) -> Result<(), BufferError> {
+        let buffers: Vec<BufferId> = self.queue.range(at..at + n).map(|e| e.buffer).collect();
+        let wref = self.pool.stage_read(backend, self.rel, block, &buffers)?;
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        for e in self.queue.range_mut(at..at + n) {
+            e.state = EntryState::OwnIo(seq);
+        }
+        self.ios.push_back(StreamIo { seq, wref });
+        self.stats.ios += 1;
+        self.stats.io_blocks += n as u64;
+        self.stats.shared_read += n as u64;
+        self.last_read_end = Some(block + n as u64);
+        Ok(())
+    }
+
+    fn wait_own_io(&mut self, backend: &mut Backend, seq: u64) -> Result<(), BufferError> {
+        let Some(pos) = self.ios.iter().position(|io| io.seq == seq) else {
+            return Err(BufferError::Io(crate::aio::AioError::Internal(
+                "stream lost track of a read".into(),
+            )));
+        };
+        let io = self.ios.remove(pos).expect("position is valid");
+        if !self.pool.aio().poll(io.wref) {
+            self.stats.stalls += 1;
+            self.stats.in_progress_sum += self.ios.len() as u64 + 1;
+            let start = Instant::now();
+            backend.wait(io.wref);
+            self.stats.wait_ns += start.elapsed().as_nanos() as u64;
+            if self.policy == DistancePolicy::Adaptive {
+                self.distance = (self.distance * 2).min(self.max_distance);
+            }
+        } else {
+            // Done already: reclaim it so the handle returns to the pool.
+            backend.wait(io.wref);
+        }
+        // Every entry of that read is now valid, failed, or (partial read) back to us.
+        let mut i = 0;
+        while i < self.queue.len() {
+            if self.queue[i].state != EntryState::OwnIo(seq) {
+                i += 1;
+                continue;
+            }
+            let id = self.queue[i].buffer;
+            if self.pool.is_valid(id) {
+                self.queue[i].state = EntryState::Ready;
+                i += 1;
+                continue;
+            }
+            match self.pool.wait_for_buffer(backend, id)? {
+                true => {
+                    self.queue[i].state = EntryState::Ready;
+                    i += 1;
+                }
+                false => {
+                    // A short read: re-issue the rest of the run from here.
+                    let block = self.queue[i].block;
+                    let mut n = 1;
+                    while i + n < self.queue.len()
+                        && self.queue[i + n].state == EntryState::OwnIo(seq)
+                        && self.queue[i + n].block == block + n as u64
+                    {
+                        let next = self.queue[i + n].buffer;
+                        if self.pool.wait_for_buffer(backend, next)? {
+                            break;
+                        }
+                        n += 1;
+                    }
+                    self.issue(backend, i, n, block)?;
+                    i += n;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn look_ahead(&mut self, backend: &mut Backend) -> Result<(), BufferError> {
+        backend.enter_batch_mode();
+        let r = self.look_ahead_batched(backend);
+        backend.exit_batch_mode();
+        r
+    }
+
+    fn look_ahead_batched(&mut self, backend: &mut Backend) -> Result<(), BufferError> {
+        while !self.exhausted
+            && self.queue.len() + self.pending.len() < self.window()
+            && self.ios.len() < self.max_ios
+        {
+            let Some((block, data)) = (self.next_block)() else {
+                self.exhausted = true;
+                break;
+            };
+            let extends = self.pending.last().is_some_and(|&(b, _)| b + 1 == block)
+                && self.pending.len() < self.combine_limit
+                && RelFile::blocks_in_segment(self.pending[0].0) as usize > self.pending.len();
+            if !extends && !self.pending.is_empty() {
+                self.start_pending(backend)?;
+            }
+            self.pending.push((block, data));
+            if self.pending.len() >= self.combine_limit {
+                self.start_pending(backend)?;
+            }
+        }
+        // Nothing more can join the pending run now: start it rather than let the queue run
+        // dry (or the stream end) with blocks nobody asked for yet.
+        if !self.pending.is_empty()
+            && (self.exhausted
+                || self.queue.is_empty()
+                || self.queue.len() + self.pending.len() >= self.window())
+            && (self.ios.len() < self.max_ios || self.queue.is_empty())
+        {
+            self.start_pending(backend)?;
+        }
+        Ok(())
+    }
+
+    /// Pins the pending run's blocks and starts reads for the ones not in the pool.
+    fn start_pending(&mut self, backend: &mut Backend) -> Result<(), BufferError> {
+        let run = std::mem::take(&mut self.pending);
+        let mut needs_io = false;
+        let mut all_hits = true;
+        let mut claimed_from: Option<usize> = None;
+        for (block, data) in run {
+            let pinned = self.pool.pin(self.rel, block, self.ring.as_mut())?;
+            let (state, claimed) = match pinned {
+                Pinned::Valid(_) => {
+                    self.stats.shared_hit += 1;
+                    (EntryState::Ready, false)
+                }
+                Pinned::InProgress(_) => {
+                    all_hits = false;
+                    (EntryState::OtherIo, false)
+                }
+                Pinned::NeedsRead(_) => {
+                    all_hits = false;
+                    needs_io = true;
+                    (EntryState::Deferred, true)
+                }
+            };
+            if !claimed {
+                if let Some(from) = claimed_from.take() {
+                    self.start_claimed(backend, from)?;
+                }
+            }
+            self.queue.push_back(Entry {
+                block,
+                buffer: pinned.buffer(),
+                data,
+                state,
+            });
+            if claimed && claimed_from.is_none() {
+                claimed_from = Some(self.queue.len() - 1);
+            }
+        }
+        if let Some(from) = claimed_from {
+            self.start_claimed(backend, from)?;
+        }
+        self.adapt(needs_io, all_hits);
+        Ok(())
+    }
+
+    /// Starts (or, under sync, defers and advises) the read of the claimed entries from
+    /// queue position `from` to the end.
+    fn start_claimed(&mut self, backend: &mut Backend, from: usize) -> Result<(), BufferError> {
+        let n = self.queue.len() - from;
+        let block = self.queue[from].block;
+        if self.sync_method {
+            let sequential = self.last_read_end == Some(block);
+            if self.advise && !sequential {
+                if let Ok((file, offset)) =
+                    self.relfile
+                        .locate(self.pool.aio().files(), block, n as u32, OpenMode::Read)
+                {
+                    if file.advise_willneed(offset, (n * BLCKSZ) as u64).is_ok() {
+                        self.stats.advice += 1;
+                    }
+                }
+            }
+            self.last_read_end = Some(block + n as u64);
+            return Ok(());
+        }
+        self.issue(backend, from, n, block)
+    }
+
+    fn adapt(&mut self, needs_io: bool, all_hits: bool) {
+        match self.policy {
+            DistancePolicy::Pg18 => {
+                if needs_io {
+                    self.distance = (self.distance * 2).min(self.max_distance);
+                } else if all_hits {
+                    self.distance = self.distance.saturating_sub(1).max(1);
+                }
+            }
+            DistancePolicy::Adaptive => {
+                if needs_io {
+                    self.hit_run = 0;
+                    // Sequential reads should always reach a full combined I/O.
+                    self.combine_distance = self.combine_limit;
+                    if self.distance < self.combine_limit.min(self.max_distance)
+                        && self.ios.len() <= 1
+                    {
+                        // Before the first stall, grow like PostgreSQL 18 so a cold start
+                        // reaches useful depth at once.
+                        self.distance = (self.distance * 2).min(self.max_distance);
+                    }
+                } else if all_hits {
+                    self.hit_run += 1;
+                    if self.hit_run >= self.combine_limit {
+                        self.hit_run = 0;
+                        self.distance = self.distance.saturating_sub(1).max(1);
+                        self.combine_distance = self.combine_distance.saturating_sub(1).max(1);
+                    }
+                }
+            }
+        }
+        self.stats.distance_max = self.stats.distance_max.max(self.window() as u64);
+    }
+}
+
+impl<D, F: FnMut() -> Option<(u64, D)>> Drop for ReadStream<'_, D, F> {
+    fn drop(&mut self) {
+        for e in self.queue.drain(..) {
+            if e.state == EntryState::Deferred {
+                self.pool.fail_io(e.buffer);
+            }
+            // Reads still in flight finish on their own and mark the buffer; dropping our
+            // pin now cannot hand the buffer to anyone before that (an I/O-in-progress
+            // buffer is never a victim).
+            self.pool.unpin(e.buffer);
+        }
+    }
+}
