@@ -242,6 +242,12 @@ fn tuple_is_live(infomask: u16) -> bool {
     !xmin_aborted && !deleted
 }
 
+/// A "new" page (`pd_upper == 0`: never initialised, or zeroed by `zero_damaged_pages`)
+/// holds no tuples, as PostgreSQL's `PageIsNew`.
+fn is_new_page(page: &[u8]) -> bool {
+    page.get(14..16).is_some_and(|b| b == [0, 0])
+}
+
 /// Accumulates qualifying rows.
 struct Acc<'c> {
     columns: &'c [ColumnType],
@@ -274,10 +280,10 @@ impl Acc<'_> {
 
     /// Every live tuple of a page.
     fn page(&mut self, rel: &RelFile, block: u64, page: &[u8]) -> Result<(), ScanError> {
-        let p = PageRef::new(page).map_err(page_err(rel, block))?;
-        if p.header().pd_upper == 0 {
-            return Ok(()); // a new, empty page
+        if is_new_page(page) {
+            return Ok(());
         }
+        let p = PageRef::new(page).map_err(page_err(rel, block))?;
         for (off, id) in p.item_ids() {
             if id.lp_flags != LinePointerFlags::Normal {
                 continue;
@@ -296,6 +302,9 @@ impl Acc<'_> {
         page: &[u8],
         offset: u16,
     ) -> Result<(), ScanError> {
+        if is_new_page(page) {
+            return Ok(());
+        }
         let p = PageRef::new(page).map_err(page_err(rel, block))?;
         let mut off = offset;
         // A chain is at most as long as the page has line pointers.

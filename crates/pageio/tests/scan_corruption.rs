@@ -1,0 +1,162 @@
+//! A scan that meets a corrupt page: an error naming file, block and both checksums; with
+//! ignore_checksum_failure it finishes and counts the page; with zero_damaged_pages the page
+//! reads as empty. Every scan type × every io_method.
+
+mod common;
+
+use pageio::buffer::{BufferPool, PageCheckOptions};
+use pageio::config::{IoConfig, IoMethodKind, BLCKSZ};
+use pageio::page::heap::ColumnType;
+use pageio::page::pg_checksum_page;
+use pageio::scan::{run_scan, Between, ScanError, ScanKind, ScanOptions, Table};
+use pageio::storage::{ForkNumber, RelFile};
+use pageio::stream::DistancePolicy;
+use pageio::Aio;
+
+const BLOCK: u64 = 7;
+const STORED: u16 = 27548; // pd_checksum of uniform block 7 (fixture README)
+
+/// Flips a byte in the free space of uniform's block 7 (between pd_lower 96 and pd_upper),
+/// so the rows are intact and only the checksum betrays the damage. Returns the checksum
+/// PostgreSQL would compute for the damaged page.
+fn corrupt(pgdata: &std::path::Path) -> u16 {
+    let path = pgdata.join("base/5/16384");
+    let mut bytes = std::fs::read(&path).unwrap();
+    let page = &mut bytes[BLOCK as usize * BLCKSZ..(BLOCK as usize + 1) * BLCKSZ];
+    page[3000] ^= 0x5A;
+    let computed = pg_checksum_page((&*page).try_into().unwrap(), BLOCK as u32);
+    std::fs::write(&path, &bytes).unwrap();
+    assert_ne!(computed, STORED);
+    computed
+}
+
+fn scan(
+    aio: &Aio,
+    pgdata: &std::path::Path,
+    kind: ScanKind,
+    check: PageCheckOptions,
+) -> Result<pageio::scan::ScanResult, ScanError> {
+    let pool = BufferPool::new(aio, check).unwrap();
+    let table = Table {
+        heap: RelFile::in_data_dir(pgdata, "base/5/16384", ForkNumber::Main),
+        index: Some(RelFile::in_data_dir(
+            pgdata,
+            "base/5/16394",
+            ForkNumber::Main,
+        )),
+        columns: vec![ColumnType::Float8, ColumnType::Text],
+    };
+    run_scan(
+        &pool,
+        &table,
+        &ScanOptions {
+            kind,
+            predicate: Between::ALL,
+            policy: DistancePolicy::Adaptive,
+        },
+    )
+}
+
+#[test]
+fn corrupt_page_is_reported_ignored_or_zeroed_under_every_method() {
+    let (_dir, pgdata) = common::unpack_fixture();
+    let computed = corrupt(&pgdata);
+    for method in IoMethodKind::CONCRETE {
+        let aio = Aio::new(IoConfig {
+            io_method: method,
+            ..IoConfig::default()
+        })
+        .unwrap();
+        for kind in [ScanKind::Seq, ScanKind::Bitmap, ScanKind::Index] {
+            let checks = PageCheckOptions {
+                checksums: true,
+                ..Default::default()
+            };
+            let err = scan(&aio, &pgdata, kind, checks).unwrap_err();
+            let msg = err.to_string();
+            assert!(msg.contains("base/5/16384"), "{method} {kind}: {msg}");
+            assert!(msg.contains("block 7"), "{method} {kind}: {msg}");
+            assert!(
+                msg.contains(&format!(
+                    "calculated checksum {computed} but expected {STORED}"
+                )),
+                "{method} {kind}: {msg}"
+            );
+            assert!(
+                msg.contains("ignore_checksum_failure"),
+                "the fix is named: {msg}"
+            );
+
+            let r = scan(
+                &aio,
+                &pgdata,
+                kind,
+                PageCheckOptions {
+                    ignore_checksum_failure: true,
+                    ..checks
+                },
+            )
+            .unwrap();
+            assert_eq!(
+                (r.rows, r.sum_octet_length),
+                (20000, 1320000),
+                "{method} {kind}"
+            );
+            assert_eq!(r.pages_failed_verification, 1, "{method} {kind}");
+
+            let r = scan(
+                &aio,
+                &pgdata,
+                kind,
+                PageCheckOptions {
+                    zero_damaged_pages: true,
+                    ..checks
+                },
+            )
+            .unwrap();
+            assert_eq!(r.pages_failed_verification, 1);
+            assert_eq!(r.pool.pages_zeroed, 1);
+            assert_eq!(
+                r.rows,
+                20000 - 18,
+                "{method} {kind}: block 7's 18 rows are gone"
+            );
+        }
+    }
+    // Nothing was written back: the file still holds the damaged page, no more, no less.
+    let bytes = std::fs::read(pgdata.join("base/5/16384")).unwrap();
+    let page: &[u8; BLCKSZ] = bytes[7 * BLCKSZ..8 * BLCKSZ].try_into().unwrap();
+    assert_eq!(pg_checksum_page(page, 7), computed);
+}
+
+#[test]
+fn missing_index_and_missing_files_are_explained() {
+    let (_dir, pgdata) = common::unpack_fixture();
+    let aio = Aio::new(IoConfig::default()).unwrap();
+    let pool = BufferPool::new(&aio, PageCheckOptions::default()).unwrap();
+    let mut table = Table {
+        heap: RelFile::in_data_dir(&pgdata, "base/5/16384", ForkNumber::Main),
+        index: None,
+        columns: vec![ColumnType::Float8, ColumnType::Text],
+    };
+    let opts = |kind| ScanOptions {
+        kind,
+        predicate: Between::ALL,
+        policy: DistancePolicy::Adaptive,
+    };
+    let err = run_scan(&pool, &table, &opts(ScanKind::Index)).unwrap_err();
+    assert!(matches!(err, ScanError::NoIndex(ScanKind::Index)));
+    assert!(err.to_string().contains("--index"), "{err}");
+    table.heap = RelFile::in_data_dir(&pgdata, "base/5/99999", ForkNumber::Main);
+    let err = run_scan(&pool, &table, &opts(ScanKind::Seq)).unwrap_err();
+    assert!(err.to_string().contains("base/5/99999"), "{err}");
+    // An index that is not a btree (the heap itself) is refused with a reason.
+    table.heap = RelFile::in_data_dir(&pgdata, "base/5/16384", ForkNumber::Main);
+    table.index = Some(RelFile::in_data_dir(
+        &pgdata,
+        "base/5/16389",
+        ForkNumber::Main,
+    ));
+    let err = run_scan(&pool, &table, &opts(ScanKind::Bitmap)).unwrap_err();
+    assert!(err.to_string().contains("16389"), "{err}");
+}
