@@ -6,6 +6,7 @@
 
 mod io_bench;
 mod methods;
+mod scan;
 mod settings;
 mod verify;
 
@@ -31,12 +32,15 @@ enum Command {
     /// Verify the page checksums of a stopped PostgreSQL 18 cluster, like
     /// pg_checksums --check, with asynchronous I/O on all cores
     Verify(verify::VerifyArgs),
+    /// Scan a table (seq, bitmap or index) and report like EXPLAIN (ANALYZE, BUFFERS, IO)
+    Scan(scan::ScanArgs),
 }
 
 fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Methods(args) => methods::run(args),
+        Command::Scan(args) => scan::run(args),
         Command::IoBench(args) => io_bench::run(args),
         Command::Verify(args) => verify::run(args),
     };

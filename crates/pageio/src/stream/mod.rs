@@ -467,12 +467,13 @@ impl<'p, D, F: FnMut() -> Option<(u64, D)>> ReadStream<'p, D, F> {
                 self.start_pending(backend)?;
             }
         }
-        // Nothing more can join the pending run now: start it rather than let the queue run
-        // dry (or the stream end) with blocks nobody asked for yet.
+        // Start the pending run only when it is full, when nothing is queued (the consumer
+        // would otherwise wait for blocks nobody has asked the device for), or at the end.
+        // A run cut short merely because the window is full would otherwise become a stream
+        // of one-block reads as the consumer frees one slot at a time; PostgreSQL's
+        // read_stream_look_ahead waits for the same reason.
         if !self.pending.is_empty()
-            && (self.exhausted
-                || self.queue.is_empty()
-                || self.queue.len() + self.pending.len() >= self.window())
+            && (self.pending.len() >= self.combine_limit || self.queue.is_empty() || self.exhausted)
             && (self.ios.len() < self.max_ios || self.queue.is_empty())
         {
             self.start_pending(backend)?;

@@ -1,0 +1,376 @@
+//! `pageio scan`: one table scan, reported like `EXPLAIN (ANALYZE, BUFFERS, IO)`.
+//!
+//! ```text
+//!   pageio scan --pgdata DIR --heap base/5/16384 --index base/5/16394 --kind bitmap \
+//!               --where 'a between 100 and 200'
+//!   pageio scan --dataset uniform --data-dir DIR --kind index --where 'a between 0 and 50'
+//! ```
+//!
+//! Answers `count(*)` and `sum(octet_length(<last column>))` for `a BETWEEN lo AND hi` on
+//! the first column, and shows where the time went: buffers hit and read, I/O time and wait
+//! time, and the read stream's prefetch statistics. `--cold` evicts the relation files from
+//! the page cache first (and with `--drop-caches`, as root, drops the whole page cache).
+
+use std::path::PathBuf;
+
+use clap::Args;
+use pageio::buffer::{BufferPool, PageCheckOptions};
+use pageio::page::heap::ColumnType;
+use pageio::scan::{run_scan, Between, ScanKind, ScanOptions, ScanResult, Table};
+use pageio::storage::{ForkNumber, RelFile};
+use pageio::stream::DistancePolicy;
+use pageio::Aio;
+
+use crate::settings::SettingsArgs;
+use crate::CliResult;
+
+/// Arguments of `pageio scan`.
+#[derive(Debug, Args)]
+#[command(after_help = "Examples:\n  \
+    pageio scan --pgdata /var/lib/postgresql/18/main --heap base/5/16384 --kind seq\n  \
+    pageio scan --pgdata DIR --heap base/5/16384 --index base/5/16394 --kind index --where 'a between 100 and 200' --cold\n  \
+    pageio scan --dataset uniform --data-dir ./datasets --kind bitmap --io-method io_uring --json")]
+pub struct ScanArgs {
+    /// PostgreSQL data directory holding the relation files
+    #[arg(long, value_name = "DIR", conflicts_with = "dataset")]
+    pgdata: Option<PathBuf>,
+    /// Heap relation file, relative to --pgdata (e.g. base/5/16384)
+    #[arg(long, value_name = "PATH", requires = "pgdata")]
+    heap: Option<String>,
+    /// Btree on the first column, relative to --pgdata (needed for bitmap and index scans)
+    #[arg(long, value_name = "PATH", requires = "pgdata")]
+    index: Option<String>,
+    /// A data set written by `pageio gen` (uniform, linear, linear_10, cyclic, pgbench_accounts, …)
+    #[arg(long, value_name = "NAME")]
+    dataset: Option<String>,
+    /// Where `pageio gen` wrote its data sets
+    #[arg(long, value_name = "DIR", default_value = "datasets")]
+    data_dir: PathBuf,
+    /// Scan type: seq, bitmap or index
+    #[arg(long, default_value = "seq")]
+    kind: String,
+    /// Predicate on the first column: 'a between LO and HI' [default: all rows]
+    #[arg(long = "where", value_name = "PREDICATE")]
+    predicate: Option<String>,
+    /// Column types in order (float8, int4, int8, int2, bool, text, …); the first is the key,
+    /// the last is summed [default: float8,text, or the data set's]
+    #[arg(long, value_delimiter = ',')]
+    columns: Vec<String>,
+    /// Evict the relation files from the page cache before scanning (POSIX_FADV_DONTNEED)
+    #[arg(long)]
+    cold: bool,
+    /// With --cold, also drop the whole page cache (root only: echo 3 > /proc/sys/vm/drop_caches)
+    #[arg(long, requires = "cold")]
+    drop_caches: bool,
+    /// Read-stream look-ahead policy: adaptive (grow on stalls) or pg18 (×2 on miss, −1 on hit)
+    #[arg(long, default_value = "adaptive")]
+    distance_policy: String,
+    /// Verify checksums: on, off, or auto (from pg_control for --pgdata; on for data sets)
+    #[arg(long, default_value = "auto")]
+    checksums: String,
+    /// Use pages whose checksum fails, counting them (PostgreSQL's ignore_checksum_failure)
+    #[arg(long)]
+    ignore_checksum_failure: bool,
+    /// Treat pages that fail verification as empty (PostgreSQL's zero_damaged_pages)
+    #[arg(long)]
+    zero_damaged_pages: bool,
+    /// Print one JSON object instead of text
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    settings: SettingsArgs,
+}
+
+fn parse_column(s: &str) -> Result<ColumnType, String> {
+    Ok(match s.trim().to_ascii_lowercase().as_str() {
+        "float8" | "double precision" | "double" => ColumnType::Float8,
+        "float4" | "real" => ColumnType::Float4,
+        "int8" | "bigint" => ColumnType::Int8,
+        "int4" | "integer" | "int" => ColumnType::Int4,
+        "int2" | "smallint" => ColumnType::Int2,
+        "bool" | "boolean" => ColumnType::Bool,
+        "oid" => ColumnType::Oid,
+        "text" | "varchar" | "bytea" | "bpchar" | "char" => ColumnType::Text,
+        other => {
+            return Err(format!(
+                "unknown column type \"{other}\": expected float8, float4, int8, int4, int2, bool, oid or text"
+            ))
+        }
+    })
+}
+
+/// The table to scan and whether its cluster has checksums.
+fn resolve_table(args: &ScanArgs) -> Result<(Table, bool, String), Box<dyn std::error::Error>> {
+    let explicit: Vec<ColumnType> = args
+        .columns
+        .iter()
+        .map(|c| parse_column(c))
+        .collect::<Result<_, _>>()?;
+    if let Some(pgdata) = &args.pgdata {
+        let heap = args
+            .heap
+            .as_deref()
+            .ok_or("--pgdata needs --heap (the heap's file, e.g. base/5/16384)")?;
+        let checksums = match pageio::verify::control::ControlFile::read(pgdata) {
+            Ok(c) => c.data_checksum_version != 0,
+            Err(_) => true,
+        };
+        let columns = if explicit.is_empty() {
+            vec![ColumnType::Float8, ColumnType::Text]
+        } else {
+            explicit
+        };
+        return Ok((
+            Table {
+                heap: RelFile::in_data_dir(pgdata, heap, ForkNumber::Main),
+                index: args
+                    .index
+                    .as_deref()
+                    .map(|i| RelFile::in_data_dir(pgdata, i, ForkNumber::Main)),
+                columns,
+            },
+            checksums,
+            heap.to_string(),
+        ));
+    }
+    let name = args.dataset.as_deref().ok_or(
+        "say what to scan: --pgdata DIR --heap PATH, or --dataset NAME (from `pageio gen`)",
+    )?;
+    let dir = args.data_dir.join(name);
+    let manifest_path = dir.join("manifest.json");
+    let text = std::fs::read_to_string(&manifest_path).map_err(|e| {
+        format!(
+            "could not read \"{}\": {e}; generate the data set first: pageio gen --dataset {name} --out {}",
+            manifest_path.display(),
+            args.data_dir.display()
+        )
+    })?;
+    let m: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
+        format!(
+            "\"{}\" is not a pageio manifest: {e}",
+            manifest_path.display()
+        )
+    })?;
+    let heap_node = m["heap_relfilenode"].as_u64().unwrap_or(16384);
+    let index_node = m["index_relfilenode"].as_u64();
+    let columns = if !explicit.is_empty() {
+        explicit
+    } else if let Some(cols) = m["columns"].as_array() {
+        cols.iter()
+            .filter_map(|c| c.get(1).and_then(|t| t.as_str()))
+            .map(parse_column)
+            .collect::<Result<_, _>>()?
+    } else {
+        vec![ColumnType::Float8, ColumnType::Text]
+    };
+    Ok((
+        Table {
+            heap: RelFile::in_data_dir(&dir, &heap_node.to_string(), ForkNumber::Main),
+            index: index_node.map(|n| RelFile::in_data_dir(&dir, &n.to_string(), ForkNumber::Main)),
+            columns,
+        },
+        true,
+        name.to_string(),
+    ))
+}
+
+fn drop_caches() -> Result<(), Box<dyn std::error::Error>> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Err("--drop-caches needs root (it writes /proc/sys/vm/drop_caches); run without it to evict only the relation's files".into());
+    }
+    // SAFETY: sync has no preconditions.
+    unsafe { libc::sync() };
+    std::fs::write("/proc/sys/vm/drop_caches", "3")
+        .map_err(|e| format!("could not write /proc/sys/vm/drop_caches: {e}"))?;
+    Ok(())
+}
+
+/// Evicts a relation's segments from the page cache.
+pub fn evict(rel: &RelFile) -> Result<(), Box<dyn std::error::Error>> {
+    rel.evict_from_page_cache()?;
+    Ok(())
+}
+
+/// Runs the subcommand.
+pub fn run(args: ScanArgs) -> CliResult {
+    let config = args.settings.to_config()?;
+    let kind: ScanKind = args.kind.parse()?;
+    let predicate = match &args.predicate {
+        Some(p) => Between::parse(p)?,
+        None => Between::ALL,
+    };
+    let policy = match args.distance_policy.to_ascii_lowercase().as_str() {
+        "adaptive" | "pg19" => DistancePolicy::Adaptive,
+        "pg18" => DistancePolicy::Pg18,
+        other => {
+            return Err(
+                format!("unknown --distance-policy \"{other}\": expected adaptive or pg18").into(),
+            )
+        }
+    };
+    let (table, cluster_checksums, label) = resolve_table(&args)?;
+    let checksums = match args.checksums.as_str() {
+        "auto" => cluster_checksums,
+        v => pageio::config::parse_bool("checksums", v)?,
+    };
+    let aio = Aio::new(config)?;
+    if let Some(reason) = aio.fallback_reason() {
+        eprintln!("pageio: {reason}");
+    }
+    if args.cold {
+        evict(&table.heap)?;
+        if let Some(i) = &table.index {
+            evict(i)?;
+        }
+        if args.drop_caches {
+            drop_caches()?;
+        }
+    }
+    let pool = BufferPool::new(
+        &aio,
+        PageCheckOptions {
+            checksums,
+            zero_damaged_pages: args.zero_damaged_pages,
+            ignore_checksum_failure: args.ignore_checksum_failure,
+        },
+    )?;
+    let result = run_scan(
+        &pool,
+        &table,
+        &ScanOptions {
+            kind,
+            predicate,
+            policy,
+        },
+    )?;
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&json_report(
+                &aio, &pool, &label, kind, &predicate, checksums, args.cold, &result
+            ))?
+        );
+    } else {
+        print_text(&aio, &pool, &label, kind, &predicate, &result);
+    }
+    Ok(0)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn json_report(
+    aio: &Aio,
+    pool: &BufferPool,
+    label: &str,
+    kind: ScanKind,
+    predicate: &Between,
+    checksums: bool,
+    cold: bool,
+    r: &ScanResult,
+) -> serde_json::Value {
+    let c = aio.config();
+    let bytes = (r.pool.reads + r.pool.hits) * 8192;
+    serde_json::json!({
+        "relation": label,
+        "scan": kind,
+        "lo": predicate.lo,
+        "hi": predicate.hi,
+        "rows": r.rows,
+        "sum_octet_length": r.sum_octet_length,
+        "heap_pages": r.heap_pages,
+        "index_pages": r.index_pages,
+        "shared_hit": r.pool.hits,
+        "shared_read": r.pool.reads,
+        "io_read_ms": r.io.io_ns as f64 / 1e6,
+        "io_wait_ms": r.io.wait_ns as f64 / 1e6,
+        "stream": r.stream,
+        "pages_failed_verification": r.pages_failed_verification,
+        "elapsed_ms": r.elapsed_s * 1e3,
+        "mb_per_s": bytes as f64 / r.elapsed_s.max(1e-9) / 1e6,
+        "io_method": aio.io_method(),
+        "io_workers": c.io_workers,
+        "io_combine_limit_blocks": c.io_combine_limit_blocks,
+        "effective_io_concurrency": c.effective_io_concurrency,
+        "direct_io": c.direct_io,
+        "shared_buffers_bytes": c.shared_buffers_bytes,
+        "huge_pages_in_use": pool.huge_pages_in_use(),
+        "checksums": checksums,
+        "cold": cold,
+    })
+}
+
+fn print_text(
+    aio: &Aio,
+    pool: &BufferPool,
+    label: &str,
+    kind: ScanKind,
+    predicate: &Between,
+    r: &ScanResult,
+) {
+    let node = match kind {
+        ScanKind::Seq => "Seq Scan",
+        ScanKind::Bitmap => "Bitmap Heap Scan",
+        ScanKind::Index => "Index Scan",
+    };
+    let ms = r.elapsed_s * 1e3;
+    println!(
+        "{node} on {label}  (actual time={ms:.3} ms rows={})",
+        r.rows
+    );
+    if predicate.lo.is_finite() || predicate.hi.is_finite() {
+        let cond = format!("(a >= {} AND a <= {})", predicate.lo, predicate.hi);
+        match kind {
+            ScanKind::Seq => println!("  Filter: {cond}"),
+            _ => println!("  Index Cond: {cond}  (index pages read={})", r.index_pages),
+        }
+    }
+    println!(
+        "  Buffers: shared hit={} read={}",
+        r.pool.hits, r.pool.reads
+    );
+    println!(
+        "  I/O Timings: read={:.3} wait={:.3}",
+        r.io.io_ns as f64 / 1e6,
+        r.io.wait_ns as f64 / 1e6
+    );
+    let s = &r.stream;
+    println!(
+        "  Prefetch: distance avg={:.1} max={} capacity={}",
+        s.distance_avg, s.distance_max, s.distance_capacity
+    );
+    println!(
+        "  I/O: count={} avg size={:.1} blocks, stalls={} (in progress at stall avg={:.1}){}",
+        s.ios,
+        s.avg_io_blocks,
+        s.stalls,
+        s.avg_ios_in_progress_at_stall,
+        if s.advice > 0 {
+            format!(", fadvise={}", s.advice)
+        } else {
+            String::new()
+        }
+    );
+    if r.pages_failed_verification > 0 {
+        println!(
+            "  Pages failing verification: {} (used anyway)",
+            r.pages_failed_verification
+        );
+    }
+    let c = aio.config();
+    let bytes = (r.pool.reads + r.pool.hits) * 8192;
+    println!(
+        "Result: rows={} sum_octet_length={}",
+        r.rows, r.sum_octet_length
+    );
+    println!(
+        "Execution Time: {ms:.3} ms ({:.0} MB/s); io_method={}{}, {}, io_combine_limit={}kB, effective_io_concurrency={}, shared_buffers={}MB{}",
+        bytes as f64 / r.elapsed_s.max(1e-9) / 1e6,
+        aio.io_method(),
+        if aio.io_method() == pageio::IoMethodKind::Worker { format!(" (io_workers={})", c.io_workers) } else { String::new() },
+        if c.direct_io { "direct" } else { "buffered" },
+        c.io_combine_limit_blocks * 8,
+        c.effective_io_concurrency,
+        c.shared_buffers_bytes >> 20,
+        if pool.huge_pages_in_use() { ", huge pages" } else { "" }
+    );
+}

@@ -1,0 +1,148 @@
+//! `pageio scan` end to end on the real PostgreSQL 18 fixture: text and JSON output carry
+//! PostgreSQL's answers; bad input fails with a message naming the fix.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+fn fixture() -> (tempfile::TempDir, PathBuf) {
+    let archive = std::env::var_os("PAGEIO_FIXTURES")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures")
+        })
+        .join("pg18-small.tar.zst");
+    let dir = tempfile::tempdir().unwrap();
+    let ok = Command::new("tar")
+        .args(["--zstd", "-xf"])
+        .arg(&archive)
+        .arg("-C")
+        .arg(dir.path())
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "unpack {}", archive.display());
+    let pgdata = dir.path().join("data");
+    (dir, pgdata)
+}
+
+fn pageio(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_pageio"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn scan_answers_in_text_and_json() {
+    let (_dir, pgdata) = fixture();
+    let pgdata = pgdata.to_str().unwrap();
+    for (kind, method) in [("seq", "sync"), ("bitmap", "worker"), ("index", "io_uring")] {
+        let out = pageio(&[
+            "scan",
+            "--pgdata",
+            pgdata,
+            "--heap",
+            "base/5/16389",
+            "--index",
+            "base/5/16395",
+            "--kind",
+            kind,
+            "--where",
+            "a between 100 and 200",
+            "--io-method",
+            method,
+            "--cold",
+            "--json",
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["rows"], 2000, "{kind}");
+        assert_eq!(v["sum_octet_length"], 132000, "{kind}");
+        assert_eq!(v["io_method"], method);
+        assert!(v["shared_read"].as_u64().unwrap() > 0);
+        assert!(v["stream"]["ios"].as_u64().unwrap() > 0);
+    }
+    let out = pageio(&[
+        "scan",
+        "--pgdata",
+        pgdata,
+        "--heap",
+        "base/5/16384",
+        "--where",
+        "a between 0 and 10",
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.starts_with("Seq Scan on base/5/16384"), "{text}");
+    assert!(text.contains("Buffers: shared hit=0 read=1112"), "{text}");
+    assert!(
+        text.contains("Result: rows=207 sum_octet_length=13662"),
+        "{text}"
+    );
+}
+
+#[test]
+fn bad_input_names_the_fix() {
+    let (_dir, pgdata) = fixture();
+    let pgdata = pgdata.to_str().unwrap();
+    let cases: [(&[&str], &str); 4] = [
+        (
+            &[
+                "scan",
+                "--pgdata",
+                pgdata,
+                "--heap",
+                "base/5/16384",
+                "--kind",
+                "hash",
+            ],
+            "expected seq, bitmap or index",
+        ),
+        (
+            &[
+                "scan",
+                "--pgdata",
+                pgdata,
+                "--heap",
+                "base/5/16384",
+                "--where",
+                "a > 5",
+            ],
+            "a between LO and HI",
+        ),
+        (
+            &[
+                "scan",
+                "--pgdata",
+                pgdata,
+                "--heap",
+                "base/5/16384",
+                "--kind",
+                "index",
+            ],
+            "--index",
+        ),
+        (
+            &[
+                "scan",
+                "--pgdata",
+                pgdata,
+                "--heap",
+                "base/5/16384",
+                "--io-workers",
+                "99",
+            ],
+            "io_workers",
+        ),
+    ];
+    for (args, want) in cases {
+        let out = pageio(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(want), "{args:?}: {err}");
+        assert!(err.starts_with("pageio: error: "), "{err}");
+    }
+}
