@@ -44,6 +44,7 @@
 
 pub mod aio;
 pub mod config;
+pub mod gen;
 pub mod page;
 pub mod storage;
 
