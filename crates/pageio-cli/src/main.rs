@@ -4,6 +4,7 @@
 //! one `pageio: error: …` line naming the cause and the fix, and exit with status 2 (status
 //! 1 is kept for "ran fine and found something bad", as pg_checksums uses it).
 
+mod gen;
 mod io_bench;
 mod methods;
 mod settings;
@@ -27,6 +28,9 @@ enum Command {
     /// Generate a relation of PostgreSQL pages, then read it with every io_method,
     /// verifying every checksum, and compare throughput
     IoBench(io_bench::IoBenchArgs),
+    /// Write the published benchmark data sets (uniform, linear, cyclic, pgbench_accounts)
+    /// as PostgreSQL heap and btree files with checksums
+    Gen(gen::GenArgs),
 }
 
 fn main() {
@@ -34,6 +38,7 @@ fn main() {
     let result = match cli.command {
         Command::Methods(args) => methods::run(args),
         Command::IoBench(args) => io_bench::run(args),
+        Command::Gen(args) => gen::run(args),
     };
     match result {
         Ok(code) => std::process::exit(code),
