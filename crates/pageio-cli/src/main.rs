@@ -4,6 +4,7 @@
 //! one `pageio: error: …` line naming the cause and the fix, and exit with status 2 (status
 //! 1 is kept for "ran fine and found something bad", as pg_checksums uses it).
 
+mod gen;
 mod io_bench;
 mod methods;
 mod scan;
@@ -29,6 +30,9 @@ enum Command {
     /// Generate a relation of PostgreSQL pages, then read it with every io_method,
     /// verifying every checksum, and compare throughput
     IoBench(io_bench::IoBenchArgs),
+    /// Write the published benchmark data sets (uniform, linear, cyclic, pgbench_accounts)
+    /// as PostgreSQL heap and btree files with checksums
+    Gen(gen::GenArgs),
     /// Verify the page checksums of a stopped PostgreSQL 18 cluster, like
     /// pg_checksums --check, with asynchronous I/O on all cores
     Verify(verify::VerifyArgs),
@@ -42,6 +46,7 @@ fn main() {
         Command::Methods(args) => methods::run(args),
         Command::Scan(args) => scan::run(args),
         Command::IoBench(args) => io_bench::run(args),
+        Command::Gen(args) => gen::run(args),
         Command::Verify(args) => verify::run(args),
     };
     match result {

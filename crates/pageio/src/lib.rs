@@ -45,6 +45,7 @@
 pub mod aio;
 pub mod buffer;
 pub mod config;
+pub mod gen;
 pub mod page;
 pub mod scan;
 pub mod storage;

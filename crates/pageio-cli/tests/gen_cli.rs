@@ -1,0 +1,85 @@
+//! `pageio gen` end to end: JSON manifests, files on disk, refusal to overwrite.
+
+use std::process::Command;
+
+fn pageio() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_pageio"))
+}
+
+#[test]
+fn gen_writes_datasets_and_prints_manifests() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = pageio()
+        .args([
+            "gen",
+            "--dataset",
+            "uniform,pgbench_accounts",
+            "--rows",
+            "2000",
+        ])
+        .args(["--io-method", "sync", "--json", "--out"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let sets = json.as_array().unwrap();
+    assert_eq!(sets.len(), 2);
+    assert_eq!(sets[0]["dataset"], "uniform");
+    assert_eq!(sets[0]["rows"], 2000);
+    assert_eq!(sets[0]["heap_pages"], 112);
+    assert_eq!(sets[0]["key_type"], "float8");
+    assert_eq!(sets[1]["dataset"], "pgbench_accounts");
+    assert_eq!(sets[1]["heap_pages"], 1640);
+    let heap = dir.path().join("uniform/16384");
+    assert_eq!(std::fs::metadata(heap).unwrap().len(), 112 * 8192);
+    assert!(dir.path().join("pgbench_accounts/manifest.json").exists());
+
+    // A second run refuses, names the directory and the fix, and exits with status 2.
+    let again = pageio()
+        .args(["gen", "--dataset", "uniform", "--rows", "10", "--out"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(again.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&again.stderr);
+    assert!(err.contains("uniform") && err.contains("--force"), "{err}");
+
+    let forced = pageio()
+        .args([
+            "gen",
+            "--dataset",
+            "uniform",
+            "--rows",
+            "10",
+            "--force",
+            "--out",
+        ])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(forced.status.success());
+    assert_eq!(
+        std::fs::metadata(dir.path().join("uniform/16384"))
+            .unwrap()
+            .len(),
+        8192
+    );
+}
+
+#[test]
+fn unknown_dataset_lists_the_valid_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = pageio()
+        .args(["gen", "--dataset", "zipf", "--out"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("zipf") && err.contains("cyclic_25"), "{err}");
+}
