@@ -137,39 +137,28 @@ fn resolve_table(args: &ScanArgs) -> Result<(Table, bool, String), Box<dyn std::
         "say what to scan: --pgdata DIR --heap PATH, or --dataset NAME (from `pageio gen`)",
     )?;
     let dir = args.data_dir.join(name);
-    let manifest_path = dir.join("manifest.json");
-    let text = std::fs::read_to_string(&manifest_path).map_err(|e| {
+    let manifest = pageio::gen::Manifest::load(&dir).map_err(|e| {
         format!(
-            "could not read \"{}\": {e}; generate the data set first: pageio gen --dataset {name} --out {}",
-            manifest_path.display(),
+            "{e}; generate the data set first: pageio gen --dataset {name} --out {}",
             args.data_dir.display()
         )
     })?;
-    let m: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
-        format!(
-            "\"{}\" is not a pageio manifest: {e}",
-            manifest_path.display()
-        )
-    })?;
-    let heap_node = m["heap_relfilenode"].as_u64().unwrap_or(16384);
-    let index_node = m["index_relfilenode"].as_u64();
-    let columns = if !explicit.is_empty() {
-        explicit
-    } else if let Some(cols) = m["columns"].as_array() {
-        cols.iter()
-            .filter_map(|c| c.get(1).and_then(|t| t.as_str()))
-            .map(parse_column)
+    let columns = if explicit.is_empty() {
+        manifest
+            .columns
+            .iter()
+            .map(|(_, t)| parse_column(t))
             .collect::<Result<_, _>>()?
     } else {
-        vec![ColumnType::Float8, ColumnType::Text]
+        explicit
     };
     Ok((
         Table {
-            heap: RelFile::in_data_dir(&dir, &heap_node.to_string(), ForkNumber::Main),
-            index: index_node.map(|n| RelFile::in_data_dir(&dir, &n.to_string(), ForkNumber::Main)),
+            heap: manifest.heap_file(&dir),
+            index: Some(manifest.index_file(&dir)),
             columns,
         },
-        true,
+        manifest.data_checksums,
         name.to_string(),
     ))
 }
