@@ -21,7 +21,8 @@ fn reference(ds: DataSet, opts: &GenOptions, p: Between) -> (u64, u64) {
 #[test]
 fn generated_data_sets_scan_to_the_reference_answers() {
     let dir = tempfile::tempdir().unwrap();
-    let cases: [(DataSet, u64, [(f64, f64); 3]); 4] = [
+    type Case = (DataSet, u64, [(f64, f64); 3]);
+    let cases: [Case; 4] = [
         (
             DataSet::Uniform,
             40_000,
