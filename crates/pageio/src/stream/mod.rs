@@ -213,6 +213,9 @@ pub struct ReadStream<'p, D, F: FnMut() -> Option<(u64, D)>> {
     queue: VecDeque<Entry<D>>,
     ios: VecDeque<StreamIo>,
     pending: Vec<(u64, D)>,
+    /// The previous pending run's vector, kept for its capacity: a fully cached stream
+    /// starts one run per page, and must not allocate for each.
+    spare: Vec<(u64, D)>,
     exhausted: bool,
     policy: DistancePolicy,
     distance: usize,
@@ -257,6 +260,7 @@ impl<'p, D, F: FnMut() -> Option<(u64, D)>> ReadStream<'p, D, F> {
             queue: VecDeque::new(),
             ios: VecDeque::new(),
             pending: Vec::with_capacity(combine_limit),
+            spare: Vec::with_capacity(combine_limit),
             exhausted: false,
             policy: options.policy,
             distance: 1,
@@ -483,11 +487,12 @@ impl<'p, D, F: FnMut() -> Option<(u64, D)>> ReadStream<'p, D, F> {
 
     /// Pins the pending run's blocks and starts reads for the ones not in the pool.
     fn start_pending(&mut self, backend: &mut Backend) -> Result<(), BufferError> {
-        let run = std::mem::take(&mut self.pending);
+        let mut run = std::mem::take(&mut self.spare);
+        std::mem::swap(&mut run, &mut self.pending);
         let mut needs_io = false;
         let mut all_hits = true;
         let mut claimed_from: Option<usize> = None;
-        for (block, data) in run {
+        for (block, data) in run.drain(..) {
             let pinned = self.pool.pin(self.rel, block, self.ring.as_mut())?;
             let (state, claimed) = match pinned {
                 Pinned::Valid(_) => {
@@ -519,6 +524,7 @@ impl<'p, D, F: FnMut() -> Option<(u64, D)>> ReadStream<'p, D, F> {
                 claimed_from = Some(self.queue.len() - 1);
             }
         }
+        self.spare = run;
         if let Some(from) = claimed_from {
             self.start_claimed(backend, from)?;
         }
