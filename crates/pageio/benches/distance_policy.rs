@@ -23,15 +23,24 @@ fn main() {
     }
     let dir = tempfile::tempdir_in("/var/tmp").unwrap();
     let gen_aio = Aio::new(IoConfig::default()).unwrap();
-    let opts = GenOptions { rows: 1_000_000, seed: 3, scale: 1, overwrite: true };
+    let opts = GenOptions {
+        rows: 1_000_000,
+        seed: 3,
+        scale: 1,
+        overwrite: true,
+    };
     let m = generate(&gen_aio, dir.path(), DataSet::Uniform, &opts, &|_| {}).unwrap();
     let heap = m.heap_file(&dir.path().join("uniform"));
     let pages = m.heap_pages;
     let patterns: [(&str, fn(u64) -> bool); 4] = [
         ("nothing cached", |_| false),
         ("every other page cached", |b| b % 2 == 0),
-        ("3 of 4 pages cached, scattered", |b| (b.wrapping_mul(2654435761) >> 7) % 4 != 0),
-        ("cached 512-page runs between uncached 64-page runs", |b| b % 576 < 512),
+        ("3 of 4 pages cached, scattered", |b| {
+            (b.wrapping_mul(2654435761) >> 7) % 4 != 0
+        }),
+        ("cached 512-page runs between uncached 64-page runs", |b| {
+            b % 576 < 512
+        }),
     ];
     println!("| cached | policy | time s | I/Os | avg I/O blocks | stalls | distance avg |");
     println!("|---|---|---:|---:|---:|---:|---:|");
@@ -44,7 +53,14 @@ fn main() {
                 ..IoConfig::default()
             })
             .unwrap();
-            let pool = BufferPool::new(&aio, PageCheckOptions { checksums: true, ..Default::default() }).unwrap();
+            let pool = BufferPool::new(
+                &aio,
+                PageCheckOptions {
+                    checksums: true,
+                    ..Default::default()
+                },
+            )
+            .unwrap();
             let mut backend = aio.backend().unwrap();
             let rel = pool.register(&heap);
             for b in (0..pages).filter(|&b| cached(b)) {
@@ -52,12 +68,20 @@ fn main() {
             }
             heap.evict_from_page_cache().unwrap();
             let mut next = 0u64;
-            let mut stream = ReadStream::new(&pool, &heap, StreamOptions { policy, bulk_read: false }, || {
-                (next < pages).then(|| {
-                    next += 1;
-                    (next - 1, ())
-                })
-            });
+            let mut stream = ReadStream::new(
+                &pool,
+                &heap,
+                StreamOptions {
+                    policy,
+                    bulk_read: false,
+                },
+                || {
+                    (next < pages).then(|| {
+                        next += 1;
+                        (next - 1, ())
+                    })
+                },
+            );
             let start = Instant::now();
             let mut n = 0u64;
             while let Some(buf) = stream.next(&mut backend).unwrap() {
