@@ -32,7 +32,8 @@ fn main() {
     let m = generate(&gen_aio, dir.path(), DataSet::Uniform, &opts, &|_| {}).unwrap();
     let heap = m.heap_file(&dir.path().join("uniform"));
     let pages = m.heap_pages;
-    let patterns: [(&str, fn(u64) -> bool); 4] = [
+    type Pattern = (&'static str, fn(u64) -> bool);
+    let patterns: [Pattern; 4] = [
         ("nothing cached", |_| false),
         ("every other page cached", |b| b % 2 == 0),
         ("3 of 4 pages cached, scattered", |b| {
