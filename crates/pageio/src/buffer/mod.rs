@@ -826,7 +826,8 @@ impl AioCallbacks for PoolInner {
         let path = io.target.path.clone();
         let status = io.result.status;
         let mut first_failure: Option<AioError> = None;
-        let ids: Vec<BufferId> = io.handle_data.iter().map(|&b| b as BufferId).collect();
+        // The handle data outlives `io`'s borrow, so iterating it needs no copy.
+        let ids: &[u64] = io.handle_data;
         for (i, &id) in ids.iter().enumerate() {
             let d = &self.descs[id as usize];
             if i >= done {
