@@ -4,6 +4,7 @@
 //! one `pageio: error: …` line naming the cause and the fix, and exit with status 2 (status
 //! 1 is kept for "ran fine and found something bad", as pg_checksums uses it).
 
+mod bench;
 mod gen;
 mod io_bench;
 mod methods;
@@ -38,6 +39,9 @@ enum Command {
     Verify(verify::VerifyArgs),
     /// Scan a table (seq, bitmap or index) and report like EXPLAIN (ANALYZE, BUFFERS, IO)
     Scan(scan::ScanArgs),
+    /// The PostgreSQL 18 AIO experiments: every scan type over a selectivity sweep, every
+    /// io_method, cold and warm, with the device limit and PostgreSQL 18's own results
+    Bench(bench::BenchArgs),
 }
 
 fn main() {
@@ -48,6 +52,7 @@ fn main() {
         Command::IoBench(args) => io_bench::run(args),
         Command::Gen(args) => gen::run(args),
         Command::Verify(args) => verify::run(args),
+        Command::Bench(args) => bench::run(args),
     };
     match result {
         Ok(code) => std::process::exit(code),
