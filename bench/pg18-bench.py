@@ -819,6 +819,7 @@ def run_postgres(pg, a, plan, tables, methods, out_path):
                         "shared_hit": res["shared_hit"],
                         "shared_read": res["shared_read"],
                         "io_wait_seconds": res["io_wait_seconds"],
+                        "ios": None,  # EXPLAIN does not count read I/Os
                         "effective_io_concurrency": s["effective_io_concurrency"],
                         "io_combine_limit_kb": s["io_combine_limit_kb"],
                         "shared_buffers_mb": s["shared_buffers_mb"],
