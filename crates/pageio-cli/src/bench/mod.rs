@@ -29,6 +29,7 @@
 //! into `datasets/`, 6 seq + 6 bitmap + 4 index queries × 4 methods × 2 modes × cold/warm,
 //! one repeat each, written to `bench-results/`.
 
+pub mod chart;
 pub mod plan;
 pub mod record;
 
