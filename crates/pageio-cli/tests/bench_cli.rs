@@ -102,6 +102,17 @@ fn quick_bench_runs_every_cell_with_correct_answers() {
         assert!(md.contains(needle), "missing {needle:?} in\n{md}");
     }
     assert!(stdout.contains("Results in"), "{stdout}");
+    for scan in ["seq", "bitmap", "index"] {
+        for cache in ["cold", "warm"] {
+            for ext in ["svg", "png"] {
+                let chart = out.join(format!("charts/uniform-{scan}-{cache}.{ext}"));
+                assert!(std::fs::metadata(&chart).unwrap().len() > 1000, "{}", chart.display());
+            }
+            assert!(md.contains(&format!("charts/uniform-{scan}-{cache}.svg")), "{md}");
+        }
+    }
+    let svg = std::fs::read_to_string(out.join("charts/uniform-seq-cold.svg")).unwrap();
+    assert!(svg.contains("pageio worker(2) direct") && svg.contains("device limit"));
 
     // A second run reuses the generated table (same rows and seed) instead of rewriting it.
     let heap = data.join("uniform/16384");

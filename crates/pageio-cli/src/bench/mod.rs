@@ -29,6 +29,7 @@
 //! into `datasets/`, 6 seq + 6 bitmap + 4 index queries × 4 methods × 2 modes × cold/warm,
 //! one repeat each, written to `bench-results/`.
 
+pub mod chart;
 pub mod device;
 pub mod plan;
 pub mod record;
@@ -476,7 +477,14 @@ pub fn run(args: BenchArgs) -> CliResult {
         std::fs::write(&p, serde_json::to_string_pretty(d)?)
             .map_err(|e| format!("could not write \"{}\": {e}", p.display()))?;
     }
-    let charts = write_charts(&records, &args.out)?;
+    let charts = chart::write_charts(&records, &args.out.join("charts"))?
+        .into_iter()
+        .filter_map(|p| {
+            p.strip_prefix(&args.out)
+                .ok()
+                .map(|r| r.display().to_string())
+        })
+        .collect();
     let medians = report::medians(&records);
     let command = std::env::args()
         .map(|a| if a.contains(' ') { format!("'{a}'") } else { a })
@@ -509,12 +517,4 @@ pub fn run(args: BenchArgs) -> CliResult {
         );
     }
     Ok(0)
-}
-
-/// Charts of the runs (time vs selectivity per scan and cache state), SVG and PNG.
-fn write_charts(
-    _records: &[record::RunRecord],
-    _dir: &std::path::Path,
-) -> Result<Vec<String>, Box<dyn std::error::Error>> {
-    Ok(Vec::new())
 }
