@@ -349,6 +349,9 @@ class Postgres:
                 hint = (f"\nThe port or socket is taken: another server uses port {self.port} "
                         f"with its socket in {self.pgdata}. Stop it, or pass --port with a free "
                         "port.")
+            elif "too long" in tail:
+                hint = ("\nThe server's socket lives in --pgdata and its path is too long for a "
+                        "Unix socket: choose a shorter --pgdata.")
             elif "could not map anonymous shared memory" in tail or "shared memory" in tail:
                 hint = "\nNot enough shared memory: lower --shared-buffers."
             raise StartFailed(f"could not start PostgreSQL on {self.pgdata} "
