@@ -11,7 +11,7 @@ Runs the driver at 20000 rows with --quick, then checks <out>/pg-runs.json:
     its predicate was sized for (uniform: Poisson noise only; the 1% step ≈ 200 rows);
   - cold runs read from outside shared buffers, warm runs hit only shared buffers.
 With --with-pageio also <out>/runs.json: pageio's records of every query return exactly
-PostgreSQL's rows, and runs.csv and summary.md exist.
+PostgreSQL's rows, and runs.csv, summary.md and charts/ exist.
 Prints "N passed, N failed" last; exits non-zero on any failure.
 """
 
@@ -120,6 +120,9 @@ def main():
     if a.with_pageio:
         for name in ("runs.csv", "summary.md"):
             check(os.path.exists(os.path.join(a.out, name)), f"{a.out}/{name} missing")
+        charts = os.path.join(a.out, "charts")
+        check(os.path.isdir(charts) and any(f.endswith(".svg") for f in os.listdir(charts)),
+              f"no charts in {charts}")
         with open(os.path.join(a.out, "runs.json")) as f:
             merged = json.load(f)
         by = defaultdict(lambda: defaultdict(set))
