@@ -30,9 +30,8 @@ Steps:
 PostgreSQL comes from bench/setup-postgres.sh, or from $PAGEIO_PG_BIN when set (as for the
 tests). $PAGEIO_PG_USER names the unprivileged user (default pgtest).
 
-Exit status: 0 success; 1 error (the message names the cause and the fix); 3 the PostgreSQL
-runs are complete but the pageio binary cannot run benchmarks yet; other values: the exit
-status of a failed `pageio bench`.
+Exit status: 0 success; 1 error (the message names the cause and the fix); other values: the
+exit status of a failed `pageio bench`.
 """
 
 import argparse
@@ -65,7 +64,6 @@ FORCE = {
     "bitmap": {"enable_seqscan": "off", "enable_indexscan": "off", "enable_indexonlyscan": "off"},
     "index": {"enable_seqscan": "off", "enable_bitmapscan": "off", "enable_indexonlyscan": "off"},
 }
-EXIT_PAGEIO_NOT_BUILT = 3
 OUT_HINT = "<out>/pg-runs.json"
 
 
@@ -115,7 +113,7 @@ relation files from the page cache (posix_fadvise DONTNEED).
 
 Outputs: <out>/pg-runs.json (one RunRecord per timed PostgreSQL run, rewritten after every
 run) and, from `pageio bench`, <out>/runs.json, runs.csv, summary.md and charts/.
-Exit status: 0 done, 1 error, 3 PostgreSQL runs done but this pageio cannot run benchmarks yet.""")
+Exit status: 0 done, 1 error, else the exit status of a failed `pageio bench`.""")
     p.add_argument("--rows", type=int, metavar="N",
                    help="rows per table [default: pageio bench's default, sized to the machine]")
     p.add_argument("--dataset", default="uniform", metavar="LIST",
@@ -148,8 +146,10 @@ Exit status: 0 done, 1 error, 3 PostgreSQL runs done but this pageio cannot run 
                    help="server port (Unix socket in --pgdata only, no TCP) [default: 5432]")
     p.add_argument("--shared-buffers", default="128MB", metavar="SIZE",
                    help="shared_buffers [default: 128MB]")
-    p.add_argument("--effective-io-concurrency", type=int, default=16, metavar="N",
-                   help="effective_io_concurrency [default: 16]")
+    p.add_argument("--effective-io-concurrency", default="16", metavar="LIST",
+                   help="effective_io_concurrency; a comma-separated list runs every query "
+                        "with each (1,128 is the published prefetch-window experiment); "
+                        "passed on to pageio as --eic [default: 16]")
     p.add_argument("--io-combine-limit", default="128kB", metavar="SIZE",
                    help="io_combine_limit (at most 1MB) [default: 128kB]")
     p.add_argument("--pageio", metavar="PATH",
@@ -191,6 +191,13 @@ Exit status: 0 done, 1 error, 3 PostgreSQL runs done but this pageio cannot run 
             p.error(f"unknown I/O mode \"{m}\" in --io: expected buffered or direct")
     if not (a.datasets and a.scan_list and a.caches and a.io_modes):
         p.error("--dataset, --scans, --cache and --io each need at least one value")
+    try:
+        a.eics = [int(x) for x in split(a.effective_io_concurrency)]
+    except ValueError:
+        p.error(f"--effective-io-concurrency {a.effective_io_concurrency}: expected numbers "
+                "0..1000, comma-separated")
+    if not a.eics or any(e < 0 or e > 1000 for e in a.eics):
+        p.error("--effective-io-concurrency: each value must be 0..1000")
     if a.repeats is None:
         a.repeats = 1 if a.quick else 3
     if a.repeats < 1:
@@ -504,7 +511,7 @@ def write_conf(pg, a):
         "port": str(a.port),
         "unix_socket_directories": f"'{pg.pgdata}'",
         "shared_buffers": f"'{a.shared_buffers}'",
-        "effective_io_concurrency": str(a.effective_io_concurrency),
+        "effective_io_concurrency": str(a.eics[0]),
         "io_max_combine_limit": f"'{max(combine_kb, 128)}kB'",
         "io_combine_limit": f"'{combine_kb}kB'",
         "max_parallel_workers_per_gather": "0",
@@ -678,8 +685,9 @@ def query_sql(q):
             f"WHERE a BETWEEN {q['lo']!r}::float8 AND {q['hi']!r}::float8")
 
 
-def explain(pg, q):
+def explain(pg, q, eic):
     sets = "".join(f"SET {k} = {v};\n" for k, v in FORCE[q["scan"]].items())
+    sets += f"SET effective_io_concurrency = {int(eic)};\n"
     sql = f"{sets}EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {query_sql(q)};\n"
     out = pg.psql(sql)
     try:
@@ -761,7 +769,7 @@ def method_label(m, w):
 def run_postgres(pg, a, plan, tables, methods, out_path):
     evictor = Evictor(pg.pgdata, tables)
     configs = [(m, w, direct) for direct in a.io_modes for (m, w) in methods]
-    per_config = len(plan["queries"]) * len(a.caches) * a.repeats
+    per_config = len(plan["queries"]) * len(a.caches) * a.repeats * len(a.eics)
     progress = Progress(len(configs) * per_config)
     records = []
     write_records(out_path, records)
@@ -789,17 +797,17 @@ def run_postgres(pg, a, plan, tables, methods, out_path):
             + f", {direct}, shared_buffers={s['shared_buffers_mb']}MB, "
               f"effective_io_concurrency={s['effective_io_concurrency']}, "
               f"io_combine_limit={s['io_combine_limit_kb']}kB")
-        for q in plan["queries"]:
+        for eic, q in [(e, q) for e in a.eics for q in plan["queries"]]:
             t = tables[q["dataset"]]
             for cache in a.caches:
                 if cache == "warm":
-                    explain(pg, q)  # untimed: brings the relation into the caches
+                    explain(pg, q, eic)  # untimed: brings the relation into the caches
                 for rep in range(1, a.repeats + 1):
                     if cache == "cold":
                         pg.stop()
                         evictor.evict()
                         pg.start(options)
-                    res = explain(pg, q)
+                    res = explain(pg, q, eic)
                     records.append({
                         "engine": "postgresql",
                         "version": s["version"],
@@ -823,7 +831,7 @@ def run_postgres(pg, a, plan, tables, methods, out_path):
                         "shared_read": res["shared_read"],
                         "io_wait_seconds": res["io_wait_seconds"],
                         "ios": None,  # EXPLAIN does not count read I/Os
-                        "effective_io_concurrency": s["effective_io_concurrency"],
+                        "effective_io_concurrency": int(eic),
                         "io_combine_limit_kb": s["io_combine_limit_kb"],
                         "shared_buffers_mb": s["shared_buffers_mb"],
                         "device_seconds": None,
@@ -854,6 +862,8 @@ def run_pageio(pageio, a, rows, tables, pg_runs):
         cmd += ["--cache", ",".join(a.caches)]
     if not has_flag(a.pageio_extra, "--repeats"):
         cmd += ["--repeats", str(a.repeats)]
+    if not has_flag(a.pageio_extra, "--eic"):
+        cmd += ["--eic", ",".join(str(e) for e in a.eics)]
     cmd += ["--pg-results", pg_runs, "--out", a.out] + a.pageio_extra
     for t in tables.values():
         for rel in (t["heap"], t["index"]):
@@ -868,12 +878,6 @@ def run_pageio(pageio, a, rows, tables, pg_runs):
     sys.stderr.write(r.stderr)
     if r.returncode == 0:
         return 0
-    if "not built yet" in r.stderr:
-        say(f"the PostgreSQL runs are complete ({pg_runs}), but this pageio ({pageio}) cannot "
-            "run benchmarks yet (`pageio bench` said: running the benchmark is not built "
-            "yet). Update and rebuild pageio (`cargo build --release -p pageio-cli`), then "
-            "rerun with the same flags plus --skip-postgres to add the pageio side.")
-        return EXIT_PAGEIO_NOT_BUILT
     say(f"pageio bench failed (exit {r.returncode}); the PostgreSQL runs are in {pg_runs}")
     return r.returncode
 
