@@ -588,10 +588,9 @@ def write_marker(pgdata, marker):
 
 
 def relation_info(pg, name):
-    # VACUUM counts every row into reltuples (its ANALYZE leaves that count alone).
+    # An exact count: reltuples is an estimate once ANALYZE samples a large table.
     out = pg.psql(f"SELECT pg_relation_filepath('{name}'), pg_relation_filepath('{name}_a'), "
-                  f"pg_relation_size('{name}') / 8192, "
-                  f"(SELECT reltuples::bigint FROM pg_class WHERE oid = '{name}'::regclass);")
+                  f"pg_relation_size('{name}') / 8192, (SELECT count(*) FROM {name});")
     heap, index, pages, rows = out.strip().split("|")
     return {"heap": heap, "index": index, "pages": int(pages), "rows": int(rows)}
 
