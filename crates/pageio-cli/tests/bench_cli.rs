@@ -106,9 +106,16 @@ fn quick_bench_runs_every_cell_with_correct_answers() {
         for cache in ["cold", "warm"] {
             for ext in ["svg", "png"] {
                 let chart = out.join(format!("charts/uniform-{scan}-{cache}.{ext}"));
-                assert!(std::fs::metadata(&chart).unwrap().len() > 1000, "{}", chart.display());
+                assert!(
+                    std::fs::metadata(&chart).unwrap().len() > 1000,
+                    "{}",
+                    chart.display()
+                );
             }
-            assert!(md.contains(&format!("charts/uniform-{scan}-{cache}.svg")), "{md}");
+            assert!(
+                md.contains(&format!("charts/uniform-{scan}-{cache}.svg")),
+                "{md}"
+            );
         }
     }
     let svg = std::fs::read_to_string(out.join("charts/uniform-seq-cold.svg")).unwrap();

@@ -120,6 +120,10 @@ pub struct BenchArgs {
     /// Output directory: runs.json, runs.csv, summary.md, device.json, charts/
     #[arg(long, value_name = "DIR", default_value = "bench-results")]
     pub out: PathBuf,
+    /// Run nothing: rebuild summary.md and the charts in --out from a runs.json written
+    /// earlier (its device.json, if next to it, supplies the device limit)
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["plan", "pgdata"])]
+    pub from_runs: Option<PathBuf>,
     /// Print the plan (data sets, scans, predicates) and exit
     #[arg(long)]
     pub plan: bool,
@@ -353,6 +357,23 @@ pub fn run(args: BenchArgs) -> CliResult {
     if repeats == 0 {
         return Err("--repeats must be at least 1".into());
     }
+    if let Some(from) = &args.from_runs {
+        let records = report::read_runs(from)?;
+        let device_file = from.with_file_name("device.json");
+        let device =
+            match std::fs::read_to_string(&device_file) {
+                Ok(text) => Some(serde_json::from_str::<device::DeviceLimit>(&text).map_err(
+                    |e| format!("\"{}\" is not a device limit: {e}", device_file.display()),
+                )?),
+                Err(_) => None,
+            };
+        // Records already merged from other engines are in the file; skip --pg-results.
+        let args = BenchArgs {
+            pg_results: Vec::new(),
+            ..args
+        };
+        return write_outputs(&args, records, device, &[]);
+    }
     let plan = plan_of(&args)?;
     if args.plan {
         if args.json {
@@ -463,6 +484,17 @@ pub fn run(args: BenchArgs) -> CliResult {
     }
     bar.finish_and_clear();
 
+    write_outputs(&args, records, device, &skipped)
+}
+
+/// Adds other engines' records, fills the device time, writes every output file and prints
+/// the summary (or the records, with --json).
+fn write_outputs(
+    args: &BenchArgs,
+    mut records: Vec<record::RunRecord>,
+    device: Option<device::DeviceLimit>,
+    skipped: &[runner::Skipped],
+) -> CliResult {
     for f in &args.pg_results {
         records.extend(report::read_runs(f)?);
     }
