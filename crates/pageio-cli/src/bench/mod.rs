@@ -528,7 +528,7 @@ fn write_outputs(
         &report::SummaryInput {
             command,
             device: device.as_ref(),
-            skipped: &skipped,
+            skipped,
             charts,
         },
     );
