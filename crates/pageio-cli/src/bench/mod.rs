@@ -29,12 +29,24 @@
 //! into `datasets/`, 6 seq + 6 bitmap + 4 index queries × 4 methods × 2 modes × cold/warm,
 //! one repeat each, written to `bench-results/`.
 
+pub mod chart;
+pub mod device;
 pub mod plan;
 pub mod record;
+pub mod report;
+pub mod runner;
 
 use std::path::PathBuf;
 
 use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
+use pageio::gen::{DataSet, GenOptions, Manifest};
+use pageio::page::heap::ColumnType;
+use pageio::scan::Table;
+use pageio::storage::{ForkNumber, RelFile};
+use pageio::{Aio, IoConfig};
+
+use record::Cache;
 
 use crate::settings::SettingsArgs;
 use crate::CliResult;
@@ -78,6 +90,10 @@ pub struct BenchArgs {
     /// Cache states, comma-separated: cold, warm [default: cold,warm]
     #[arg(long, value_delimiter = ',')]
     pub cache: Vec<String>,
+    /// Prefetch windows (effective_io_concurrency) to run, comma-separated, e.g. 1,128 for
+    /// the published window experiment [default: the --effective-io-concurrency setting]
+    #[arg(long, value_delimiter = ',')]
+    pub eic: Vec<usize>,
     /// Timed runs per cell; tables and charts use the median [default: 3, 1 with --quick]
     #[arg(long)]
     pub repeats: Option<u32>,
@@ -104,6 +120,10 @@ pub struct BenchArgs {
     /// Output directory: runs.json, runs.csv, summary.md, device.json, charts/
     #[arg(long, value_name = "DIR", default_value = "bench-results")]
     pub out: PathBuf,
+    /// Run nothing: rebuild summary.md and the charts in --out from a runs.json written
+    /// earlier (its device.json, if next to it, supplies the device limit)
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["plan", "pgdata"])]
+    pub from_runs: Option<PathBuf>,
     /// Print the plan (data sets, scans, predicates) and exit
     #[arg(long)]
     pub plan: bool,
@@ -187,8 +207,173 @@ pub fn plan_of(args: &BenchArgs) -> Result<record::Plan, Box<dyn std::error::Err
     }))
 }
 
+fn parse_table(
+    pgdata: &std::path::Path,
+    spec: &str,
+    rows: u64,
+) -> Result<runner::Target, Box<dyn std::error::Error>> {
+    let bad = || {
+        format!("--table \"{spec}\": expected NAME=HEAP[,INDEX], e.g. uniform=base/5/16384,base/5/16390")
+    };
+    let (name, files) = spec.split_once('=').ok_or_else(bad)?;
+    let mut parts = files.split(',').map(str::trim).filter(|p| !p.is_empty());
+    let heap = parts.next().ok_or_else(bad)?;
+    let index = parts.next();
+    let heap_rel = RelFile::in_data_dir(pgdata, heap, ForkNumber::Main);
+    let heap_pages = heap_rel.nblocks()?;
+    if heap_pages == 0 {
+        return Err(format!(
+            "\"{}\" is empty or missing: is --pgdata right, and the table filled?",
+            heap_rel.path().display()
+        )
+        .into());
+    }
+    let checksums = match pageio::verify::control::ControlFile::read(pgdata) {
+        Ok(c) => c.data_checksum_version != 0,
+        Err(_) => true,
+    };
+    Ok(runner::Target {
+        dataset: name.trim().to_string(),
+        table: Table {
+            heap: heap_rel,
+            index: index.map(|i| RelFile::in_data_dir(pgdata, i, ForkNumber::Main)),
+            columns: vec![ColumnType::Float8, ColumnType::Text],
+        },
+        rows,
+        heap_pages,
+        checksums,
+    })
+}
+
+/// Loads a generated data set, generating it first when it is missing or of another size.
+fn generated_target(
+    args: &BenchArgs,
+    name: &str,
+    rows: u64,
+    hidden: bool,
+) -> Result<runner::Target, Box<dyn std::error::Error>> {
+    let dataset: DataSet = name.parse()?;
+    if dataset == DataSet::PgbenchAccounts {
+        return Err("pgbench_accounts has no float8 key column to sweep; pick uniform, linear, linear_1/10/25, cyclic or cyclic_1/10/25".into());
+    }
+    let dir = args.data_dir.join(dataset.name());
+    let current = Manifest::load(&dir)
+        .ok()
+        .filter(|m| m.rows == rows && m.seed == args.seed);
+    let manifest = match current {
+        Some(m) => m,
+        None => {
+            let opts = GenOptions {
+                rows,
+                seed: args.seed,
+                scale: 1,
+                overwrite: true,
+            };
+            let total = pageio::gen::estimated_bytes(dataset, &opts);
+            let bar = if hidden {
+                ProgressBar::hidden()
+            } else {
+                ProgressBar::new(total)
+            };
+            bar.set_style(
+                ProgressStyle::with_template("generating {msg} [{bar:30}] {bytes}/{total_bytes} ({bytes_per_sec}, ETA {eta})")
+                    .unwrap_or_else(|_| ProgressStyle::default_bar())
+                    .progress_chars("=> "),
+            );
+            bar.set_message(format!("{dataset} ({rows} rows)"));
+            let aio = Aio::new(IoConfig::default())?;
+            let m = pageio::gen::generate(&aio, &args.data_dir, dataset, &opts, &|b| bar.inc(b))?;
+            bar.finish_and_clear();
+            m
+        }
+    };
+    Ok(runner::Target {
+        dataset: dataset.name().to_string(),
+        table: Table {
+            heap: manifest.heap_file(&dir),
+            index: Some(manifest.index_file(&dir)),
+            columns: vec![ColumnType::Float8, ColumnType::Text],
+        },
+        rows,
+        heap_pages: manifest.heap_pages,
+        checksums: manifest.data_checksums,
+    })
+}
+
+fn parse_list<T>(
+    v: &[String],
+    default: &[&str],
+    what: &str,
+    f: impl Fn(&str) -> Option<T>,
+) -> Result<Vec<T>, String> {
+    list_or(v, default)
+        .iter()
+        .map(|x| f(x).ok_or_else(|| format!("unknown value \"{x}\" in {what}")))
+        .collect()
+}
+
 /// Runs the subcommand.
 pub fn run(args: BenchArgs) -> CliResult {
+    let base = args.settings.to_config()?;
+    let methods = list_or(
+        &args.methods,
+        &["sync", "worker:3", "worker:cores", "io_uring"],
+    )
+    .iter()
+    .map(|m| runner::MethodSpec::parse(m))
+    .collect::<Result<Vec<_>, _>>()?;
+    let mut methods_dedup: Vec<runner::MethodSpec> = Vec::new();
+    for m in methods {
+        if !methods_dedup.contains(&m) {
+            methods_dedup.push(m);
+        }
+    }
+    let modes = parse_list(
+        &args.io,
+        &["buffered", "direct"],
+        "--io (expected buffered or direct)",
+        |x| match x {
+            "buffered" => Some(false),
+            "direct" => Some(true),
+            _ => None,
+        },
+    )?;
+    let caches = parse_list(
+        &args.cache,
+        &["cold", "warm"],
+        "--cache (expected cold or warm)",
+        |x| match x {
+            "cold" => Some(Cache::Cold),
+            "warm" => Some(Cache::Warm),
+            _ => None,
+        },
+    )?;
+    let eics = if args.eic.is_empty() {
+        vec![base.effective_io_concurrency]
+    } else {
+        args.eic.clone()
+    };
+    let repeats = args.repeats.unwrap_or(if args.quick { 1 } else { 3 });
+    if repeats == 0 {
+        return Err("--repeats must be at least 1".into());
+    }
+    if let Some(from) = &args.from_runs {
+        let records = report::read_runs(from)?;
+        let device_file = from.with_file_name("device.json");
+        let device =
+            match std::fs::read_to_string(&device_file) {
+                Ok(text) => Some(serde_json::from_str::<device::DeviceLimit>(&text).map_err(
+                    |e| format!("\"{}\" is not a device limit: {e}", device_file.display()),
+                )?),
+                Err(_) => None,
+            };
+        // Records already merged from other engines are in the file; skip --pg-results.
+        let args = BenchArgs {
+            pg_results: Vec::new(),
+            ..args
+        };
+        return write_outputs(&args, records, device, &[]);
+    }
     let plan = plan_of(&args)?;
     if args.plan {
         if args.json {
@@ -209,5 +394,159 @@ pub fn run(args: BenchArgs) -> CliResult {
         }
         return Ok(0);
     }
-    Err("running the benchmark is not built yet".into())
+    let hidden = args.no_progress || args.json;
+    let root = runner::is_root();
+    if args.pgdata.is_some() && args.rows.is_none() {
+        return Err("--pgdata needs --rows: the tables' row count, from which the predicates are sized (the same --rows the PostgreSQL driver used)".into());
+    }
+
+    // The tables.
+    let mut targets = Vec::new();
+    let names: Vec<String> = {
+        let mut n: Vec<String> = Vec::new();
+        for q in &plan.queries {
+            if !n.contains(&q.dataset) {
+                n.push(q.dataset.clone());
+            }
+        }
+        n
+    };
+    if let Some(pgdata) = &args.pgdata {
+        for t in &args.table {
+            targets.push(parse_table(pgdata, t, plan.table_rows)?);
+        }
+    } else {
+        for n in &names {
+            targets.push(generated_target(&args, n, plan.table_rows, hidden)?);
+        }
+    }
+
+    // The device limit, on the first table's heap.
+    let device = match args.device.as_str() {
+        "none" => None,
+        mode => {
+            let file = targets[0].table.heap.segment_path(0);
+            if !hidden {
+                eprintln!(
+                    "pageio bench: measuring the device on \"{}\" ({mode}, {} s per measurement)…",
+                    file.display(),
+                    args.device_seconds
+                );
+            }
+            let before = || {
+                let _ = targets[0].table.heap.evict_from_page_cache();
+                if root {
+                    let _ = runner::drop_page_cache();
+                }
+            };
+            let d = device::measure(&file, mode, args.device_seconds, &before)?;
+            if !hidden {
+                eprintln!(
+                    "pageio bench: device limit ({}): {:.0} MB/s sequential, {:.0} IOPS random QD1, {:.0} IOPS QD32",
+                    d.source, d.seq_mb_s, d.rand_iops_qd1, d.rand_iops_qd32
+                );
+            }
+            Some(d)
+        }
+    };
+
+    let mut records = Vec::new();
+    let mut skipped = Vec::new();
+    let ctx_for = |eic: usize, progress: ProgressBar| {
+        let mut c = base.clone();
+        c.effective_io_concurrency = eic;
+        runner::RunContext {
+            base: c,
+            methods: &methods_dedup,
+            modes: &modes,
+            caches: &caches,
+            repeats,
+            drop_caches: root,
+            progress,
+        }
+    };
+    let total: u64 = eics.len() as u64
+        * runner::count_runs(plan.queries.len(), &ctx_for(0, ProgressBar::hidden()));
+    let bar = runner::progress_bar(total, hidden);
+    if !root && !hidden && caches.contains(&Cache::Cold) {
+        bar.println("pageio bench: not root, so cold runs evict only the tables' files from the page cache (run as root to drop the whole page cache)");
+    }
+    for &eic in &eics {
+        let ctx = ctx_for(eic, bar.clone());
+        for t in &targets {
+            let queries: Vec<&record::PlannedQuery> = plan
+                .queries
+                .iter()
+                .filter(|q| q.dataset == t.dataset)
+                .collect();
+            runner::run_target(t, &queries, &ctx, &mut records, &mut skipped)?;
+        }
+    }
+    bar.finish_and_clear();
+
+    write_outputs(&args, records, device, &skipped)
+}
+
+/// Adds other engines' records, fills the device time, writes every output file and prints
+/// the summary (or the records, with --json).
+fn write_outputs(
+    args: &BenchArgs,
+    mut records: Vec<record::RunRecord>,
+    device: Option<device::DeviceLimit>,
+    skipped: &[runner::Skipped],
+) -> CliResult {
+    for f in &args.pg_results {
+        records.extend(report::read_runs(f)?);
+    }
+    if let Some(d) = &device {
+        report::fill_device(&mut records, d);
+    }
+    std::fs::create_dir_all(&args.out)
+        .map_err(|e| format!("could not create --out \"{}\": {e}", args.out.display()))?;
+    report::write_runs(&records, &args.out)?;
+    if let Some(d) = &device {
+        let p = args.out.join("device.json");
+        std::fs::write(&p, serde_json::to_string_pretty(d)?)
+            .map_err(|e| format!("could not write \"{}\": {e}", p.display()))?;
+    }
+    let charts = chart::write_charts(&records, &args.out.join("charts"))?
+        .into_iter()
+        .filter_map(|p| {
+            p.strip_prefix(&args.out)
+                .ok()
+                .map(|r| r.display().to_string())
+        })
+        .collect();
+    let medians = report::medians(&records);
+    let command = std::env::args()
+        .map(|a| if a.contains(' ') { format!("'{a}'") } else { a })
+        .collect::<Vec<_>>()
+        .join(" ");
+    let md = report::summary(
+        &records,
+        &medians,
+        &report::SummaryInput {
+            command,
+            device: device.as_ref(),
+            skipped,
+            charts,
+        },
+    );
+    let p = args.out.join("summary.md");
+    std::fs::write(&p, &md).map_err(|e| format!("could not write \"{}\": {e}", p.display()))?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&records)?);
+    } else {
+        println!("{md}");
+        println!(
+            "Results in {}: runs.json, runs.csv, summary.md{}",
+            args.out.display(),
+            if device.is_some() {
+                ", device.json"
+            } else {
+                ""
+            }
+        );
+    }
+    Ok(0)
 }

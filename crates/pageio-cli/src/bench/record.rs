@@ -8,6 +8,9 @@
 
 use serde::{Deserialize, Serialize};
 
+/// `effective_io_concurrency` both engines use unless told otherwise.
+pub const DEFAULT_EIC: u32 = 16;
+
 /// Cold (relation evicted from shared buffers and the page cache) or warm.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -105,6 +108,10 @@ pub struct RunRecord {
     pub shared_read: u64,
     /// Time spent waiting for reads, when the engine reports it (seconds).
     pub io_wait_seconds: Option<f64>,
+    /// Read I/Os issued for the heap and index, when the engine reports them (after
+    /// combining neighbouring blocks).
+    #[serde(default)]
+    pub ios: Option<u64>,
     /// `effective_io_concurrency`.
     pub effective_io_concurrency: u32,
     /// `io_combine_limit` in kB.
@@ -131,12 +138,19 @@ impl RunRecord {
 
     /// The series a run belongs to: engine, method and I/O mode
     /// (`pageio io_uring direct`, `postgresql worker(3) buffered`).
+    ///
+    /// A prefetch window other than the default of both engines (16) is part of the name
+    /// (`pageio io_uring buffered eic=1`), so window experiments get their own lines.
     pub fn series(&self) -> String {
-        format!(
+        let mut s = format!(
             "{} {} {}",
             self.engine,
             self.method_label(),
             if self.direct_io { "direct" } else { "buffered" }
-        )
+        );
+        if self.effective_io_concurrency != DEFAULT_EIC {
+            s.push_str(&format!(" eic={}", self.effective_io_concurrency));
+        }
+        s
     }
 }

@@ -1,0 +1,359 @@
+//! The device limit: what the disk under the data delivers, measured in the same run.
+//!
+//! # Problem
+//!
+//! "pageio is fast" means nothing on its own, and on shared or virtual disks yesterday's
+//! figure is not today's. Every benchmark result is therefore also shown against the
+//! device's limit measured minutes earlier on the very file being scanned.
+//!
+//! # Mechanism
+//!
+//! ```text
+//!   fio installed?  ── yes ─► fio --direct=1 --readonly --ioengine=io_uring (libaio if refused)
+//!        │                       seq 128 kB QD32 · rand 8 kB QD1 · rand 8 kB QD32, JSON parsed
+//!        no
+//!        └─► built-in probe: O_DIRECT preads from N threads (N = queue depth), 4 kB-aligned
+//!            buffers, offsets sequential (shared cursor) or uniformly random, fixed duration
+//! ```
+//!
+//! A query's device time is the shortest time the device could deliver its reads in:
+//! `max(bytes / sequential bandwidth, random I/Os / random IOPS at QD32)`, where a seq scan
+//! has no random I/Os. It is a lower bound: `vs_device = device time / measured time`
+//! reaches 1.0 only when a scan runs at the device limit.
+//!
+//! # Worked example
+//!
+//! A bitmap scan that read 12000 pages in 11000 I/Os on a 1100 MB/s, 60000-IOPS disk:
+//! `max(12000 · 8192 / 1.1e9, 11000 / 60000) = max(0.089, 0.183) = 0.183 s`; measured
+//! 0.25 s → 73% of the device.
+
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+/// The device's limits.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DeviceLimit {
+    /// How they were measured (`fio-3.33, io_uring, O_DIRECT` or `built-in O_DIRECT probe`).
+    pub source: String,
+    /// File the measurements read.
+    pub file: String,
+    /// Sequential 128 kB reads at queue depth 32, MB/s (10⁶ bytes).
+    pub seq_mb_s: f64,
+    /// Random 8 kB reads at queue depth 1, per second.
+    pub rand_iops_qd1: f64,
+    /// Random 8 kB reads at queue depth 32, per second.
+    pub rand_iops_qd32: f64,
+    /// Seconds per measurement.
+    pub seconds: u32,
+}
+
+impl DeviceLimit {
+    /// The device's shortest time for `bytes` read in `random_ios` random I/Os.
+    pub fn device_seconds(&self, bytes: u64, random_ios: u64) -> f64 {
+        let seq = bytes as f64 / (self.seq_mb_s.max(1e-9) * 1e6);
+        let rand = random_ios as f64 / self.rand_iops_qd32.max(1e-9);
+        seq.max(rand)
+    }
+}
+
+/// One measurement: pattern, block size, queue depth.
+#[derive(Debug, Clone, Copy)]
+struct Job {
+    random: bool,
+    block: usize,
+    depth: usize,
+}
+
+const SEQ: Job = Job {
+    random: false,
+    block: 128 * 1024,
+    depth: 32,
+};
+const RAND1: Job = Job {
+    random: true,
+    block: 8192,
+    depth: 1,
+};
+const RAND32: Job = Job {
+    random: true,
+    block: 8192,
+    depth: 32,
+};
+
+/// Is fio on the PATH?
+pub fn fio_available() -> bool {
+    Command::new("fio")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// Runs one fio job; returns (bytes/s, IOPS).
+fn fio_job(file: &Path, job: Job, engine: &str, seconds: u32) -> Result<(f64, f64), String> {
+    let out = Command::new("fio")
+        .args([
+            "--output-format=json",
+            "--name=pageio-device",
+            "--direct=1",
+            "--readonly",
+            "--time_based",
+            "--norandommap",
+        ])
+        .arg(format!("--filename={}", file.display()))
+        .arg(format!("--ioengine={engine}"))
+        .arg(format!("--runtime={seconds}"))
+        .arg(format!(
+            "--rw={}",
+            if job.random { "randread" } else { "read" }
+        ))
+        .arg(format!("--bs={}", job.block))
+        .arg(format!("--iodepth={}", job.depth))
+        .output()
+        .map_err(|e| format!("could not run fio: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "fio ({engine}) failed on \"{}\": {}",
+            file.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    // fio may print notes before the JSON document.
+    let json = text.find('{').map(|i| &text[i..]).unwrap_or(&text);
+    let v: serde_json::Value = serde_json::from_str(json)
+        .map_err(|e| format!("could not parse fio's JSON output: {e}"))?;
+    let read = &v["jobs"][0]["read"];
+    let bw = read["bw_bytes"].as_f64().unwrap_or(0.0);
+    let iops = read["iops"].as_f64().unwrap_or(0.0);
+    if bw <= 0.0 || iops <= 0.0 {
+        return Err(format!(
+            "fio ({engine}) read nothing from \"{}\"",
+            file.display()
+        ));
+    }
+    Ok((bw, iops))
+}
+
+/// fio's version string.
+fn fio_version() -> String {
+    Command::new("fio")
+        .arg("--version")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_else(|_| "fio".into())
+}
+
+/// Measures with fio (io_uring engine, libaio when io_uring is refused).
+pub fn measure_fio(
+    file: &Path,
+    seconds: u32,
+    before_each: &dyn Fn(),
+) -> Result<DeviceLimit, String> {
+    let mut engine = "io_uring";
+    before_each();
+    let seq = match fio_job(file, SEQ, engine, seconds) {
+        Ok(r) => r,
+        Err(_) => {
+            engine = "libaio";
+            before_each();
+            fio_job(file, SEQ, engine, seconds)?
+        }
+    };
+    before_each();
+    let r1 = fio_job(file, RAND1, engine, seconds)?;
+    before_each();
+    let r32 = fio_job(file, RAND32, engine, seconds)?;
+    Ok(DeviceLimit {
+        source: format!("{}, {engine}, O_DIRECT", fio_version()),
+        file: file.display().to_string(),
+        seq_mb_s: seq.0 / 1e6,
+        rand_iops_qd1: r1.1,
+        rand_iops_qd32: r32.1,
+        seconds,
+    })
+}
+
+/// A 4 kB-aligned heap buffer for O_DIRECT.
+struct Aligned {
+    ptr: *mut u8,
+    layout: std::alloc::Layout,
+}
+
+impl Aligned {
+    fn new(len: usize) -> Aligned {
+        let layout = std::alloc::Layout::from_size_align(len, 4096).expect("valid layout");
+        // SAFETY: the layout has a non-zero size.
+        let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
+        if ptr.is_null() {
+            std::alloc::handle_alloc_error(layout);
+        }
+        Aligned { ptr, layout }
+    }
+
+    fn as_mut(&mut self) -> &mut [u8] {
+        // SAFETY: ptr is a live allocation of layout.size() bytes owned by self.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.layout.size()) }
+    }
+}
+
+impl Drop for Aligned {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `new` with this layout.
+        unsafe { std::alloc::dealloc(self.ptr, self.layout) };
+    }
+}
+
+/// Runs one job with the built-in probe; returns (bytes/s, IOPS).
+fn probe_job(file: &File, size: u64, job: Job, seconds: u32) -> Result<(f64, f64), String> {
+    let blocks = size / job.block as u64;
+    if blocks == 0 {
+        return Err(format!(
+            "the file is smaller than one {} kB read",
+            job.block / 1024
+        ));
+    }
+    let cursor = AtomicU64::new(0);
+    let done = AtomicU64::new(0);
+    let stop = AtomicBool::new(false);
+    let error = std::sync::Mutex::new(None::<String>);
+    let start = Instant::now();
+    std::thread::scope(|s| {
+        for t in 0..job.depth {
+            let (cursor, done, stop, error) = (&cursor, &done, &stop, &error);
+            s.spawn(move || {
+                let mut buf = Aligned::new(job.block);
+                let mut x = 0x9E37_79B9_7F4A_7C15u64 ^ (t as u64 + 1);
+                while !stop.load(Ordering::Relaxed) {
+                    let block = if job.random {
+                        // xorshift64*: cheap, uniform enough for offsets.
+                        x ^= x >> 12;
+                        x ^= x << 25;
+                        x ^= x >> 27;
+                        x.wrapping_mul(0x2545_F491_4F6C_DD1D) % blocks
+                    } else {
+                        cursor.fetch_add(1, Ordering::Relaxed) % blocks
+                    };
+                    match file.read_at(buf.as_mut(), block * job.block as u64) {
+                        Ok(n) if n > 0 => {
+                            done.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Ok(_) => {}
+                        Err(e) => {
+                            *error.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.to_string());
+                            stop.store(true, Ordering::Relaxed);
+                        }
+                    }
+                }
+            });
+        }
+        std::thread::sleep(Duration::from_secs(u64::from(seconds.max(1))));
+        stop.store(true, Ordering::Relaxed);
+    });
+    if let Some(e) = error.into_inner().unwrap_or_else(|p| p.into_inner()) {
+        return Err(format!("O_DIRECT read failed: {e}"));
+    }
+    let secs = start.elapsed().as_secs_f64();
+    let ios = done.load(Ordering::Relaxed) as f64;
+    Ok((ios * job.block as f64 / secs, ios / secs))
+}
+
+/// Measures with the built-in O_DIRECT probe.
+pub fn measure_probe(
+    file: &Path,
+    seconds: u32,
+    before_each: &dyn Fn(),
+) -> Result<DeviceLimit, String> {
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(file)
+        .map_err(|e| {
+            format!(
+                "could not open \"{}\" with O_DIRECT for the device probe: {e}; the file system may not support direct I/O (tmpfs does not) — put the data on the disk to measure, or pass --device none",
+                file.display()
+            )
+        })?;
+    let size = f
+        .metadata()
+        .map_err(|e| format!("could not stat \"{}\": {e}", file.display()))?
+        .len();
+    let ctx = |e: String| format!("device probe on \"{}\": {e}", file.display());
+    before_each();
+    let seq = probe_job(&f, size, SEQ, seconds).map_err(ctx)?;
+    before_each();
+    let r1 = probe_job(&f, size, RAND1, seconds).map_err(ctx)?;
+    before_each();
+    let r32 = probe_job(&f, size, RAND32, seconds).map_err(ctx)?;
+    Ok(DeviceLimit {
+        source: "built-in O_DIRECT probe (pread, one thread per queue slot)".into(),
+        file: file.display().to_string(),
+        seq_mb_s: seq.0 / 1e6,
+        rand_iops_qd1: r1.1,
+        rand_iops_qd32: r32.1,
+        seconds,
+    })
+}
+
+/// Measures the device holding `file`: `mode` is `auto`, `fio` or `probe`.
+pub fn measure(
+    file: &Path,
+    mode: &str,
+    seconds: u32,
+    before_each: &dyn Fn(),
+) -> Result<DeviceLimit, String> {
+    match mode {
+        "fio" => measure_fio(file, seconds, before_each),
+        "probe" => measure_probe(file, seconds, before_each),
+        "auto" if fio_available() => measure_fio(file, seconds, before_each)
+            .or_else(|_| measure_probe(file, seconds, before_each)),
+        "auto" => measure_probe(file, seconds, before_each),
+        other => Err(format!(
+            "unknown --device \"{other}\": expected auto, fio, probe or none"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn device_time_is_the_larger_of_bandwidth_and_iops_bounds() {
+        let d = DeviceLimit {
+            source: String::new(),
+            file: String::new(),
+            seq_mb_s: 1100.0,
+            rand_iops_qd1: 27000.0,
+            rand_iops_qd32: 60000.0,
+            seconds: 1,
+        };
+        let t = d.device_seconds(12000 * 8192, 11000);
+        assert!((t - 11000.0 / 60000.0).abs() < 1e-9);
+        let t = d.device_seconds(1_100_000_000, 0);
+        assert!((t - 1.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn probe_reads_a_real_file() {
+        // /var/tmp is disk-backed on most systems; tmpfs refuses O_DIRECT, which is a
+        // clean error, not a failure of the probe.
+        let dir = tempfile::tempdir_in("/var/tmp").expect("tempdir");
+        let path = dir.path().join("f");
+        std::fs::write(&path, vec![7u8; 4 << 20]).expect("write");
+        match measure_probe(&path, 1, &|| {}) {
+            Ok(d) => {
+                assert!(d.seq_mb_s > 0.0 && d.rand_iops_qd1 > 0.0 && d.rand_iops_qd32 > 0.0);
+            }
+            Err(e) => assert!(e.contains("O_DIRECT"), "{e}"),
+        }
+        let e = measure(&path, "nonsense", 1, &|| {}).unwrap_err();
+        assert!(e.contains("expected auto, fio, probe or none"), "{e}");
+    }
+}
