@@ -42,19 +42,27 @@ drop_caches() { sync; echo 3 > /proc/sys/vm/drop_caches; }
 now() { date +%s.%N; }
 
 # Device limit: sequential O_DIRECT reads of the cluster's 1 GB segments, 1 MB at queue
-# depth 32, read-only. fio if present, else dd (queue depth 1, so a lower bound).
+# depth 32, read-only. fio if present, else dd (queue depth 1, so a lower bound). Measured
+# before and after the runs (a virtual disk's limit drifts); "vs device" uses the higher.
 segs=$(find "$data/base" -type f -size +1000M | head -8 | paste -sd:)
+measure_device() {
+    if command -v fio >/dev/null && [ -n "$segs" ]; then
+        fio --name=seqread --readonly --filename="$segs" --rw=read --bs=1M --direct=1 \
+            --ioengine=libaio --iodepth=32 --output-format=terse --terse-version=3 \
+            | awk -F';' '{printf "%.0f", $7*1024/1e6}'
+    else
+        local f t0 t1
+        f=$(find "$data/base" -type f -size +1000M | head -1)
+        t0=$(now); dd if="$f" of=/dev/null bs=1M iflag=direct status=none; t1=$(now)
+        awk -v s="$(stat -c %s "$f")" -v a="$t0" -v b="$t1" 'BEGIN {printf "%.0f", s/(b-a)/1e6}'
+    fi
+}
 if command -v fio >/dev/null && [ -n "$segs" ]; then
-    device_mbps=$(fio --name=seqread --readonly --filename="$segs" --rw=read --bs=1M --direct=1 \
-        --ioengine=libaio --iodepth=32 --output-format=terse --terse-version=3 \
-        | awk -F';' '{printf "%.0f", $7*1024/1e6}')
     device_how="fio, O_DIRECT, 1 MB sequential reads, iodepth 32, $(echo "$segs" | tr ':' '\n' | wc -l) × 1 GB segments"
 else
-    f=$(find "$data/base" -type f -size +1000M | head -1)
-    t0=$(now); dd if="$f" of=/dev/null bs=1M iflag=direct status=none; t1=$(now)
-    device_mbps=$(awk -v s="$(stat -c %s "$f")" -v a="$t0" -v b="$t1" 'BEGIN {printf "%.0f", s/(b-a)/1e6}')
     device_how="dd, O_DIRECT, 1 MB reads, queue depth 1, one 1 GB segment"
 fi
+device_mbps_before=$(measure_device)
 
 declare -A secs
 run() { # name, cold|warm, command...
@@ -72,15 +80,17 @@ run() { # name, cold|warm, command...
     echo "  $name $mode: $best s" >&2
 }
 
-tools=("pg_checksums" "pageio worker" "pageio io_uring" "pageio worker direct")
+# "pageio" is the default configuration (no flags: io_method=auto, mapped reads on, one
+# scanner per CPU); the other rows change one thing each.
+tools=("pg_checksums" "pageio" "pageio --mapped-reads off" "pageio --io-method worker"
+       "pageio --direct-io on" "pageio --direct-io on --io-method worker")
 cmd_for() {
     case "$1" in
         "pg_checksums") echo asuser "$bin/pg_checksums" -c "$data" ;;
-        "pageio worker") echo "$pageio" verify "$data" ;;
-        "pageio io_uring") echo "$pageio" verify --io-method io_uring "$data" ;;
-        "pageio worker direct") echo "$pageio" verify --direct-io on "$data" ;;
+        pageio*) echo "$pageio" verify ${1#pageio} "$data" ;;
     esac
 }
+default_method=$("$pageio" verify --json "$data" 2>/dev/null | awk -F'"' '/"io_method"/ {print $4}')
 for mode in cold warm; do
     for t in "${tools[@]}"; do
         # shellcheck disable=SC2046
@@ -88,9 +98,13 @@ for mode in cold warm; do
     done
 done
 
+device_mbps_after=$(measure_device)
+device_mbps=$(( device_mbps_before > device_mbps_after ? device_mbps_before : device_mbps_after ))
+
 echo
 echo "Cluster: $size_mb MB checked (pgbench -i -s $SCALE, initdb -k), $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)), kernel $(uname -r)"
-echo "Device limit: $device_mbps MB/s ($device_how)"
+echo "Device limit: $device_mbps MB/s ($device_how; $device_mbps_before MB/s before the runs, $device_mbps_after after)"
+echo "pageio default io_method here: $default_method"
 echo
 echo "| tool | cache | seconds | MB/s | vs pg_checksums | vs device |"
 echo "|---|---|---:|---:|---:|---:|"

@@ -72,4 +72,35 @@ impl SettingsArgs {
         }
         Ok(c)
     }
+
+    /// True when the user chose `name` (a PostgreSQL setting name), by flag or by a line of
+    /// the `--config` file, so a subcommand with its own defaults must leave it alone.
+    pub fn is_set(&self, name: &str) -> bool {
+        let flag = match name {
+            "io_method" => &self.io_method,
+            "io_workers" => &self.io_workers,
+            "io_max_concurrency" => &self.io_max_concurrency,
+            "io_combine_limit" => &self.io_combine_limit,
+            "effective_io_concurrency" => &self.effective_io_concurrency,
+            "shared_buffers" => &self.shared_buffers,
+            "huge_pages" => &self.huge_pages,
+            "direct_io" => &self.direct_io,
+            "max_open_files" => &self.max_open_files,
+            _ => &None,
+        };
+        if flag.is_some() {
+            return true;
+        }
+        let Some(path) = &self.config else {
+            return false;
+        };
+        // The file has already been parsed successfully by to_config; unreadable lines here
+        // simply do not count.
+        std::fs::read_to_string(path).is_ok_and(|text| {
+            text.lines().any(|line| {
+                matches!(pageio::config::parse_conf_line(line),
+                    Ok(Some((n, _))) if n.eq_ignore_ascii_case(name))
+            })
+        })
+    }
 }

@@ -18,24 +18,54 @@
 //! Only errors `pg_checksums` has no counterpart for — a bad `--io-method` and the like —
 //! exit 2, like every other pageio subcommand.
 //!
-//! Defaults differ from the engine's on purpose: `io_method=worker` with one I/O worker per
-//! CPU, because the checksum runs in the worker that completes each read, so the worker pool
-//! is also the checksum pool; under `sync` and `io_uring` the checksum runs in the submitting
-//! thread, so `--jobs` defaults to one scanner per CPU there.
+//! Defaults differ from the engine's on purpose, because verify reads every byte once,
+//! front to back, and nothing else (measured in `docs/BENCHMARKS.md`, "pageio verify"):
+//!
+//! * **mapped reads on**: a 16 MB window the page cache holds entirely is checksummed in
+//!   place through a read-only mapping, with no copy (`pageio::verify`'s `mapped` module);
+//!   only windows that are not cached are read. `--mapped-reads off` reads everything.
+//! * **`io_method=auto`**: io_uring when the kernel allows it (it keeps the device busiest
+//!   cold), else worker, with one line on stderr saying why.
+//! * **`--jobs` = one scanner per CPU**: scanners checksum mapped windows (and, under sync
+//!   and io_uring, every read), so there is one per CPU; under worker the `io_workers`
+//!   threads checksum reads, and default to one per CPU too.
+//! * **with `--direct-io on`**: no page cache, so no mapped reads and no kernel read-ahead;
+//!   the stream alone must keep the device busy, so `io_combine_limit` defaults to 1 MB (the
+//!   maximum, as PostgreSQL's) and `effective_io_concurrency` to [`DIRECT_IO_CONCURRENCY`]
+//!   reads per scanner; under worker, where each worker has one read in flight, `io_workers`
+//!   defaults to [`DIRECT_IO_WORKERS`].
+//!
+//! Every one of these yields to a flag or a `--config` line that sets it.
+//!
+//! `--progress` draws a bar on a terminal; when stderr is not a terminal it prints a plain
+//! line every [`PROGRESS_LINE_INTERVAL`] instead (MB done, MB/s, ETA), like
+//! `pg_checksums --progress` does.
 
 use std::ffi::OsString;
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use pageio::config::IoMethodKind;
-use pageio::verify::{check_files, walk_cluster, ControlFile, VerifyError};
+use pageio::verify::{check_files, walk_cluster, CheckOptions, ControlFile, VerifyError};
 use pageio::Aio;
 
 use crate::settings::SettingsArgs;
 use crate::CliResult;
+
+/// `effective_io_concurrency` per scanner under direct I/O: with two scanners, 64 reads of
+/// 1 MB in flight, twice the queue depth at which fio reaches the benchmark disk's limit, so
+/// neither scanner's pauses (checksumming a completed read) leave the device idle.
+pub const DIRECT_IO_CONCURRENCY: usize = 32;
+
+/// `io_workers` under direct I/O with the worker method: each worker blocks in one `preadv`,
+/// so the workers are the queue depth; 16 reads of 1 MB keep the benchmark disk at its limit.
+pub const DIRECT_IO_WORKERS: usize = 16;
+
+/// How often `--progress` prints a line when stderr is not a terminal (pg_checksums: 1 s).
+pub const PROGRESS_LINE_INTERVAL: Duration = Duration::from_secs(1);
 
 /// Arguments of `pageio verify`.
 #[derive(Debug, Args)]
@@ -71,7 +101,7 @@ pub struct VerifyArgs {
     /// Check only the relation with this filenode (all its forks and segments)
     #[arg(short = 'f', long = "filenode", value_name = "FILENODE")]
     filenode: Option<u32>,
-    /// Show progress on stderr: MB done, MB/s, ETA
+    /// Show progress on stderr: MB done, MB/s, ETA (a bar on a terminal, else a line a second)
     #[arg(short = 'P', long = "progress")]
     progress: bool,
     /// List every file checked ("checksums verified in file …") on stderr
@@ -80,9 +110,14 @@ pub struct VerifyArgs {
     /// Print one JSON object on stdout instead of the text summary
     #[arg(long)]
     json: bool,
-    /// Scanner threads issuing reads [default: 1 under io_method=worker, one per CPU otherwise]
+    /// Scanner threads: each checks cached windows in place and keeps reads in flight
+    /// [default: one per CPU]
     #[arg(short = 'j', long, value_name = "N")]
     jobs: Option<usize>,
+    /// Check windows the page cache holds entirely through a read-only mapping, without
+    /// copying them (never under --direct-io on)
+    #[arg(long, value_name = "on|off", default_value = "on", value_parser = ["on", "off"])]
+    mapped_reads: String,
     #[command(flatten)]
     settings: SettingsArgs,
 }
@@ -122,24 +157,41 @@ pub fn run(args: VerifyArgs) -> CliResult {
     let _ = args.check;
 
     let mut config = args.settings.to_config()?;
-    // Verify's own defaults (see the module comment): the worker pool is the checksum pool.
-    if args.settings.io_method.is_none() {
-        config.io_method = IoMethodKind::Worker;
+    // Verify's own defaults (see the module comment), each unless the user chose the setting.
+    let set = |name: &str| args.settings.is_set(name);
+    if !set("io_method") {
+        config.io_method = IoMethodKind::Auto;
     }
-    if args.settings.io_workers.is_none() {
+    if config.direct_io {
+        if !set("io_combine_limit") {
+            config.io_combine_limit_blocks = pageio::config::MAX_IO_COMBINE_LIMIT_BLOCKS;
+        }
+        if !set("effective_io_concurrency") {
+            config.effective_io_concurrency = DIRECT_IO_CONCURRENCY;
+        }
+        if !set("io_workers") {
+            config.io_workers = DIRECT_IO_WORKERS;
+        }
+        if !set("io_max_concurrency") {
+            config.io_max_concurrency = config
+                .io_max_concurrency
+                .max(config.effective_io_concurrency);
+        }
+    } else if !set("io_workers") {
         config.io_workers = cpus().clamp(1, pageio::config::MAX_IO_WORKERS);
     }
     let aio = Aio::new(config)?;
     if let Some(reason) = aio.fallback_reason() {
         eprintln!("pageio: {reason}");
     }
-    let jobs = args.jobs.unwrap_or(match aio.io_method() {
-        IoMethodKind::Worker => 1,
-        _ => cpus(),
-    });
+    let jobs = args.jobs.unwrap_or_else(cpus);
     if jobs == 0 {
         return Err("--jobs must be at least 1".into());
     }
+    let options = CheckOptions {
+        jobs,
+        mapped_reads: args.mapped_reads == "on",
+    };
 
     let control = match ControlFile::read(&pgdata).and_then(|c| {
         c.check_for_verify()?;
@@ -154,11 +206,13 @@ pub fn run(args: VerifyArgs) -> CliResult {
     };
     let total_bytes: u64 = files.iter().map(|f| f.size_bytes).sum();
 
-    let bar = if args.progress {
+    let on_terminal = std::io::stderr().is_terminal();
+    let bar = if args.progress && on_terminal {
         ProgressBar::with_draw_target(Some(total_bytes), ProgressDrawTarget::stderr())
     } else {
         ProgressBar::hidden()
     };
+    let mut lines = (args.progress && !on_terminal).then(|| ProgressLines::new(total_bytes));
     bar.set_style(ProgressStyle::with_template(
         "{bytes}/{total_bytes} ({percent}%) computed, {bytes_per_sec}, eta {eta}",
     )?);
@@ -173,7 +227,7 @@ pub fn run(args: VerifyArgs) -> CliResult {
     let result = check_files(
         &aio,
         files,
-        jobs,
+        &options,
         |file, outcome| {
             let mut err = stderr.lock();
             bar.suspend(|| {
@@ -194,10 +248,18 @@ pub fn run(args: VerifyArgs) -> CliResult {
                 }
             });
         },
-        |bytes| bar.set_position(bytes),
+        |bytes| {
+            bar.set_position(bytes);
+            if let Some(l) = lines.as_mut() {
+                l.update(bytes, false);
+            }
+        },
     );
     let elapsed_s = started.elapsed().as_secs_f64();
     bar.finish_and_clear();
+    if let (Some(l), Ok(t)) = (lines.as_mut(), &result) {
+        l.update(t.bytes_read, true);
+    }
     let totals = match result {
         Ok(t) => t,
         Err(e) => return Ok(fatal(&e)),
@@ -229,6 +291,8 @@ pub fn run(args: VerifyArgs) -> CliResult {
                 "io_method": aio.io_method().as_str(),
                 "io_workers": config.io_workers,
                 "jobs": jobs,
+                "mapped_reads": options.mapped_reads && !config.direct_io,
+                "bytes_mapped": totals.bytes_mapped,
                 "direct_io": config.direct_io,
                 "io_combine_limit_blocks": config.io_combine_limit_blocks,
                 "effective_io_concurrency": config.effective_io_concurrency,
@@ -242,4 +306,77 @@ pub fn run(args: VerifyArgs) -> CliResult {
         println!("Data checksum version: {}", control.data_checksum_version);
     }
     Ok(if totals.bad_checksums > 0 { 1 } else { 0 })
+}
+
+/// `--progress` when stderr is not a terminal: one plain line per [`PROGRESS_LINE_INTERVAL`],
+/// as `pg_checksums --progress` prints to a file or pipe, with the rate and time left.
+struct ProgressLines {
+    total_bytes: u64,
+    started: Instant,
+    last_line: Instant,
+}
+
+impl ProgressLines {
+    fn new(total_bytes: u64) -> ProgressLines {
+        let now = Instant::now();
+        ProgressLines {
+            total_bytes,
+            started: now,
+            last_line: now,
+        }
+    }
+
+    /// Prints a line if one is due (or `last`, at the end of a successful run).
+    fn update(&mut self, done_bytes: u64, last: bool) {
+        let now = Instant::now();
+        if !last && now.duration_since(self.last_line) < PROGRESS_LINE_INTERVAL {
+            return;
+        }
+        self.last_line = now;
+        eprintln!(
+            "{}",
+            progress_line(
+                done_bytes,
+                self.total_bytes,
+                now.duration_since(self.started)
+            )
+        );
+    }
+}
+
+/// `1234/4727 MB (26%) computed, 5123 MB/s, eta 1s`.
+fn progress_line(done_bytes: u64, total_bytes: u64, elapsed: Duration) -> String {
+    let mb = |b: u64| b / 1_000_000;
+    let percent = (done_bytes * 100).checked_div(total_bytes).unwrap_or(100);
+    let secs = elapsed.as_secs_f64().max(1e-3);
+    let rate_bytes_per_s = done_bytes as f64 / secs;
+    let eta = if rate_bytes_per_s > 0.0 {
+        let left_s = total_bytes.saturating_sub(done_bytes) as f64 / rate_bytes_per_s;
+        format!("{}s", left_s.ceil() as u64)
+    } else {
+        "unknown".to_string()
+    };
+    format!(
+        "{}/{} MB ({percent}%) computed, {:.0} MB/s, eta {eta}",
+        mb(done_bytes),
+        mb(total_bytes),
+        rate_bytes_per_s / 1e6
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn progress_line_format() {
+        assert_eq!(
+            progress_line(1_234_000_000, 4_727_000_000, Duration::from_millis(500)),
+            "1234/4727 MB (26%) computed, 2468 MB/s, eta 2s"
+        );
+        assert_eq!(
+            progress_line(0, 0, Duration::from_secs(1)),
+            "0/0 MB (100%) computed, 0 MB/s, eta unknown"
+        );
+    }
 }

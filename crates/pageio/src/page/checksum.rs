@@ -30,6 +30,14 @@
 //! influence the result; PostgreSQL zeroes it transiently, we mask it out of row 0 instead so
 //! the input can stay immutable.
 //!
+//! The baseline x86-64 target has no 32-bit vector multiply (SSE4.1's `pmulld`), so compiled
+//! for it the loop emulates one with shuffles and runs at about 13 GB/s on one core of the
+//! benchmark machine. The same source compiled with AVX2 enabled runs at about 35 GB/s there,
+//! so on x86-64 [`pg_checksum_page`] checks once (cached in an atomic) whether the CPU has
+//! AVX2 and, if so, calls a copy of the function compiled for it. Both copies are the same
+//! Rust code, so they cannot disagree; a test checks it on random pages anyway. AVX-512 was
+//! measured too and was no faster (the lanes are 32 bits and the data is 128 bytes a row).
+//!
 //! # Worked example
 //!
 //! A page exactly as `PageInit` leaves it (pd_lower 24, pd_upper = pd_special = 8192,
@@ -89,7 +97,9 @@ fn load_row(bytes: &[u8]) -> [u32; N_SUMS] {
     row
 }
 
-/// The 32-bit block hash (`pg_checksum_block`) with `pd_checksum` read as zero.
+/// The 32-bit block hash (`pg_checksum_block`) with `pd_checksum` read as zero. Inlined into
+/// each of the per-CPU-feature copies below.
+#[inline(always)]
 fn checksum_block(page: &[u8; BLCKSZ]) -> u32 {
     let mut sums = BASE_OFFSETS;
 
@@ -118,10 +128,64 @@ fn checksum_block(page: &[u8; BLCKSZ]) -> u32 {
 /// The stored `pd_checksum` is ignored, so the result can be compared with it directly. The
 /// result is never 0: PostgreSQL reserves 0 and reduces into `1..=65535`.
 pub fn pg_checksum_page(page: &[u8; BLCKSZ], blkno: u32) -> u16 {
-    let checksum = checksum_block(page) ^ blkno;
+    #[cfg(target_arch = "x86_64")]
+    {
+        if x86::has_avx2() {
+            // SAFETY: the CPU supports AVX2, checked just above.
+            return unsafe { x86::pg_checksum_page_avx2(page, blkno) };
+        }
+    }
+    pg_checksum_page_portable(page, blkno)
+}
+
+/// [`pg_checksum_page`] compiled for the build target only, without CPU-feature dispatch.
+/// Public so tests and benchmarks can compare the two.
+#[inline]
+pub fn pg_checksum_page_portable(page: &[u8; BLCKSZ], blkno: u32) -> u16 {
+    finish(checksum_block(page), blkno)
+}
+
+/// Folds in the block number and reduces to PostgreSQL's range.
+#[inline(always)]
+fn finish(block_hash: u32, blkno: u32) -> u16 {
+    let checksum = block_hash ^ blkno;
     // The modulus is 65535, not 65536: PostgreSQL adds one afterwards so 0 never appears,
     // and 65535 keeps the result inside u16.
     ((checksum % 65535) + 1) as u16
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use std::sync::atomic::{AtomicU8, Ordering};
+
+    use super::{checksum_block, finish, BLCKSZ};
+
+    /// 0 = not probed yet, 1 = no AVX2, 2 = AVX2. Probing is a `cpuid`, cheap but not free
+    /// at 8 kB granularity, hence the cache.
+    static AVX2: AtomicU8 = AtomicU8::new(0);
+
+    #[inline]
+    pub(super) fn has_avx2() -> bool {
+        match AVX2.load(Ordering::Relaxed) {
+            2 => true,
+            1 => false,
+            _ => {
+                let yes = std::arch::is_x86_feature_detected!("avx2");
+                AVX2.store(if yes { 2 } else { 1 }, Ordering::Relaxed);
+                yes
+            }
+        }
+    }
+
+    /// The portable code, compiled with AVX2 enabled (`vpmulld` on 8 lanes at a time).
+    ///
+    /// # Safety
+    ///
+    /// The CPU must support AVX2.
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn pg_checksum_page_avx2(page: &[u8; BLCKSZ], blkno: u32) -> u16 {
+        finish(checksum_block(page), blkno)
+    }
 }
 
 /// Like [`pg_checksum_page`] for a slice, which must be exactly [`BLCKSZ`] bytes.
@@ -164,6 +228,25 @@ mod tests {
         page[8] = 0xAB;
         page[9] = 0xCD;
         assert_eq!(pg_checksum_page(&page, 0), 25952);
+    }
+
+    #[test]
+    fn dispatched_equals_portable_on_random_pages() {
+        let mut state = 0x2545_F491_4F6C_DD1Du64;
+        for blkno in 0..200u32 {
+            let mut page = [0u8; BLCKSZ];
+            for chunk in page.chunks_exact_mut(8) {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                chunk.copy_from_slice(&state.to_le_bytes());
+            }
+            let blkno = blkno.wrapping_mul(0x9E37_79B9);
+            assert_eq!(
+                pg_checksum_page(&page, blkno),
+                pg_checksum_page_portable(&page, blkno)
+            );
+        }
     }
 
     #[test]

@@ -17,14 +17,18 @@
 //!   walk::walk_cluster              global/, base/<db>/, pg_tblspc/<oid>/PG_18_*/<db>/ in readdir
 //!        │                           order with pg_checksums' skip list → [ClusterFile]
 //!        ▼
-//!   checker::check_files            scanner backends keep reads in flight; the shared completion
-//!                                    callback checksums each block where the read completes;
-//!                                    files are reported in walk order as they finish
+//!   checker::check_files            scanner threads take 16 MB windows; a window the page cache
+//!        │                           holds entirely is checksummed in place through a read-only
+//!        │                           mapping (mapped), any other is read through the AIO
+//!        │                           subsystem and checksummed where each read completes
+//!        ▼
+//!   files reported in walk order as they finish, failures sorted by block
 //! ```
 //!
 //! Everything is opened read-only: `pg_control` with `std::fs::read`, directories with
 //! `read_dir`, relation files through the [`crate::storage::FileCache`] with
-//! [`crate::storage::OpenMode::Read`] (`O_RDONLY`).
+//! [`crate::storage::OpenMode::Read`] (`O_RDONLY`); mappings are `PROT_READ` on those
+//! descriptors.
 //!
 //! ## Worked example
 //!
@@ -35,7 +39,7 @@
 //! `ChecksumFailure { block: 7, calculated: …, stored: 27548 }` for that file.
 //!
 //! ```no_run
-//! use pageio::verify::{check_files, walk_cluster, ControlFile};
+//! use pageio::verify::{check_files, walk_cluster, CheckOptions, ControlFile};
 //! use pageio::{Aio, IoConfig};
 //! use std::path::Path;
 //!
@@ -44,7 +48,8 @@
 //! control.check_for_verify()?;
 //! let files = walk_cluster(pgdata.as_os_str(), None)?;
 //! let aio = Aio::new(IoConfig::default())?;
-//! let totals = check_files(&aio, files, 1, |file, outcome| {
+//! let options = CheckOptions { jobs: 2, mapped_reads: true };
+//! let totals = check_files(&aio, files, &options, |file, outcome| {
 //!     for f in &outcome.failures {
 //!         eprintln!("{}: block {} bad", file.display, f.block);
 //!     }
@@ -55,9 +60,12 @@
 
 pub mod checker;
 pub mod control;
+mod mapped;
 pub mod walk;
 
-pub use checker::{check_files, CheckTotals, ChecksumFailure, FileOutcome};
+pub use checker::{
+    check_files, CheckOptions, CheckTotals, ChecksumFailure, FileOutcome, WINDOW_BYTES,
+};
 pub use control::{ControlFile, DbState};
 pub use walk::{walk_cluster, ClusterFile};
 
@@ -188,6 +196,16 @@ pub enum VerifyError {
 }
 
 impl VerifyError {
+    /// The block (within its file) a read error or short read is about, if this is one.
+    pub fn block(&self) -> Option<u64> {
+        match self {
+            VerifyError::ShortRead { block, .. } | VerifyError::ReadFailed { block, .. } => {
+                Some(*block)
+            }
+            _ => None,
+        }
+    }
+
     /// How to fix the cause, when there is something to say beyond the message.
     pub fn hint(&self) -> Option<String> {
         match self {
