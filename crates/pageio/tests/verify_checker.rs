@@ -141,7 +141,7 @@ fn flip_byte(path: &Path, block: u64, offset: usize) {
 }
 
 #[test]
-fn clean_fixture_same_report_every_way() {
+fn verify_clean_fixture_same_report_every_way() {
     let (_dir, pgdata) = common::unpack_fixture();
     let reference = run(&pgdata, IoMethodKind::Sync, false, false, None);
     let totals = reference.result.as_ref().unwrap();
@@ -169,7 +169,7 @@ fn clean_fixture_same_report_every_way() {
 }
 
 #[test]
-fn damage_reported_identically_mapped_and_read() {
+fn verify_damage_reported_identically_mapped_and_read() {
     let (_dir, pgdata) = common::unpack_fixture();
     let heap = pgdata.join("base/5/16384");
     let index = pgdata.join("base/5/16394");
@@ -233,7 +233,7 @@ fn damage_reported_identically_mapped_and_read() {
 }
 
 #[test]
-fn injected_eio_names_the_file_and_the_exact_block() {
+fn verify_injected_eio_names_the_file_and_the_exact_block() {
     let (_dir, pgdata) = common::unpack_fixture();
     let heap = pgdata.join("base/5/16389");
     // A mismatch before the unreadable block is reported; one after it is not, because
@@ -290,7 +290,7 @@ fn injected_eio_names_the_file_and_the_exact_block() {
 }
 
 #[test]
-fn a_file_that_shrank_after_the_walk_reads_the_same_both_ways() {
+fn verify_a_file_that_shrank_after_the_walk_reads_the_same_both_ways() {
     let (_dir, pgdata) = common::unpack_fixture();
     let heap = pgdata.join("base/5/16384");
     let files = walk_cluster(pgdata.as_os_str(), None).unwrap();

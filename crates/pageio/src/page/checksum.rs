@@ -31,12 +31,13 @@
 //! the input can stay immutable.
 //!
 //! The baseline x86-64 target has no 32-bit vector multiply (SSE4.1's `pmulld`), so compiled
-//! for it the loop emulates one with shuffles and runs at about 13 GB/s on one core of the
-//! benchmark machine. The same source compiled with AVX2 enabled runs at about 35 GB/s there,
-//! so on x86-64 [`pg_checksum_page`] checks once (cached in an atomic) whether the CPU has
-//! AVX2 and, if so, calls a copy of the function compiled for it. Both copies are the same
-//! Rust code, so they cannot disagree; a test checks it on random pages anyway. AVX-512 was
-//! measured too and was no faster (the lanes are 32 bits and the data is 128 bytes a row).
+//! for it the loop emulates one with shuffles: 17 GiB/s on one core of the benchmark machine
+//! (`cargo bench --bench checksum`, the "portable" row). The same source compiled with AVX2
+//! enabled runs at 51 GiB/s there, so on x86-64 [`pg_checksum_page`] checks once (cached in
+//! an atomic) whether the CPU has AVX2 and, if so, calls a copy of the function compiled for
+//! it. Both copies are the same Rust code, so they cannot disagree; a test checks it on
+//! random pages anyway. An AVX-512 copy was measured too and was no faster than AVX2 on this
+//! CPU, so there is none.
 //!
 //! # Worked example
 //!

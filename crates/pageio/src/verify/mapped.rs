@@ -7,9 +7,10 @@
 //! copies every byte from the page cache into our buffer, and then the checksum reads it
 //! again. Checksumming the page cache's own pages through a read-only mapping skips the
 //! copy, at the price of page-table work instead: every 4 kB page is mapped on first touch
-//! and unmapped afterwards. On the benchmark machine (4.7 GB cached, AVX2 checksum) one
-//! scanner checks 10.6 GB/s mapped against 9.4 GB/s reading — the copy costs a little more
-//! than the mapping — and two scanners reach 15–16 GB/s either way; see `docs/BENCHMARKS.md`.
+//! and unmapped afterwards. On the benchmark machine (4.7 GB cached, AVX2 checksum, two
+//! scanners) that took 0.17–0.18 s against 0.26–0.27 s reading in the published runs, and
+//! 0.29 s against 0.305 s (one scanner: 0.40 against 0.47 s) at a busier moment; the copy
+//! always cost more than the mappings. See `docs/BENCHMARKS.md`, "pageio verify".
 //!
 //! A mapping is the wrong tool for data that is not cached: every miss is a synchronous page
 //! fault, one read-around at a time, which is exactly the queue-depth-one behaviour the AIO

@@ -5,8 +5,8 @@
 //! A DBA who must check every page of a multi-terabyte cluster runs `pg_checksums --check`,
 //! which reads one file at a time with synchronous 8 kB reads and checksums on one core. This
 //! module does the same check — same files, same block numbers, same verdicts, same counts —
-//! with many reads in flight through the AIO subsystem and the checksum work spread over
-//! every core.
+//! with many reads in flight through the AIO subsystem, the checksum work spread over every
+//! core, and data the page cache already holds checked where it lies, without a copy.
 //!
 //! ## Mechanism
 //!
