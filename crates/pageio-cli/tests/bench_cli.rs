@@ -3,17 +3,12 @@
 //! runs.json, runs.csv, summary.md and device.json; PostgreSQL's relation files can be
 //! benchmarked in place; bad flags fail with a message naming the fix.
 
+mod common;
+use common::pageio;
+
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use pageio::gen::DataSet;
-
-fn pageio(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_pageio"))
-        .args(args)
-        .output()
-        .unwrap()
-}
 
 fn disk_tempdir() -> tempfile::TempDir {
     // Under the target directory: on disk, where O_DIRECT works (tmpfs refuses it).
@@ -156,23 +151,8 @@ fn quick_bench_runs_every_cell_with_correct_answers() {
 }
 
 fn fixture() -> (tempfile::TempDir, PathBuf) {
-    let archive = std::env::var_os("PAGEIO_FIXTURES")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures")
-        })
-        .join("pg18-small.tar.zst");
     let dir = disk_tempdir();
-    let ok = Command::new("tar")
-        .args(["--zstd", "-xf"])
-        .arg(&archive)
-        .arg("-C")
-        .arg(dir.path())
-        .status()
-        .unwrap()
-        .success();
-    assert!(ok, "unpack {}", archive.display());
-    let pgdata = dir.path().join("data");
+    let pgdata = common::unpack_fixture(dir.path());
     (dir, pgdata)
 }
 
@@ -333,4 +313,82 @@ fn bad_flags_fail_with_the_fix() {
         assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
         assert!(err.contains(needle), "{args:?}: {err}");
     }
+}
+
+/// Unmounts a test mount when dropped.
+struct Unmount(PathBuf);
+
+impl Drop for Unmount {
+    fn drop(&mut self) {
+        let target = std::ffi::CString::new(self.0.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: target is a valid C string naming a mount point this test created.
+        unsafe { libc::umount(target.as_ptr()) };
+    }
+}
+
+#[test]
+fn file_system_without_direct_io_skips_direct_cells_and_the_device_limit() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "mounting ramfs needs root, which CI has"
+        );
+        eprintln!("SKIP: mounting ramfs needs root");
+        return;
+    }
+    // ramfs answers open(O_DIRECT) with EINVAL (tmpfs accepts it since Linux 6.6).
+    let dir = tempfile::tempdir().unwrap();
+    let target = std::ffi::CString::new(dir.path().as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: valid C strings; a null data pointer is allowed for ramfs.
+    let rc = unsafe {
+        libc::mount(
+            c"none".as_ptr(),
+            target.as_ptr(),
+            c"ramfs".as_ptr(),
+            0,
+            std::ptr::null(),
+        )
+    };
+    assert_eq!(rc, 0, "mount ramfs: {}", std::io::Error::last_os_error());
+    let _unmount = Unmount(dir.path().to_path_buf());
+    let data = dir.path().join("data");
+    let out = dir.path().join("out");
+    let o = pageio(&[
+        "bench",
+        "--rows",
+        "2000",
+        "--quick",
+        "--data-dir",
+        data.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--methods",
+        "sync",
+        "--io",
+        "buffered,direct",
+        "--cache",
+        "warm",
+        "--scans",
+        "seq",
+        "--device-seconds",
+        "1",
+        "--no-progress",
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("no device limit this run"), "{err}");
+    assert!(err.contains("cannot be opened with O_DIRECT"), "{err}");
+    let plan = pageio(&[
+        "bench", "--plan", "--json", "--quick", "--rows", "2000", "--scans", "seq",
+    ]);
+    let plan: serde_json::Value = serde_json::from_slice(&plan.stdout).unwrap();
+    let rs = runs(&out);
+    assert_eq!(rs.len(), plan["queries"].as_array().unwrap().len());
+    assert!(rs
+        .iter()
+        .all(|r| r["direct_io"] == false && r["vs_device"].is_null()));
+    let md = std::fs::read_to_string(out.join("summary.md")).unwrap();
+    assert!(md.contains("skipped uniform sync direct:"), "{md}");
+    assert!(md.contains("--io buffered"), "{md}");
 }

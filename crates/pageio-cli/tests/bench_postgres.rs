@@ -9,41 +9,14 @@
 //! `$PAGEIO_PG_BIN`, as in `verify_postgres.rs`. Without it the test prints a skip line —
 //! except under `CI`, where it fails, so CI can never pass by not running it.
 
+mod common;
+use common::{pg_bin, repo_root};
+
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
-use std::sync::OnceLock;
 
 const ROWS: u64 = 20_000;
-
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-/// The PostgreSQL 18 bin directory, or `None` (with a skip line) when there is none outside
-/// CI.
-fn pg_bin() -> Option<PathBuf> {
-    static BIN: OnceLock<Option<PathBuf>> = OnceLock::new();
-    BIN.get_or_init(|| {
-        let found = match std::env::var_os("PAGEIO_PG_BIN") {
-            Some(b) => Some(PathBuf::from(b)),
-            None => Command::new(repo_root().join("bench/setup-postgres.sh"))
-                .output()
-                .ok()
-                .filter(|o| o.status.success())
-                .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim())),
-        };
-        let found = found.filter(|b| b.join("pg_checksums").exists());
-        if found.is_none() {
-            if std::env::var_os("CI").is_some() {
-                panic!("PostgreSQL 18 not found: run bench/setup-postgres.sh or set PAGEIO_PG_BIN (CI is set, so this is a failure, not a skip)");
-            }
-            eprintln!("SKIP: PostgreSQL 18 not found (run bench/setup-postgres.sh or set PAGEIO_PG_BIN)");
-        }
-        found
-    })
-    .clone()
-}
 
 /// A directory the unprivileged PostgreSQL user can reach (the driver creates the data
 /// directory inside it and hands it to that user).

@@ -1,35 +1,13 @@
 //! `pageio scan` end to end on the real PostgreSQL 18 fixture: text and JSON output carry
 //! PostgreSQL's answers; bad input fails with a message naming the fix.
 
-use std::path::PathBuf;
-use std::process::Command;
+mod common;
+use common::pageio;
 
-fn fixture() -> (tempfile::TempDir, PathBuf) {
-    let archive = std::env::var_os("PAGEIO_FIXTURES")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures")
-        })
-        .join("pg18-small.tar.zst");
+fn fixture() -> (tempfile::TempDir, std::path::PathBuf) {
     let dir = tempfile::tempdir().unwrap();
-    let ok = Command::new("tar")
-        .args(["--zstd", "-xf"])
-        .arg(&archive)
-        .arg("-C")
-        .arg(dir.path())
-        .status()
-        .unwrap()
-        .success();
-    assert!(ok, "unpack {}", archive.display());
-    let pgdata = dir.path().join("data");
+    let pgdata = common::unpack_fixture(dir.path());
     (dir, pgdata)
-}
-
-fn pageio(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_pageio"))
-        .args(args)
-        .output()
-        .unwrap()
 }
 
 #[test]

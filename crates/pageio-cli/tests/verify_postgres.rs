@@ -12,6 +12,9 @@
 //! `$PAGEIO_PG_BIN`. Without it the tests print a skip line — except under `CI`, where they
 //! fail, so CI can never pass by not running them.
 
+mod common;
+use common::pg_bin;
+
 use std::collections::BTreeMap;
 use std::fs::OpenOptions;
 use std::hash::{Hash, Hasher};
@@ -26,10 +29,6 @@ const BLCKSZ: u64 = 8192;
 const RELSEG_SIZE_BLOCKS: u64 = 131072;
 const PG_USER: &str = "pgtest";
 
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
 fn is_root() -> bool {
     // SAFETY: getuid has no preconditions.
     unsafe { libc_getuid() == 0 }
@@ -38,31 +37,6 @@ fn is_root() -> bool {
 extern "C" {
     #[link_name = "getuid"]
     fn libc_getuid() -> u32;
-}
-
-/// The PostgreSQL 18 bin directory, or `None` (with a skip line) when there is none outside
-/// CI.
-fn pg_bin() -> Option<PathBuf> {
-    static BIN: OnceLock<Option<PathBuf>> = OnceLock::new();
-    BIN.get_or_init(|| {
-        let found = match std::env::var_os("PAGEIO_PG_BIN") {
-            Some(b) => Some(PathBuf::from(b)),
-            None => Command::new(repo_root().join("bench/setup-postgres.sh"))
-                .output()
-                .ok()
-                .filter(|o| o.status.success())
-                .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim())),
-        };
-        let found = found.filter(|b| b.join("pg_checksums").exists());
-        if found.is_none() {
-            if std::env::var_os("CI").is_some() {
-                panic!("PostgreSQL 18 not found: run bench/setup-postgres.sh or set PAGEIO_PG_BIN (CI is set, so this is a failure, not a skip)");
-            }
-            eprintln!("SKIP: PostgreSQL 18 not found (run bench/setup-postgres.sh or set PAGEIO_PG_BIN)");
-        }
-        found
-    })
-    .clone()
 }
 
 /// Runs a PostgreSQL binary as the unprivileged user when we are root (PostgreSQL refuses

@@ -276,7 +276,7 @@ pub fn measure_probe(
         .open(file)
         .map_err(|e| {
             format!(
-                "could not open \"{}\" with O_DIRECT for the device probe: {e}; the file system may not support direct I/O (tmpfs does not) — put the data on the disk to measure, or pass --device none",
+                "could not open \"{}\" with O_DIRECT for the device probe: {e}; the file system may not support direct I/O (ramfs does not, tmpfs only since Linux 6.6) — put the data on the disk to measure, or pass --device none",
                 file.display()
             )
         })?;
@@ -342,7 +342,7 @@ mod tests {
 
     #[test]
     fn probe_reads_a_real_file() {
-        // /var/tmp is disk-backed on most systems; tmpfs refuses O_DIRECT, which is a
+        // /var/tmp is disk-backed on most systems; ramfs refuses O_DIRECT, which is a
         // clean error, not a failure of the probe.
         let dir = tempfile::tempdir_in("/var/tmp").expect("tempdir");
         let path = dir.path().join("f");

@@ -439,14 +439,24 @@ pub fn run(args: BenchArgs) -> CliResult {
                     let _ = runner::drop_page_cache();
                 }
             };
-            let d = device::measure(&file, mode, args.device_seconds, &before)?;
-            if !hidden {
-                eprintln!(
-                    "pageio bench: device limit ({}): {:.0} MB/s sequential, {:.0} IOPS random QD1, {:.0} IOPS QD32",
-                    d.source, d.seq_mb_s, d.rand_iops_qd1, d.rand_iops_qd32
-                );
+            match device::measure(&file, mode, args.device_seconds, &before) {
+                Ok(d) => {
+                    if !hidden {
+                        eprintln!(
+                            "pageio bench: device limit ({}): {:.0} MB/s sequential, {:.0} IOPS random QD1, {:.0} IOPS QD32",
+                            d.source, d.seq_mb_s, d.rand_iops_qd1, d.rand_iops_qd32
+                        );
+                    }
+                    Some(d)
+                }
+                // `auto` is the default: a disk that cannot be measured costs the ratios,
+                // not the benchmark. An explicit --device fio/probe is a request, so it fails.
+                Err(e) if mode == "auto" => {
+                    eprintln!("pageio bench: no device limit this run: {e}");
+                    None
+                }
+                Err(e) => return Err(e.into()),
             }
-            Some(d)
         }
     };
 

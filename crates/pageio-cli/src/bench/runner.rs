@@ -182,6 +182,24 @@ fn evict(target: &Target, drop_caches: bool) -> Result<(), Box<dyn std::error::E
     Ok(())
 }
 
+/// Whether the table's file system accepts O_DIRECT (tmpfs, for one, does not): the
+/// message names the file, the cause and the fix.
+fn direct_io_refusal(target: &Target) -> Result<(), String> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = target.table.heap.segment_path(0);
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(&path)
+        .map(drop)
+        .map_err(|e| {
+            format!(
+                "\"{}\" cannot be opened with O_DIRECT ({e}): its file system does not support direct I/O; put the data on a disk-backed file system (--data-dir) or leave direct out (--io buffered)",
+                path.display()
+            )
+        })
+}
+
 /// Runs every query of `queries` (already filtered to `target`) in every cell.
 pub fn run_target(
     target: &Target,
@@ -200,6 +218,15 @@ pub fn run_target(
         for &direct in ctx.modes {
             let mode = if direct { "direct" } else { "buffered" };
             let cell = format!("{} {} {mode}", target.dataset, spec.label());
+            if direct {
+                if let Err(reason) = direct_io_refusal(target) {
+                    ctx.progress
+                        .suspend(|| eprintln!("pageio bench: skipping {cell}: {reason}"));
+                    skipped.push(Skipped { cell, reason });
+                    ctx.progress.inc(runs_per_query(ctx) * queries.len() as u64);
+                    continue;
+                }
+            }
             let mut config = ctx.base.clone();
             config.io_method = spec.method;
             config.io_workers = spec.workers;
@@ -208,7 +235,7 @@ pub fn run_target(
                 Ok(a) => a,
                 Err(e) => {
                     ctx.progress
-                        .println(format!("pageio bench: skipping {cell}: {e}"));
+                        .suspend(|| eprintln!("pageio bench: skipping {cell}: {e}"));
                     skipped.push(Skipped {
                         cell,
                         reason: e.to_string(),
