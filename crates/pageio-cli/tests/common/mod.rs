@@ -62,3 +62,55 @@ pub fn pg_bin() -> Option<PathBuf> {
     })
     .clone()
 }
+
+/// Runs `body` on its own thread and fails the test if it has not finished within
+/// `bound_secs`, so a command that hangs fails the suite with a message instead of stalling
+/// it. A panic in `body` is re-raised with its own message.
+pub fn with_watchdog<T: Send + 'static>(
+    name: &str,
+    bound_secs: u64,
+    body: impl FnOnce() -> T + Send + 'static,
+) -> T {
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    let worker = std::thread::Builder::new()
+        .name(format!("watchdog:{name}"))
+        .spawn(move || {
+            let result = body();
+            // The receiver is gone only when the watchdog already fired.
+            let _ = done_tx.send(());
+            result
+        })
+        .expect("spawn the watched test thread");
+    match done_rx.recv_timeout(std::time::Duration::from_secs(bound_secs)) {
+        Ok(()) | Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => match worker.join() {
+            Ok(result) => result,
+            Err(panic) => std::panic::resume_unwind(panic),
+        },
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+            panic!("{name}: did not finish within {bound_secs} s (hang?)")
+        }
+    }
+}
+
+/// Runs the `pageio` binary with `args`, killing it and failing the test if it runs longer
+/// than `bound_secs` (a CLI that hangs must fail the test, not stall the suite).
+pub fn pageio_bounded(args: &[&str], bound_secs: u64) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_pageio"))
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(bound_secs);
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            return child.wait_with_output().unwrap();
+        }
+        if std::time::Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("pageio {args:?} did not finish within {bound_secs} s (hang?)");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
