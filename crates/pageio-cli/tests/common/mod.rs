@@ -95,16 +95,32 @@ pub fn with_watchdog<T: Send + 'static>(
 /// Runs the `pageio` binary with `args`, killing it and failing the test if it runs longer
 /// than `bound_secs` (a CLI that hangs must fail the test, not stall the suite).
 pub fn pageio_bounded(args: &[&str], bound_secs: u64) -> Output {
+    use std::io::Read;
     let mut child = Command::new(env!("CARGO_BIN_EXE_pageio"))
         .args(args)
+        .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
+    // Drain both pipes on their own threads: a child blocked on a full pipe would otherwise
+    // look like a hang.
+    let mut stdout_pipe = child.stdout.take().unwrap();
+    let mut stderr_pipe = child.stderr.take().unwrap();
+    let stdout_reader = std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        let _ = stdout_pipe.read_to_end(&mut bytes);
+        bytes
+    });
+    let stderr_reader = std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        let _ = stderr_pipe.read_to_end(&mut bytes);
+        bytes
+    });
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(bound_secs);
-    loop {
-        if child.try_wait().unwrap().is_some() {
-            return child.wait_with_output().unwrap();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
         }
         if std::time::Instant::now() >= deadline {
             let _ = child.kill();
@@ -112,5 +128,10 @@ pub fn pageio_bounded(args: &[&str], bound_secs: u64) -> Output {
             panic!("pageio {args:?} did not finish within {bound_secs} s (hang?)");
         }
         std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    Output {
+        status,
+        stdout: stdout_reader.join().unwrap(),
+        stderr: stderr_reader.join().unwrap(),
     }
 }
