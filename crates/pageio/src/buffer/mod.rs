@@ -109,6 +109,53 @@ pub struct PageCheckOptions {
     pub ignore_checksum_failure: bool,
 }
 
+/// Most damaged-page events the pool remembers for [`BufferPool::damaged_pages_since`]: one
+/// line per page is what a DBA reads, and a relation with more damaged pages than this needs
+/// a restore, not a list; the counters keep counting past it.
+pub const DAMAGED_PAGE_LOG_CAPACITY: usize = 1024;
+
+/// What the pool did with a page that failed verification.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DamagedPageAction {
+    /// Zeroed and used as an empty page (`zero_damaged_pages`).
+    Zeroed,
+    /// Used as read despite a checksum failure (`ignore_checksum_failure`).
+    UsedAnyway,
+}
+
+/// One page that failed verification but was read past, as PostgreSQL's WARNING reports it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct DamagedPage {
+    /// Position in the pool's event sequence (see [`BufferPool::damaged_pages_since`]).
+    pub seq: u64,
+    /// The relation's name in messages (`base/5/16384`).
+    pub path: String,
+    /// Block number within the relation fork.
+    pub block: u64,
+    /// What was done with it.
+    pub action: DamagedPageAction,
+    /// Why it failed verification (the two checksums, or the header problem).
+    pub detail: String,
+}
+
+impl std::fmt::Display for DamagedPage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.action {
+            DamagedPageAction::Zeroed => write!(
+                f,
+                "invalid page in block {} of relation {}; zeroing out page ({})",
+                self.block, self.path, self.detail
+            ),
+            DamagedPageAction::UsedAnyway => write!(
+                f,
+                "page verification failed in block {} of relation {}; using it anyway ({})",
+                self.block, self.path, self.detail
+            ),
+        }
+    }
+}
+
 /// Pool-wide counters.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct PoolCounters {
@@ -243,6 +290,8 @@ struct PoolInner {
     pages_zeroed: AtomicU64,
     evictions: AtomicU64,
     waited_on_other_io: AtomicU64,
+    /// The last [`DAMAGED_PAGE_LOG_CAPACITY`] damaged pages read past, and the next `seq`.
+    damaged: Mutex<(std::collections::VecDeque<DamagedPage>, u64)>,
 }
 
 /// The shared buffer pool. Cheap to clone; clones share one pool.
@@ -345,6 +394,7 @@ impl BufferPool {
                 pages_zeroed: AtomicU64::new(0),
                 evictions: AtomicU64::new(0),
                 waited_on_other_io: AtomicU64::new(0),
+                damaged: Mutex::new((std::collections::VecDeque::new(), 0)),
             }),
         })
     }
@@ -380,6 +430,19 @@ impl BufferPool {
             evictions: i.evictions.load(Ordering::Relaxed),
             waited_on_other_io: i.waited_on_other_io.load(Ordering::Relaxed),
         }
+    }
+
+    /// The sequence number the next damaged-page event will get: take it before a scan and
+    /// pass it to [`BufferPool::damaged_pages_since`] after.
+    pub fn damaged_pages_seq(&self) -> u64 {
+        self.inner.damaged.lock().unwrap_or_else(|p| p.into_inner()).1
+    }
+
+    /// Pages that failed verification and were zeroed or used anyway, from event `seq` on
+    /// (the most recent [`DAMAGED_PAGE_LOG_CAPACITY`] are kept).
+    pub fn damaged_pages_since(&self, seq: u64) -> Vec<DamagedPage> {
+        let log = self.inner.damaged.lock().unwrap_or_else(|p| p.into_inner());
+        log.0.iter().filter(|d| d.seq >= seq).cloned().collect()
     }
 
     /// A bulk-read ring sized like PostgreSQL's: 256 kB, or enough for the stream's whole
@@ -819,6 +882,37 @@ impl Drop for PinnedBuffer<'_> {
     }
 }
 
+impl PoolInner {
+    /// Remembers a page read past, dropping the oldest event beyond the log's capacity.
+    fn log_damaged(
+        &self,
+        path: &str,
+        block: u64,
+        action: DamagedPageAction,
+        verdict: &PageVerification,
+    ) {
+        let detail = match verdict {
+            PageVerification::ChecksumMismatch { stored, computed } => {
+                format!("calculated checksum {computed} but expected {stored}")
+            }
+            other => format!("{other}"),
+        };
+        let mut log = self.damaged.lock().unwrap_or_else(|p| p.into_inner());
+        let seq = log.1;
+        log.1 += 1;
+        if log.0.len() == DAMAGED_PAGE_LOG_CAPACITY {
+            log.0.pop_front();
+        }
+        log.0.push_back(DamagedPage {
+            seq,
+            path: path.to_string(),
+            block,
+            action,
+            detail,
+        });
+    }
+}
+
 impl AioCallbacks for PoolInner {
     fn complete_shared(&self, io: &mut SharedCompletion<'_>) {
         let done = io.result.blocks_done as usize;
@@ -860,8 +954,10 @@ impl AioCallbacks for PoolInner {
             if self.check.zero_damaged_pages {
                 page.fill(0);
                 self.pages_zeroed.fetch_add(1, Ordering::Relaxed);
+                self.log_damaged(&path, blkno, DamagedPageAction::Zeroed, &verdict);
                 d.flags.store(FLAG_VALID, Ordering::Release);
             } else if self.check.ignore_checksum_failure && is_checksum {
+                self.log_damaged(&path, blkno, DamagedPageAction::UsedAnyway, &verdict);
                 d.flags.store(FLAG_VALID, Ordering::Release);
             } else {
                 let error = AioError::InvalidPage {

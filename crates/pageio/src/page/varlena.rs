@@ -23,7 +23,21 @@
 //! ```
 //!
 //! [`Varlena::decode`] returns the decoded value and the number of bytes it occupies, and
-//! fails if the header claims more bytes than the slice holds. Writers use
+//! fails if the header claims more bytes than the slice holds. It does not judge the sizes a
+//! compressed value or TOAST pointer *claims* for data it does not hold; a reader that adds
+//! those sizes up (`octet_length`) asks [`Varlena::check_limits`] first, which applies the
+//! limits PostgreSQL enforces:
+//!
+//! ```text
+//!  every value                  total size ≤ MaxAllocSize (1 GB − 1), header included
+//!  inline compressed            raw size + 4 ≤ MaxAllocSize; method pglz or lz4;
+//!                               raw size ≤ compressed bytes × the method's largest expansion
+//!                               (pglz 91: a 3-byte tag copies ≤ 273 bytes; lz4 255: each
+//!                               length byte adds ≤ 255)
+//!  TOAST pointer                4 ≤ va_rawsize ≤ MaxAllocSize; external size ≤ raw size − 4;
+//!                               when compressed (external < raw − 4): method pglz or lz4,
+//!                               raw size − 4 ≤ external size × the method's expansion
+//! ``` Writers use
 //! [`Varlena::encode`], which chooses the short header whenever the total fits in 127 bytes,
 //! exactly as `heap_fill_tuple` does.
 //!
@@ -62,6 +76,20 @@ pub const VARTAG_EXPANDED_RO: u8 = 2;
 pub const VARTAG_EXPANDED_RW: u8 = 3;
 /// Size of `varatt_external`, the payload of an on-disk TOAST pointer.
 pub const SIZE_OF_VARATT_EXTERNAL: usize = 16;
+
+/// PostgreSQL's `MaxAllocSize` (1 GB − 1): no varlena, header included, may be larger, because
+/// no backend could allocate it (`VARLENA_SIZE_LIMIT` in amcheck is the same value).
+pub const MAX_ALLOC_SIZE: usize = 0x3FFF_FFFF;
+
+/// Most bytes one byte of pglz output can expand to: the longest match (`PGLZ_MAX_MATCH`,
+/// 273 bytes) is written as a 3-byte tag, and literals and shorter tags expand less, so no
+/// pglz stream decompresses to more than 91 × its length.
+pub const PGLZ_MAX_EXPANSION: u64 = 91;
+
+/// Most bytes one byte of lz4 output can expand to: past the 4-bit length in a sequence's
+/// token, a match length grows by at most 255 per extra length byte, and the token, offset
+/// and literals expand less, so no lz4 block decompresses to more than 255 × its length.
+pub const LZ4_MAX_EXPANSION: u64 = 255;
 
 /// Compression method of a compressed or toasted value (`ToastCompressionId`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -239,6 +267,82 @@ impl<'a> Varlena<'a> {
                 ext_size_bytes,
                 ..
             } => (ext_size_bytes as i64) < raw_size_bytes as i64 - VARHDRSZ as i64,
+        }
+    }
+
+    /// Checks the sizes the value claims against PostgreSQL's limits (see the module docs):
+    /// an inline-compressed value or TOAST pointer whose raw size could not have been
+    /// written by PostgreSQL is corruption, and summing it would report a size that does
+    /// not exist. The error says which size is wrong and the limit it breaks.
+    pub fn check_limits(&self) -> Result<()> {
+        let bad = |problem: String| PageError::BadVarlena { offset: 0, problem };
+        match *self {
+            Self::Inline(_) => Ok(()),
+            Self::Compressed {
+                raw_size_bytes,
+                method,
+                data,
+            } => {
+                let expansion = match method {
+                    CompressionMethod::Pglz => PGLZ_MAX_EXPANSION,
+                    CompressionMethod::Lz4 => LZ4_MAX_EXPANSION,
+                    CompressionMethod::Other(id) => {
+                        return Err(bad(format!(
+                            "inline-compressed value has invalid compression method id {id} (PostgreSQL knows 0 = pglz and 1 = lz4)"
+                        )))
+                    }
+                };
+                if raw_size_bytes as usize + VARHDRSZ > MAX_ALLOC_SIZE {
+                    return Err(bad(format!(
+                        "inline-compressed value claims a raw size of {raw_size_bytes} bytes, more than MaxAllocSize ({MAX_ALLOC_SIZE}) allows"
+                    )));
+                }
+                let most = data.len() as u64 * expansion;
+                if raw_size_bytes as u64 > most {
+                    return Err(bad(format!(
+                        "inline-compressed value claims a raw size of {raw_size_bytes} bytes from {} compressed bytes, more than {method:?} can expand to ({most} bytes at most)",
+                        data.len()
+                    )));
+                }
+                Ok(())
+            }
+            Self::External {
+                raw_size_bytes,
+                ext_size_bytes,
+                method,
+                value_id,
+                ..
+            } => {
+                if raw_size_bytes < VARHDRSZ as i32 || raw_size_bytes as usize > MAX_ALLOC_SIZE {
+                    return Err(bad(format!(
+                        "TOAST value {value_id}: va_rawsize {raw_size_bytes} outside {VARHDRSZ}..={MAX_ALLOC_SIZE} (MaxAllocSize)"
+                    )));
+                }
+                let raw_data_bytes = raw_size_bytes as u32 - VARHDRSZ as u32;
+                if ext_size_bytes > raw_data_bytes {
+                    return Err(bad(format!(
+                        "TOAST value {value_id}: external size {ext_size_bytes} exceeds the raw size {raw_data_bytes} (va_rawsize {raw_size_bytes} minus its header)"
+                    )));
+                }
+                if self.is_compressed() {
+                    let expansion = match method {
+                        CompressionMethod::Pglz => PGLZ_MAX_EXPANSION,
+                        CompressionMethod::Lz4 => LZ4_MAX_EXPANSION,
+                        CompressionMethod::Other(id) => {
+                            return Err(bad(format!(
+                                "TOAST value {value_id} has invalid compression method id {id} (PostgreSQL knows 0 = pglz and 1 = lz4)"
+                            )))
+                        }
+                    };
+                    let most = ext_size_bytes as u64 * expansion;
+                    if raw_data_bytes as u64 > most {
+                        return Err(bad(format!(
+                            "TOAST value {value_id} claims a raw size of {raw_data_bytes} bytes from {ext_size_bytes} compressed bytes, more than {method:?} can expand to ({most} bytes at most)"
+                        )));
+                    }
+                }
+                Ok(())
+            }
         }
     }
 

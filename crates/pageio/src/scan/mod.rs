@@ -25,6 +25,43 @@
 //! snapshots, in-progress transactions, the commit log — is out of scope: hint bits are
 //! what this engine believes, which is exact for any cleanly shut-down, vacuumed cluster.
 //!
+//! # Bounds, and what is reported as corruption
+//!
+//! Every link read from disk may be garbage, so every walk over links is bounded and a link
+//! that cannot be right ends the scan with an error naming the file and the block — never a
+//! hang, never a partial answer reported as success:
+//!
+//! ```text
+//!  walk             bound                                   reported as corruption
+//!  ────             ─────                                   ──────────────────────
+//!  metapage root    root < index blocks                     root past the end, root = the
+//!                                                           metapage, root level ≠ btm_fastlevel
+//!  downlinks        each block once (visited set), child    cycle, child past the end or the
+//!                   level = parent level − 1                metapage, child of the wrong level
+//!  right links      each block once (visited set), so at    cycle, link past the end, link to a
+//!                   most the index's block count            page that is not a leaf (level 0)
+//!  deleted and      stepped right over, as PostgreSQL       a dead page with no right sibling
+//!  half-dead pages  does, inside the same visited set       where a live page must follow
+//!  HOT chains and   each line pointer once (bitset of the   cycle, redirect to a redirect or to
+//!  redirects        page's ≤ 2042 line pointers)            an unused or missing line pointer,
+//!                                                           HOT successor beyond the page
+//!  segment files    MAX_SEGMENTS (32768)                    a later segment after a missing or
+//!                                                           short one; a partial last page
+//! ```
+//!
+//! An all-zero btree page says what PostgreSQL says: `index "…" contains unexpected zero page
+//! at block N`, "Please REINDEX it." Values whose claimed size PostgreSQL could never have
+//! written (an inline-compressed or TOAST-pointer raw size beyond `MaxAllocSize`, or beyond
+//! what the compressed bytes can expand to) are reported with file, block, line pointer and
+//! attribute instead of being summed. Pages read past under `zero_damaged_pages` or
+//! `ignore_checksum_failure` are listed in [`ScanResult::damaged_pages`], one event per page,
+//! as PostgreSQL's WARNING lists them.
+//!
+//! Where PostgreSQL itself returns fewer rows without complaint, so does this scan: a right
+//! link of 0 (`P_NONE`) ends the leaf level; an index TID whose line pointer is beyond the
+//! heap page's, dead or unused yields no row; a HOT chain ends at a successor on another
+//! page. These are the answers `heap_hot_search_buffer` and `_bt_readnextpage` give.
+//!
 //! Worked example (the fixture's `uniform`, `a BETWEEN 250 AND 750`): the seq scan reads all
 //! 1112 heap pages and keeps 9917 rows; the bitmap scan descends root block 3 to the first
 //! leaf holding 250, collects 9917 TIDs, sorts them into ~1100 distinct pages (the values are
@@ -32,19 +69,19 @@
 //! 9917 TIDs in key order, re-pinning pages many times. All three answer 9917 rows and
 //! 654522 bytes, as PostgreSQL does.
 
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
 use std::time::Instant;
 
 use thiserror::Error;
 
 use crate::aio::IoCounters;
-use crate::buffer::{BufferError, BufferPool, PoolCounters, RelId};
-use crate::page::btree::{BtMetaPage, BtreePage};
+use crate::buffer::{BufferError, BufferPool, DamagedPage, PinnedBuffer, PoolCounters, RelId};
+use crate::page::btree::{BtMetaPage, BtPageOpaque, BtreePage, BTP_HALF_DEAD};
 use crate::page::heap::{ColumnType, Datum, HeapTuple, HEAP_HOT_UPDATED};
 use crate::page::heap::{HEAP_XMAX_COMMITTED, HEAP_XMAX_INVALID, HEAP_XMAX_LOCK_ONLY};
 use crate::page::heap::{HEAP_XMIN_COMMITTED, HEAP_XMIN_INVALID};
 use crate::page::{ItemPointer, LinePointerFlags, PageError, PageRef};
-use crate::storage::{RelFile, StorageError};
+use crate::storage::{RelFile, StorageError, RELSEG_SIZE_BLOCKS};
 use crate::stream::{DistancePolicy, ReadStream, StreamOptions, StreamStats};
 use crate::Backend;
 
@@ -169,6 +206,9 @@ pub struct ScanResult {
     pub index_pages: u64,
     /// Pages that failed verification but were used (`ignore_checksum_failure`) or zeroed.
     pub pages_failed_verification: u64,
+    /// Those pages of this scan's relations, one event each: block, what was done
+    /// (zeroed or used anyway) and why it failed.
+    pub damaged_pages: Vec<DamagedPage>,
     /// Heap stream statistics.
     pub stream: StreamStats,
     /// Buffer-pool counters accumulated during the scan.
@@ -209,6 +249,70 @@ pub enum ScanError {
         /// Why.
         reason: String,
     },
+    /// An all-zero page where the btree needs a page (PostgreSQL's `_bt_checkpage`).
+    #[error("index \"{index}\" contains unexpected zero page at block {block}; Please REINDEX it.")]
+    IndexZeroPage {
+        /// The index file.
+        index: String,
+        /// The zero page.
+        block: u64,
+    },
+    /// The btree's links or pages are inconsistent: a cycle, a link past the end or to a
+    /// page of the wrong kind or level.
+    #[error("index \"{index}\" is corrupt at block {block}: {problem}; Please REINDEX it.")]
+    IndexCorrupt {
+        /// The index file.
+        index: String,
+        /// The block holding the bad link or the bad page.
+        block: u64,
+        /// What is wrong, with the blocks involved.
+        problem: String,
+    },
+    /// A heap page's line pointers or HOT chain are inconsistent.
+    #[error("heap \"{path}\" is corrupt at block {block}, line pointer {offset}: {problem}; check the table with amcheck's verify_heapam and restore the page from a backup")]
+    HeapCorrupt {
+        /// The heap file.
+        path: String,
+        /// Block.
+        block: u64,
+        /// The line pointer holding the bad link.
+        offset: u16,
+        /// What is wrong.
+        problem: String,
+    },
+    /// A tuple does not decode, or claims sizes PostgreSQL could not have written.
+    #[error("block {block}, line pointer {offset} of \"{path}\": {source}")]
+    Tuple {
+        /// File.
+        path: String,
+        /// Block.
+        block: u64,
+        /// Line pointer (offset number) of the tuple.
+        offset: u16,
+        /// What is wrong, naming the attribute.
+        source: PageError,
+    },
+    /// The last segment file of a relation ends in a partial page.
+    #[error("file \"{path}\" is {size_bytes} bytes, not a multiple of the {BLCKSZ_BYTES}-byte page size: its last {partial_bytes} bytes are a partial page the scan cannot read (a truncated copy, or a file still being written); restore the file from a backup")]
+    PartialPage {
+        /// The segment file.
+        path: String,
+        /// Its size.
+        size_bytes: u64,
+        /// Bytes past the last whole page.
+        partial_bytes: u64,
+    },
+    /// A segment file exists after a missing or short one, so its blocks would be ignored.
+    #[error("relation \"{relation}\" has {missing}, but a later segment file \"{later}\" exists: the blocks from there on would be silently ignored; restore the missing segment from a backup")]
+    SegmentGap {
+        /// The relation (segment 0).
+        relation: String,
+        /// The segment that ends the relation early: `no segment file "…"` or
+        /// `segment file "…" of N bytes, shorter than a full segment`.
+        missing: String,
+        /// The later segment file found.
+        later: String,
+    },
     /// The AIO layer refused.
     #[error(transparent)]
     Aio(#[from] crate::aio::AioError),
@@ -224,6 +328,16 @@ pub struct ScanOptions {
     /// The read stream's look-ahead policy.
     pub policy: DistancePolicy,
 }
+
+/// `BLCKSZ`, for messages.
+const BLCKSZ_BYTES: usize = crate::page::BLCKSZ;
+
+/// The most line pointers a page can hold: `(BLCKSZ - header) / sizeof(ItemIdData)`. A HOT
+/// chain visits each at most once, so a bitset of this many bits bounds the walk.
+const MAX_LINE_POINTERS_PER_PAGE: usize = (BLCKSZ_BYTES - 24) / 4;
+
+/// Words of the per-fetch visited bitset (2048 bits ≥ 2043 offset numbers, 0 unused).
+const LINE_POINTER_BITSET_WORDS: usize = MAX_LINE_POINTERS_PER_PAGE.div_ceil(64) + 1;
 
 fn page_err(rel: &RelFile, block: u64) -> impl FnOnce(PageError) -> ScanError + '_ {
     move |source| ScanError::Page {
@@ -258,12 +372,43 @@ struct Acc<'c> {
 
 impl Acc<'_> {
     /// Applies the predicate to one tuple; returns whether it was live.
-    fn tuple(&mut self, rel: &RelFile, block: u64, bytes: &[u8]) -> Result<bool, ScanError> {
-        let t = HeapTuple::parse(bytes).map_err(page_err(rel, block))?;
+    fn tuple(
+        &mut self,
+        rel: &RelFile,
+        block: u64,
+        offset: u16,
+        bytes: &[u8],
+    ) -> Result<bool, ScanError> {
+        let tuple_err = |source| ScanError::Tuple {
+            path: rel.display_name().to_string(),
+            block,
+            offset,
+            source,
+        };
+        let t = HeapTuple::parse(bytes).map_err(tuple_err)?;
         if !tuple_is_live(t.header().t_infomask) {
             return Ok(false);
         }
-        let values = t.deform(self.columns).map_err(page_err(rel, block))?;
+        let values = t.deform(self.columns).map_err(tuple_err)?;
+        // A size PostgreSQL could never have written would be summed as if real.
+        for (attnum, value) in values.iter().enumerate() {
+            if let Datum::Varlena(v) = value {
+                v.check_limits().map_err(|e| {
+                    tuple_err(PageError::BadTuple {
+                        what: "heap tuple",
+                        problem: format!(
+                            "attribute {} ({:?}): {}",
+                            attnum + 1,
+                            self.columns[attnum],
+                            match e {
+                                PageError::BadVarlena { problem, .. } => problem,
+                                other => other.to_string(),
+                            }
+                        ),
+                    })
+                })?;
+            }
+        }
         if values.first().is_some_and(|k| self.predicate.matches(k)) {
             self.rows += 1;
             self.sum += match values.last() {
@@ -289,12 +434,13 @@ impl Acc<'_> {
                 continue;
             }
             let bytes = p.item_bytes(off, id).map_err(page_err(rel, block))?;
-            self.tuple(rel, block, bytes)?;
+            self.tuple(rel, block, off, bytes)?;
         }
         Ok(())
     }
 
-    /// The tuple at `offset`, following a HOT chain to its live member.
+    /// The tuple at `offset`, following a redirect and a HOT chain to its live member, as
+    /// `heap_hot_search_buffer` does — each line pointer at most once (see the module docs).
     fn fetch(
         &mut self,
         rel: &RelFile,
@@ -306,17 +452,61 @@ impl Acc<'_> {
             return Ok(());
         }
         let p = PageRef::new(page).map_err(page_err(rel, block))?;
+        let count = p.item_count();
+        let corrupt = |at: u16, problem: String| ScanError::HeapCorrupt {
+            path: rel.display_name().to_string(),
+            block,
+            offset: at,
+            problem,
+        };
+        let mut visited = [0u64; LINE_POINTER_BITSET_WORDS];
+        // The line pointer whose link led to `off`, once past the chain's start.
+        let mut came_from: Option<(u16, LinePointerFlags)> = None;
         let mut off = offset;
-        // A chain is at most as long as the page has line pointers.
-        for _ in 0..=p.item_count() {
-            let Ok(id) = p.item_id(off) else {
-                return Ok(());
-            };
+        loop {
+            if off == 0 || off > count {
+                return match came_from {
+                    // An index TID beyond the page's line pointers: PostgreSQL finds no row.
+                    None => Ok(()),
+                    Some((from, flags)) => Err(corrupt(
+                        from,
+                        format!(
+                            "{} points to line pointer {off}, but the page has {count}",
+                            link_name(flags)
+                        ),
+                    )),
+                };
+            }
+            let (word, bit) = (off as usize / 64, 1u64 << (off % 64));
+            if visited[word] & bit != 0 {
+                let (from, flags) = came_from.unwrap_or((offset, LinePointerFlags::Normal));
+                return Err(corrupt(
+                    from,
+                    format!(
+                        "{} points back to line pointer {off}: the chain starting at line pointer {offset} is a cycle",
+                        link_name(flags)
+                    ),
+                ));
+            }
+            visited[word] |= bit;
+            let id = p.item_id(off).map_err(page_err(rel, block))?;
             match id.lp_flags {
-                LinePointerFlags::Redirect => off = id.lp_off,
+                LinePointerFlags::Redirect => {
+                    if let Some((from, flags)) = came_from {
+                        return Err(corrupt(
+                            from,
+                            format!(
+                                "{} points to line pointer {off}, which is a redirect (PostgreSQL redirects only to the chain's first tuple)",
+                                link_name(flags)
+                            ),
+                        ));
+                    }
+                    came_from = Some((off, LinePointerFlags::Redirect));
+                    off = id.lp_off;
+                }
                 LinePointerFlags::Normal => {
                     let bytes = p.item_bytes(off, id).map_err(page_err(rel, block))?;
-                    if self.tuple(rel, block, bytes)? {
+                    if self.tuple(rel, block, off, bytes)? {
                         return Ok(());
                     }
                     let t = HeapTuple::parse(bytes).map_err(page_err(rel, block))?;
@@ -324,13 +514,59 @@ impl Acc<'_> {
                     if h.t_infomask2 & HEAP_HOT_UPDATED == 0 || h.t_ctid.block as u64 != block {
                         return Ok(());
                     }
+                    came_from = Some((off, LinePointerFlags::Normal));
                     off = h.t_ctid.offset;
                 }
-                _ => return Ok(()),
+                LinePointerFlags::Unused => {
+                    if let Some((from, flags)) = came_from {
+                        return Err(corrupt(
+                            from,
+                            format!("{} points to line pointer {off}, which is unused", link_name(flags)),
+                        ));
+                    }
+                    return Ok(());
+                }
+                // A dead member ends the chain (pruning left only its stub).
+                LinePointerFlags::Dead => return Ok(()),
             }
         }
-        Ok(())
     }
+}
+
+/// How a chain link is named in messages.
+fn link_name(flags: LinePointerFlags) -> &'static str {
+    match flags {
+        LinePointerFlags::Redirect => "its redirect",
+        _ => "its HOT-updated tuple's t_ctid",
+    }
+}
+
+/// The block count of a relation, or an error if its files hide blocks: a partial page at
+/// the end, or a segment file after a missing or short one (see the module docs).
+fn checked_nblocks(rel: &RelFile) -> Result<u64, ScanError> {
+    let layout = rel.segment_layout()?;
+    if let Some(o) = &layout.orphan {
+        let ended = rel.segment_display(o.ended_at_segno);
+        return Err(ScanError::SegmentGap {
+            relation: rel.display_name().to_string(),
+            missing: match o.ended_at_size_bytes {
+                None => format!("no segment file \"{ended}\""),
+                Some(size) => format!(
+                    "segment file \"{ended}\" of {size} bytes, shorter than a full segment ({} bytes)",
+                    RELSEG_SIZE_BLOCKS as u64 * BLCKSZ_BYTES as u64
+                ),
+            },
+            later: rel.segment_display(o.later_segno).to_string(),
+        });
+    }
+    if let Some(partial_bytes) = layout.partial_page_bytes {
+        return Err(ScanError::PartialPage {
+            path: rel.segment_display(layout.last_segno).to_string(),
+            size_bytes: layout.last_size_bytes,
+            partial_bytes,
+        });
+    }
+    Ok(layout.nblocks)
 }
 
 /// Runs one scan on the calling thread (which becomes an AIO backend for its duration).
@@ -341,6 +577,7 @@ pub fn run_scan(
 ) -> Result<ScanResult, ScanError> {
     let mut backend = pool.aio().backend()?;
     let pool_before = pool.counters();
+    let damaged_before = pool.damaged_pages_seq();
     let io_before = backend.counters();
     let start = Instant::now();
     let mut acc = Acc {
@@ -368,6 +605,18 @@ pub fn run_scan(
         waited_on_other_io: after.waited_on_other_io - pool_before.waited_on_other_io,
     };
     result.pages_failed_verification = result.pool.verification_failures;
+    let ours = |path: &str| {
+        *table.heap.display_name().as_ref() == *path
+            || table
+                .index
+                .as_ref()
+                .is_some_and(|i| *i.display_name().as_ref() == *path)
+    };
+    result.damaged_pages = pool
+        .damaged_pages_since(damaged_before)
+        .into_iter()
+        .filter(|d| ours(&d.path))
+        .collect();
     let io = backend.counters();
     result.io = IoCounters {
         ios_issued: io.ios_issued - io_before.ios_issued,
@@ -393,7 +642,7 @@ fn seq_scan(
     acc: &mut Acc<'_>,
     result: &mut ScanResult,
 ) -> Result<(), ScanError> {
-    let nblocks = table.heap.nblocks()?;
+    let nblocks = checked_nblocks(&table.heap)?;
     let mut next = 0u64;
     let mut stream = ReadStream::new(
         pool,
@@ -417,18 +666,122 @@ fn seq_scan(
     Ok(())
 }
 
-/// Walks a btree's leaf level over `[lo, hi]`, one leaf at a time.
+/// Why a btree block is being read: names the link in messages.
+#[derive(Debug, Clone, Copy)]
+enum Link {
+    /// The metapage's (fast) root.
+    Root,
+    /// A downlink in an internal page.
+    Downlink { from: u64 },
+    /// A right link (`btpo_next`).
+    RightLink { from: u64 },
+}
+
+impl Link {
+    /// The block holding the link (the metapage for the root).
+    fn from_block(self) -> u64 {
+        match self {
+            Link::Root => 0,
+            Link::Downlink { from } | Link::RightLink { from } => from,
+        }
+    }
+}
+
+impl std::fmt::Display for Link {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Link::Root => f.write_str("the metapage's root"),
+            Link::Downlink { from } => write!(f, "a downlink in block {from}"),
+            Link::RightLink { from } => write!(f, "the right link of block {from}"),
+        }
+    }
+}
+
+/// `P_IGNORE`: a deleted or half-dead page, which scans step right over.
+fn is_ignorable(opaque: &BtPageOpaque) -> bool {
+    opaque.is_deleted() || opaque.btpo_flags & BTP_HALF_DEAD != 0
+}
+
+/// Walks a btree's leaf level over `[lo, hi]`, one leaf at a time. Every block is entered
+/// at most once (`visited`), so the walk reads at most the index's block count of pages and
+/// a cycle in downlinks or right links is reported, not followed.
 struct LeafWalk<'p> {
     pool: &'p BufferPool,
     index: &'p RelFile,
     rel: RelId,
     key_type: ColumnType,
     predicate: Between,
-    next_leaf: Option<u64>,
+    /// The index's block count when the walk started: no link may point at or past it.
+    nblocks: u64,
+    /// Every block entered by the descent or the leaf walk.
+    visited: HashSet<u64>,
+    /// The next leaf and the link that leads to it.
+    next_leaf: Option<(u64, Link)>,
     pages_read: u64,
 }
 
 impl<'p> LeafWalk<'p> {
+    fn corrupt(&self, block: u64, problem: String) -> ScanError {
+        ScanError::IndexCorrupt {
+            index: self.index.display_name().to_string(),
+            block,
+            problem,
+        }
+    }
+
+    /// Follows `link` to `block`: refuses a block past the end, the metapage or one already
+    /// entered (a cycle), then reads and checks the page as `_bt_checkpage` does.
+    fn enter(
+        &mut self,
+        backend: &mut Backend,
+        block: u64,
+        link: Link,
+    ) -> Result<(PinnedBuffer<'p>, BtPageOpaque), ScanError> {
+        let from = link.from_block();
+        if block >= self.nblocks {
+            return Err(self.corrupt(
+                from,
+                format!(
+                    "{link} points to block {block}, past the end of the index ({} blocks)",
+                    self.nblocks
+                ),
+            ));
+        }
+        if block == 0 {
+            return Err(self.corrupt(from, format!("{link} points to block 0, the metapage")));
+        }
+        if !self.visited.insert(block) {
+            return Err(self.corrupt(
+                from,
+                format!("{link} points back to block {block}, already visited: the links form a cycle"),
+            ));
+        }
+        let buf = self.pool.read_buffer(backend, self.rel, block, None)?;
+        self.pages_read += 1;
+        if is_new_page(buf.page()) {
+            return Err(ScanError::IndexZeroPage {
+                index: self.index.display_name().to_string(),
+                block,
+            });
+        }
+        let opaque = match BtreePage::new(buf.page()) {
+            Ok(page) => *page.opaque(),
+            Err(e) => {
+                return Err(self.corrupt(
+                    block,
+                    format!("{link} leads to a page that is not a btree page ({e})"),
+                ))
+            }
+        };
+        if opaque.is_meta() {
+            return Err(self.corrupt(
+                block,
+                format!("{link} leads to a page flagged as a metapage"),
+            ));
+        }
+        Ok((buf, opaque))
+    }
+
     fn start(
         pool: &'p BufferPool,
         backend: &mut Backend,
@@ -436,45 +789,92 @@ impl<'p> LeafWalk<'p> {
         key_type: ColumnType,
         predicate: Between,
     ) -> Result<Self, ScanError> {
+        let nblocks = checked_nblocks(index)?;
         let rel = pool.register(index);
         let bad = |reason: String| ScanError::BadIndex {
             path: index.display_name().to_string(),
             reason,
         };
+        let mut walk = LeafWalk {
+            pool,
+            index,
+            rel,
+            key_type,
+            predicate,
+            nblocks,
+            visited: HashSet::new(),
+            next_leaf: None,
+            pages_read: 0,
+        };
+        if nblocks == 0 {
+            return Err(bad("the file is empty: a btree has at least its metapage".into()));
+        }
         let meta_buf = pool.read_buffer(backend, rel, 0, None)?;
-        let meta = BtMetaPage::parse(meta_buf.page()).map_err(|e| bad(e.to_string()))?;
-        drop(meta_buf);
-        let mut pages_read = 1;
-        if meta.btm_fastroot == 0 && meta.btm_root == 0 {
-            // An empty index has no root.
-            return Ok(LeafWalk {
-                pool,
-                index,
-                rel,
-                key_type,
-                predicate,
-                next_leaf: None,
-                pages_read,
+        walk.pages_read = 1;
+        if is_new_page(meta_buf.page()) {
+            return Err(ScanError::IndexZeroPage {
+                index: index.display_name().to_string(),
+                block: 0,
             });
         }
+        let meta = BtMetaPage::parse(meta_buf.page()).map_err(|e| bad(e.to_string()))?;
+        drop(meta_buf);
+        if meta.btm_root == 0 {
+            // P_NONE: an empty index has no root.
+            return Ok(walk);
+        }
+        if meta.btm_fastroot == 0 {
+            return Err(walk.corrupt(
+                0,
+                format!("the metapage has root {} but fast root 0", meta.btm_root),
+            ));
+        }
         let mut block = meta.btm_fastroot as u64;
-        // Bounded: a btree is at most a few dozen levels deep; more means a cycle.
-        for level in 0..64 {
-            let buf = pool.read_buffer(backend, rel, block, None)?;
-            pages_read = 2 + level;
-            let page = BtreePage::new(buf.page()).map_err(page_err(index, block))?;
-            let opaque = *page.opaque();
-            if opaque.is_leaf() {
-                return Ok(LeafWalk {
-                    pool,
-                    index,
-                    rel,
-                    key_type,
-                    predicate,
-                    next_leaf: Some(block),
-                    pages_read,
-                });
+        let mut link = Link::Root;
+        let mut level = meta.btm_fastlevel;
+        // Each step enters a new block (see `enter`), so the descent reads at most the
+        // index's block count of pages.
+        loop {
+            let (buf, opaque) = walk.enter(backend, block, link)?;
+            if is_ignorable(&opaque) {
+                // A page deleted or half-dead since its parent was read: step right, as
+                // `_bt_moveright` does.
+                if opaque.is_rightmost() {
+                    return Err(walk.corrupt(
+                        block,
+                        format!("{link} leads to a deleted or half-dead page with no right sibling: no live page at level {level}"),
+                    ));
+                }
+                link = Link::RightLink { from: block };
+                block = opaque.btpo_next as u64;
+                continue;
             }
+            if opaque.btpo_level != level {
+                return Err(walk.corrupt(
+                    block,
+                    format!(
+                        "{link} leads to a page of level {}, expected level {level}",
+                        opaque.btpo_level
+                    ),
+                ));
+            }
+            if opaque.is_leaf() != (level == 0) {
+                return Err(walk.corrupt(
+                    block,
+                    format!(
+                        "page of level {level} is {}flagged as a leaf (btpo_flags {:#x})",
+                        if opaque.is_leaf() { "" } else { "not " },
+                        opaque.btpo_flags
+                    ),
+                ));
+            }
+            if level == 0 {
+                // The leaf is entered again by `next_leaf`, which reads its items.
+                walk.visited.remove(&block);
+                walk.next_leaf = Some((block, link));
+                return Ok(walk);
+            }
+            let page = BtreePage::new(buf.page()).map_err(page_err(index, block))?;
             let items = page.data_items().map_err(page_err(index, block))?;
             // The last pivot whose key is < lo; the first (key-less) item is minus infinity.
             let mut child = None;
@@ -486,25 +886,34 @@ impl<'p> LeafWalk<'p> {
                 }
             }
             let Some(child) = child.or_else(|| items.first().map(|(_, i)| i.downlink())) else {
-                return Err(bad(format!("internal page {block} has no items")));
+                return Err(walk.corrupt(block, "internal page has no items".into()));
             };
+            link = Link::Downlink { from: block };
             block = child as u64;
+            level -= 1;
         }
-        Err(bad("descent did not reach a leaf within 64 levels".into()))
     }
 
     /// The qualifying heap TIDs of the next leaf (in key order), or `None` at the end.
+    /// Deleted and half-dead leaves give no TIDs and the walk steps right over them.
     fn next_leaf(&mut self, backend: &mut Backend) -> Result<Option<Vec<ItemPointer>>, ScanError> {
-        let Some(block) = self.next_leaf.take() else {
+        let Some((block, link)) = self.next_leaf.take() else {
             return Ok(None);
         };
-        let buf = self.pool.read_buffer(backend, self.rel, block, None)?;
-        self.pages_read += 1;
-        let page = BtreePage::new(buf.page()).map_err(page_err(self.index, block))?;
-        let opaque = *page.opaque();
+        let (buf, opaque) = self.enter(backend, block, link)?;
         let mut tids = Vec::new();
         let mut past_end = false;
-        if !opaque.is_deleted() && opaque.btpo_flags & crate::page::btree::BTP_HALF_DEAD == 0 {
+        if !is_ignorable(&opaque) {
+            if !opaque.is_leaf() || opaque.btpo_level != 0 {
+                return Err(self.corrupt(
+                    link.from_block(),
+                    format!(
+                        "{link} points to block {block}, which is not a leaf (level {}, btpo_flags {:#x}): the leaf level may link only leaves",
+                        opaque.btpo_level, opaque.btpo_flags
+                    ),
+                ));
+            }
+            let page = BtreePage::new(buf.page()).map_err(page_err(self.index, block))?;
             for (_, item) in page.data_items().map_err(page_err(self.index, block))? {
                 let Some(key) = item
                     .first_key(self.key_type)
@@ -524,8 +933,9 @@ impl<'p> LeafWalk<'p> {
                 }
             }
         }
+        // A right link of 0 (P_NONE) ends the level, as in PostgreSQL.
         if !past_end && !opaque.is_rightmost() {
-            self.next_leaf = Some(opaque.btpo_next as u64);
+            self.next_leaf = Some((opaque.btpo_next as u64, Link::RightLink { from: block }));
         }
         Ok(Some(tids))
     }

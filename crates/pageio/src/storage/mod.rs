@@ -36,7 +36,7 @@ mod relation;
 
 pub use direct::{dio_alignment, DioAlignment, IoBuffer, DEFAULT_DIO_ALIGNMENT_BYTES};
 pub use fd_cache::{FileCache, OpenMode, SegmentFile, RESERVED_FDS};
-pub use relation::{ForkNumber, RelFile};
+pub use relation::{ForkNumber, OrphanSegment, RelFile, SegmentLayout, MAX_SEGMENTS};
 
 use std::path::PathBuf;
 

@@ -4,12 +4,61 @@
 //! (`base/5/16384`, `base/5/16384_fsm`, or any file a generator created). Everything else —
 //! segment paths, block-to-segment arithmetic, the relation's length — is derived from that
 //! path and [`RELSEG_SIZE_BLOCKS`], exactly as PostgreSQL's `md.c` derives them.
+//!
+//! # Walking the segments
+//!
+//! `mdnblocks` counts segments until the first one that is missing or shorter than 1 GB, and
+//! [`RelFile::nblocks`] does the same. That count is blind to two kinds of damage a reader
+//! must not paper over, so [`RelFile::segment_layout`] also reports them:
+//!
+//! ```text
+//!   16384 (1 GB)   16384.1 (missing)   16384.2 (present)   → orphan: segment 2 after the end
+//!   16384 (1 GB)   16384.1 (5 MB)      16384.2 (present)   → orphan: a short segment before it
+//!   16384 (8000 bytes)                                      → partial page: 8000 % 8192 ≠ 0
+//! ```
+//!
+//! Both walks are bounded by [`MAX_SEGMENTS`]: a fork never has more segments than
+//! PostgreSQL's block numbers can address, so a longer chain is not a relation.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::{FileCache, OpenMode, SegmentFile, StorageError, BLCKSZ, RELSEG_SIZE_BLOCKS};
+
+/// Most segment files one fork can have: PostgreSQL's block numbers are 32 bits
+/// (`MaxBlockNumber` = 0xFFFFFFFE), so a fork holds fewer than 2^32 blocks, i.e. at most
+/// 2^32 / `RELSEG_SIZE` = 32768 segments. Every walk over segment files stops there.
+pub const MAX_SEGMENTS: u32 = ((1u64 << 32) / RELSEG_SIZE_BLOCKS as u64) as u32;
+
+/// What [`RelFile::segment_layout`] found: the length `mdnblocks` would report, plus the
+/// damage that length hides.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SegmentLayout {
+    /// Whole blocks up to the first missing or short segment (what `mdnblocks` counts).
+    pub nblocks: u64,
+    /// Number of the last segment counted (the one that ended the walk, if present).
+    pub last_segno: u32,
+    /// Size of that last segment in bytes.
+    pub last_size_bytes: u64,
+    /// Set when the last segment's size is not a whole number of pages: the trailing
+    /// `last_size_bytes % BLCKSZ` bytes are a partial page `nblocks` does not count.
+    pub partial_page_bytes: Option<u64>,
+    /// A segment file that exists after the end of the walk (a missing or short segment
+    /// before it), whose blocks `nblocks` does not count.
+    pub orphan: Option<OrphanSegment>,
+}
+
+/// A segment file found beyond the segment that ended the walk.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OrphanSegment {
+    /// The segment that ended the walk: missing, or shorter than a full segment.
+    pub ended_at_segno: u32,
+    /// Its size in bytes, or `None` if the file is missing.
+    pub ended_at_size_bytes: Option<u64>,
+    /// The first later segment file that exists.
+    pub later_segno: u32,
+}
 
 /// A relation fork (PostgreSQL's `ForkNumber`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
@@ -142,32 +191,101 @@ impl RelFile {
     /// until the first one that is shorter than a full segment or missing. A missing segment
     /// 0 is an error.
     pub fn nblocks(&self) -> Result<u64, StorageError> {
+        self.walk_segments().map(|(total, _, _, _)| total)
+    }
+
+    /// The `mdnblocks` walk, bounded by [`MAX_SEGMENTS`]: the block count, the segment that
+    /// ended it, that segment's size (`None` if missing) and the size of the last segment
+    /// counted.
+    fn walk_segments(&self) -> Result<(u64, u32, Option<u64>, u64), StorageError> {
         let mut total = 0u64;
-        let mut segno = 0u32;
-        loop {
+        let mut last_size_bytes = 0u64;
+        for segno in 0..MAX_SEGMENTS {
             let path = self.segment_path(segno);
             let len = match std::fs::metadata(&path) {
                 Ok(m) => m.len(),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound && segno > 0 => {
-                    return Ok(total)
+                    return Ok((total, segno, None, last_size_bytes))
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                     return Err(StorageError::NotFound { path })
                 }
                 Err(source) => return Err(StorageError::Open { path, source }),
             };
+            last_size_bytes = len;
             let blocks = len / BLCKSZ as u64;
             total += blocks;
             if blocks < RELSEG_SIZE_BLOCKS as u64 {
-                return Ok(total);
+                return Ok((total, segno, Some(len), last_size_bytes));
             }
-            segno += 1;
         }
+        // Every possible segment was full: the fork is as long as block numbers allow.
+        Ok((total, MAX_SEGMENTS, None, last_size_bytes))
     }
 
-    /// Paths of the segments that exist, in order.
+    /// The segment walk of [`RelFile::nblocks`] plus what it hides: a partial page at the
+    /// end of the last segment, and segment files after a missing or short one (see the
+    /// module docs). Listing the directory finds a later segment wherever it is, so a gap of
+    /// any width is seen.
+    pub fn segment_layout(&self) -> Result<SegmentLayout, StorageError> {
+        let (nblocks, ended_at, ended_size, last_size_bytes) = self.walk_segments()?;
+        let last_segno = if ended_size.is_some() {
+            ended_at
+        } else {
+            ended_at.saturating_sub(1)
+        };
+        let partial = last_size_bytes % BLCKSZ as u64;
+        let later_segno = self.later_segment_files(ended_at)?.into_iter().min();
+        Ok(SegmentLayout {
+            nblocks,
+            last_segno,
+            last_size_bytes,
+            partial_page_bytes: (partial != 0).then_some(partial),
+            orphan: later_segno.map(|later_segno| OrphanSegment {
+                ended_at_segno: ended_at,
+                ended_at_size_bytes: ended_size,
+                later_segno,
+            }),
+        })
+    }
+
+    /// Numbers of the segment files (`<name>.N`) in the fork's directory with N > `after`.
+    fn later_segment_files(&self, after: u32) -> Result<Vec<u32>, StorageError> {
+        let Some(name) = self.base.file_name().map(|n| n.to_string_lossy().into_owned()) else {
+            return Ok(Vec::new());
+        };
+        let dir = match self.base.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        let entries = std::fs::read_dir(&dir).map_err(|source| StorageError::Open {
+            path: dir.clone(),
+            source,
+        })?;
+        let prefix = format!("{name}.");
+        let mut later = Vec::new();
+        for entry in entries.flatten() {
+            let file = entry.file_name();
+            let file = file.to_string_lossy();
+            let Some(digits) = file.strip_prefix(&prefix) else {
+                continue;
+            };
+            // `16384.1` yes; `16384.1.tmp`, `16384.01` or `16384.x` are not segments.
+            if digits.is_empty() || digits.starts_with('0') || !digits.bytes().all(|b| b.is_ascii_digit()) {
+                continue;
+            }
+            if let Ok(segno) = digits.parse::<u32>() {
+                if segno > after && segno < MAX_SEGMENTS {
+                    later.push(segno);
+                }
+            }
+        }
+        Ok(later)
+    }
+
+    /// Paths of the segments that exist, in order (at most [`MAX_SEGMENTS`]).
     pub fn existing_segments(&self) -> Vec<PathBuf> {
-        (0..)
+        (0..MAX_SEGMENTS)
             .map(|s| self.segment_path(s))
             .take_while(|p| p.exists())
             .collect()
@@ -332,6 +450,57 @@ mod tests {
         );
         let err = rel.locate(&cache, first, 4, OpenMode::Read).unwrap_err();
         assert!(matches!(err, StorageError::CrossesSegment { .. }));
+    }
+
+    #[test]
+    fn layout_reports_gaps_short_segments_and_partial_pages() {
+        let dir = tempfile::tempdir().unwrap();
+        let rel = RelFile::new(dir.path().join("16384"));
+        let full = RELSEG_SIZE_BLOCKS as u64 * BLCKSZ as u64;
+        // Sparse files: a full segment 0, no segment 1, a segment 2 of two pages.
+        std::fs::File::create(rel.segment_path(0))
+            .unwrap()
+            .set_len(full)
+            .unwrap();
+        std::fs::File::create(rel.segment_path(2))
+            .unwrap()
+            .set_len(2 * BLCKSZ as u64)
+            .unwrap();
+        // Not segments: a temporary name, a leading zero.
+        std::fs::write(dir.path().join("16384.3.tmp"), b"x").unwrap();
+        std::fs::write(dir.path().join("16384.05"), b"x").unwrap();
+        let layout = rel.segment_layout().unwrap();
+        assert_eq!(layout.nblocks, RELSEG_SIZE_BLOCKS as u64);
+        assert_eq!(layout.partial_page_bytes, None);
+        assert_eq!(
+            layout.orphan,
+            Some(OrphanSegment {
+                ended_at_segno: 1,
+                ended_at_size_bytes: None,
+                later_segno: 2
+            })
+        );
+        // A short segment 1 before segment 2.
+        std::fs::File::create(rel.segment_path(1))
+            .unwrap()
+            .set_len(5 * BLCKSZ as u64 + 100)
+            .unwrap();
+        let layout = rel.segment_layout().unwrap();
+        assert_eq!(layout.nblocks, RELSEG_SIZE_BLOCKS as u64 + 5);
+        assert_eq!(layout.last_segno, 1);
+        assert_eq!(layout.partial_page_bytes, Some(100));
+        assert_eq!(
+            layout.orphan.map(|o| (o.ended_at_segno, o.ended_at_size_bytes, o.later_segno)),
+            Some((1, Some(5 * BLCKSZ as u64 + 100), 2))
+        );
+        // Whole: segment 1 full, segment 2 last.
+        std::fs::File::create(rel.segment_path(1))
+            .unwrap()
+            .set_len(full)
+            .unwrap();
+        let layout = rel.segment_layout().unwrap();
+        assert_eq!(layout.nblocks, 2 * RELSEG_SIZE_BLOCKS as u64 + 2);
+        assert_eq!((layout.last_segno, layout.orphan), (2, None));
     }
 
     #[test]
