@@ -435,7 +435,11 @@ impl BufferPool {
     /// The sequence number the next damaged-page event will get: take it before a scan and
     /// pass it to [`BufferPool::damaged_pages_since`] after.
     pub fn damaged_pages_seq(&self) -> u64 {
-        self.inner.damaged.lock().unwrap_or_else(|p| p.into_inner()).1
+        self.inner
+            .damaged
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .1
     }
 
     /// Pages that failed verification and were zeroed or used anyway, from event `seq` on

@@ -250,7 +250,9 @@ pub enum ScanError {
         reason: String,
     },
     /// An all-zero page where the btree needs a page (PostgreSQL's `_bt_checkpage`).
-    #[error("index \"{index}\" contains unexpected zero page at block {block}; Please REINDEX it.")]
+    #[error(
+        "index \"{index}\" contains unexpected zero page at block {block}; Please REINDEX it."
+    )]
     IndexZeroPage {
         /// The index file.
         index: String,
@@ -521,7 +523,10 @@ impl Acc<'_> {
                     if let Some((from, flags)) = came_from {
                         return Err(corrupt(
                             from,
-                            format!("{} points to line pointer {off}, which is unused", link_name(flags)),
+                            format!(
+                                "{} points to line pointer {off}, which is unused",
+                                link_name(flags)
+                            ),
                         ));
                     }
                     return Ok(());
@@ -753,7 +758,9 @@ impl<'p> LeafWalk<'p> {
         if !self.visited.insert(block) {
             return Err(self.corrupt(
                 from,
-                format!("{link} points back to block {block}, already visited: the links form a cycle"),
+                format!(
+                    "{link} points back to block {block}, already visited: the links form a cycle"
+                ),
             ));
         }
         let buf = self.pool.read_buffer(backend, self.rel, block, None)?;
@@ -807,7 +814,9 @@ impl<'p> LeafWalk<'p> {
             pages_read: 0,
         };
         if nblocks == 0 {
-            return Err(bad("the file is empty: a btree has at least its metapage".into()));
+            return Err(bad(
+                "the file is empty: a btree has at least its metapage".into()
+            ));
         }
         let meta_buf = pool.read_buffer(backend, rel, 0, None)?;
         walk.pages_read = 1;
@@ -869,8 +878,10 @@ impl<'p> LeafWalk<'p> {
                 ));
             }
             if level == 0 {
+                // The leaf level gets its own visited set: a right link back into the
+                // descent's pages is a link to a page that is not a leaf, and is reported so.
                 // The leaf is entered again by `next_leaf`, which reads its items.
-                walk.visited.remove(&block);
+                walk.visited.clear();
                 walk.next_leaf = Some((block, link));
                 return Ok(walk);
             }
@@ -968,6 +979,8 @@ fn bitmap_scan(
         .as_ref()
         .ok_or(ScanError::NoIndex(ScanKind::Bitmap))?;
     let key_type = index_key_type(table)?;
+    // The heap's files must hold whole pages and no orphaned segment, whatever the TIDs say.
+    checked_nblocks(&table.heap)?;
     let mut walk = LeafWalk::start(pool, backend, index, key_type, options.predicate)?;
     let mut tids = Vec::new();
     while let Some(mut leaf) = walk.next_leaf(backend)? {
@@ -1016,6 +1029,8 @@ fn index_scan(
         .as_ref()
         .ok_or(ScanError::NoIndex(ScanKind::Index))?;
     let key_type = index_key_type(table)?;
+    // The heap's files must hold whole pages and no orphaned segment, whatever the TIDs say.
+    checked_nblocks(&table.heap)?;
     let mut walk = LeafWalk::start(pool, backend, index, key_type, options.predicate)?;
     // TIDs read from leaves but not yet handed to the stream. The stream's callback pulls
     // from here; the loop below tops it up one leaf at a time, so index and heap reads

@@ -251,7 +251,11 @@ impl RelFile {
 
     /// Numbers of the segment files (`<name>.N`) in the fork's directory with N > `after`.
     fn later_segment_files(&self, after: u32) -> Result<Vec<u32>, StorageError> {
-        let Some(name) = self.base.file_name().map(|n| n.to_string_lossy().into_owned()) else {
+        let Some(name) = self
+            .base
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+        else {
             return Ok(Vec::new());
         };
         let dir = match self.base.parent() {
@@ -271,7 +275,10 @@ impl RelFile {
                 continue;
             };
             // `16384.1` yes; `16384.1.tmp`, `16384.01` or `16384.x` are not segments.
-            if digits.is_empty() || digits.starts_with('0') || !digits.bytes().all(|b| b.is_ascii_digit()) {
+            if digits.is_empty()
+                || digits.starts_with('0')
+                || !digits.bytes().all(|b| b.is_ascii_digit())
+            {
                 continue;
             }
             if let Ok(segno) = digits.parse::<u32>() {
@@ -490,7 +497,9 @@ mod tests {
         assert_eq!(layout.last_segno, 1);
         assert_eq!(layout.partial_page_bytes, Some(100));
         assert_eq!(
-            layout.orphan.map(|o| (o.ended_at_segno, o.ended_at_size_bytes, o.later_segno)),
+            layout
+                .orphan
+                .map(|o| (o.ended_at_segno, o.ended_at_size_bytes, o.later_segno)),
             Some((1, Some(5 * BLCKSZ as u64 + 100), 2))
         );
         // Whole: segment 1 full, segment 2 last.
