@@ -233,6 +233,10 @@ pub fn run(args: ScanArgs) -> CliResult {
             policy,
         },
     )?;
+    // One line per page read past, as PostgreSQL's WARNING; on stderr so --json stays clean.
+    for page in &result.damaged_pages {
+        eprintln!("WARNING:  {page}");
+    }
     if args.json {
         println!(
             "{}",
@@ -274,6 +278,8 @@ fn json_report(
         "io_wait_ms": r.io.wait_ns as f64 / 1e6,
         "stream": r.stream,
         "pages_failed_verification": r.pages_failed_verification,
+        "pages_zeroed": r.pool.pages_zeroed,
+        "damaged_pages": r.damaged_pages,
         "elapsed_ms": r.elapsed_s * 1e3,
         "mb_per_s": bytes as f64 / r.elapsed_s.max(1e-9) / 1e6,
         "io_method": aio.io_method(),
@@ -340,8 +346,15 @@ fn print_text(
         }
     );
     if r.pages_failed_verification > 0 {
+        let zeroed = r.pool.pages_zeroed;
+        let used = r.pages_failed_verification - zeroed;
+        let what = match (zeroed, used) {
+            (_, 0) => "zeroed".to_string(),
+            (0, _) => "used anyway".to_string(),
+            (z, u) => format!("{z} zeroed, {u} used anyway"),
+        };
         println!(
-            "  Pages failing verification: {} (used anyway)",
+            "  Pages failing verification: {} ({what})",
             r.pages_failed_verification
         );
     }

@@ -1,10 +1,11 @@
 //! A scan that meets a corrupt page: an error naming file, block and both checksums; with
 //! ignore_checksum_failure it finishes and counts the page; with zero_damaged_pages the page
-//! reads as empty. Every scan type × every io_method.
+//! reads as empty — and each such page is reported with what was done to it. Every scan
+//! type × every io_method.
 
 mod common;
 
-use pageio::buffer::{BufferPool, PageCheckOptions};
+use pageio::buffer::{BufferPool, DamagedPageAction, PageCheckOptions};
 use pageio::config::{IoConfig, IoMethodKind, BLCKSZ};
 use pageio::page::heap::ColumnType;
 use pageio::page::pg_checksum_page;
@@ -103,6 +104,12 @@ fn corrupt_page_is_reported_ignored_or_zeroed_under_every_method() {
                 "{method} {kind}"
             );
             assert_eq!(r.pages_failed_verification, 1, "{method} {kind}");
+            assert_eq!(r.damaged_pages.len(), 1, "{method} {kind}");
+            assert_eq!(
+                (r.damaged_pages[0].block, r.damaged_pages[0].action),
+                (BLOCK, DamagedPageAction::UsedAnyway),
+                "{method} {kind}"
+            );
 
             let r = scan(
                 &aio,
@@ -116,6 +123,27 @@ fn corrupt_page_is_reported_ignored_or_zeroed_under_every_method() {
             .unwrap();
             assert_eq!(r.pages_failed_verification, 1);
             assert_eq!(r.pool.pages_zeroed, 1);
+            // The library reports what it did, per page, as PostgreSQL's WARNING does.
+            assert_eq!(r.damaged_pages.len(), 1, "{method} {kind}");
+            let event = &r.damaged_pages[0];
+            assert_eq!(
+                (event.path.as_str(), event.block, event.action),
+                ("base/5/16384", BLOCK, DamagedPageAction::Zeroed),
+                "{method} {kind}"
+            );
+            let line = event.to_string();
+            assert!(
+                line.starts_with(
+                    "invalid page in block 7 of relation base/5/16384; zeroing out page"
+                ),
+                "{line}"
+            );
+            assert!(
+                line.contains(&format!(
+                    "calculated checksum {computed} but expected {STORED}"
+                )),
+                "{line}"
+            );
             assert_eq!(
                 r.rows,
                 20000 - 18,
