@@ -431,3 +431,103 @@ pub fn encode_bytes(payload: &[u8]) -> Result<Vec<u8>> {
     value.encode(&mut out)?;
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn compressed(raw_size_bytes: u32, method: CompressionMethod, len: usize) -> Varlena<'static> {
+        static DATA: [u8; 64] = [0xAB; 64];
+        Varlena::Compressed {
+            raw_size_bytes,
+            method,
+            data: &DATA[..len],
+        }
+    }
+
+    fn external(raw: i32, ext: u32, method: CompressionMethod) -> Varlena<'static> {
+        Varlena::External {
+            raw_size_bytes: raw,
+            ext_size_bytes: ext,
+            method,
+            value_id: 9,
+            toast_relid: 16_400,
+        }
+    }
+
+    fn problem(v: Varlena<'_>) -> String {
+        match v.check_limits() {
+            Err(PageError::BadVarlena { problem, .. }) => problem,
+            other => panic!("{v:?}: expected a BadVarlena error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn sizes_postgresql_can_write_pass() {
+        assert!(Varlena::Inline(b"abc").check_limits().is_ok());
+        // At the expansion limits exactly.
+        assert!(compressed(59 * 91, CompressionMethod::Pglz, 59)
+            .check_limits()
+            .is_ok());
+        assert!(compressed(10 * 255, CompressionMethod::Lz4, 10)
+            .check_limits()
+            .is_ok());
+        assert!(external(100_004, 40_000, CompressionMethod::Pglz)
+            .check_limits()
+            .is_ok());
+        // Uncompressed external data: external size = raw size − header; method bits unused.
+        assert!(external(100_004, 100_000, CompressionMethod::Other(3))
+            .check_limits()
+            .is_ok());
+        assert!(external(
+            MAX_ALLOC_SIZE as i32,
+            MAX_ALLOC_SIZE as u32 - 4,
+            CompressionMethod::Pglz
+        )
+        .check_limits()
+        .is_ok());
+    }
+
+    #[test]
+    fn impossible_sizes_are_named() {
+        let p = problem(compressed(826_000_000, CompressionMethod::Pglz, 59));
+        assert!(
+            p.contains("826000000") && p.contains("5369 bytes at most"),
+            "{p}"
+        );
+        let p = problem(compressed(59 * 91 + 1, CompressionMethod::Pglz, 59));
+        assert!(p.contains("more than Pglz can expand to"), "{p}");
+        let p = problem(compressed(10 * 255 + 1, CompressionMethod::Lz4, 10));
+        assert!(p.contains("more than Lz4 can expand to"), "{p}");
+        let p = problem(compressed(
+            MAX_ALLOC_SIZE as u32,
+            CompressionMethod::Lz4,
+            64,
+        ));
+        assert!(p.contains("MaxAllocSize"), "{p}");
+        let p = problem(compressed(10, CompressionMethod::Other(2), 8));
+        assert!(p.contains("invalid compression method id 2"), "{p}");
+        let p = problem(external(-5, 1, CompressionMethod::Pglz));
+        assert!(p.contains("va_rawsize -5"), "{p}");
+        let p = problem(external(3, 0, CompressionMethod::Pglz));
+        assert!(p.contains("va_rawsize 3"), "{p}");
+        let p = problem(external(
+            MAX_ALLOC_SIZE as i32 + 1,
+            10,
+            CompressionMethod::Pglz,
+        ));
+        assert!(p.contains("MaxAllocSize"), "{p}");
+        let p = problem(external(1004, 1001, CompressionMethod::Pglz));
+        assert!(
+            p.contains("external size 1001 exceeds the raw size 1000"),
+            "{p}"
+        );
+        let p = problem(external(800_000_004, 10, CompressionMethod::Lz4));
+        assert!(
+            p.contains("more than Lz4 can expand to (2550 bytes at most)"),
+            "{p}"
+        );
+        let p = problem(external(1004, 10, CompressionMethod::Other(3)));
+        assert!(p.contains("invalid compression method id 3"), "{p}");
+    }
+}
