@@ -13,7 +13,8 @@
 //!   read completes (any thread) ─► shared callback per block:
 //!        verify header + checksum ─► ok: VALID        bad: IO_ERROR, result = ERROR
 //!                                    (zero_damaged_pages: zero it, VALID; ignore_checksum_failure:
-//!                                     keep it, VALID, count it)
+//!                                     keep it, VALID, count it — either way log one
+//!                                     DamagedPage event, as PostgreSQL's WARNING)
 //! ```
 //!
 //! **I/O in progress.** A buffer being read carries the read's [`WaitRef`]. A second thread

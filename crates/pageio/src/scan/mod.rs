@@ -679,15 +679,15 @@ enum Link {
     /// A downlink in an internal page.
     Downlink { from: u64 },
     /// A right link (`btpo_next`).
-    RightLink { from: u64 },
+    Right { from: u64 },
 }
 
 impl Link {
     /// The block holding the link (the metapage for the root).
-    fn from_block(self) -> u64 {
+    fn holder_block(self) -> u64 {
         match self {
             Link::Root => 0,
-            Link::Downlink { from } | Link::RightLink { from } => from,
+            Link::Downlink { from } | Link::Right { from } => from,
         }
     }
 }
@@ -697,7 +697,7 @@ impl std::fmt::Display for Link {
         match self {
             Link::Root => f.write_str("the metapage's root"),
             Link::Downlink { from } => write!(f, "a downlink in block {from}"),
-            Link::RightLink { from } => write!(f, "the right link of block {from}"),
+            Link::Right { from } => write!(f, "the right link of block {from}"),
         }
     }
 }
@@ -742,7 +742,7 @@ impl<'p> LeafWalk<'p> {
         block: u64,
         link: Link,
     ) -> Result<(PinnedBuffer<'p>, BtPageOpaque), ScanError> {
-        let from = link.from_block();
+        let from = link.holder_block();
         if block >= self.nblocks {
             return Err(self.corrupt(
                 from,
@@ -854,7 +854,7 @@ impl<'p> LeafWalk<'p> {
                         format!("{link} leads to a deleted or half-dead page with no right sibling: no live page at level {level}"),
                     ));
                 }
-                link = Link::RightLink { from: block };
+                link = Link::Right { from: block };
                 block = opaque.btpo_next as u64;
                 continue;
             }
@@ -917,7 +917,7 @@ impl<'p> LeafWalk<'p> {
         if !is_ignorable(&opaque) {
             if !opaque.is_leaf() || opaque.btpo_level != 0 {
                 return Err(self.corrupt(
-                    link.from_block(),
+                    link.holder_block(),
                     format!(
                         "{link} points to block {block}, which is not a leaf (level {}, btpo_flags {:#x}): the leaf level may link only leaves",
                         opaque.btpo_level, opaque.btpo_flags
@@ -946,7 +946,7 @@ impl<'p> LeafWalk<'p> {
         }
         // A right link of 0 (P_NONE) ends the level, as in PostgreSQL.
         if !past_end && !opaque.is_rightmost() {
-            self.next_leaf = Some((opaque.btpo_next as u64, Link::RightLink { from: block }));
+            self.next_leaf = Some((opaque.btpo_next as u64, Link::Right { from: block }));
         }
         Ok(Some(tids))
     }
