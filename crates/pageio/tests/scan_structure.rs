@@ -350,6 +350,20 @@ fn right_links_to_wrong_pages_are_reported() {
                 ],
             ),
         );
+        // To a later leaf, skipping leaves 11..=19 (their rows would silently go missing).
+        let rel = Rel::new(pgdata);
+        rel.patch(INDEX, 10, |p| set_next(p, 20));
+        check(
+            "right link skipping leaves",
+            &rel,
+            index_err(
+                ErrorKind::IndexCorrupt,
+                &[
+                    "at block 10",
+                    "points to block 20, whose left link (btpo_prev 19) does not point back",
+                ],
+            ),
+        );
         // To a page whose level says it is not a leaf.
         let rel = Rel::new(pgdata);
         rel.patch(INDEX, 12, |p| set_level(p, 2));
@@ -454,6 +468,18 @@ fn downlink_damage_is_reported() {
                     "downlink in block 1 points back to block 3",
                     "cycle",
                 ],
+            ),
+        );
+        // The root's first downlink to a leaf in the middle of the level: the leaves before
+        // it would silently go missing.
+        let rel = Rel::new(pgdata);
+        rel.patch(INDEX, ROOT, |p| set_downlink(p, 1, 30));
+        check(
+            "first downlink to a middle leaf",
+            &rel,
+            index_err(
+                ErrorKind::IndexCorrupt,
+                &["at block 3", "must lead to the leftmost page of its level, but block 30 has a left sibling (btpo_prev 29)"],
             ),
         );
         // Past the end.

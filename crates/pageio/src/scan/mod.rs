@@ -37,9 +37,15 @@
 //!  metapage root    root < index blocks                     root past the end, root = the
 //!                                                           metapage, root level ≠ btm_fastlevel
 //!  downlinks        each block once (visited set), child    cycle, child past the end or the
-//!                   level = parent level − 1                metapage, child of the wrong level
+//!                   level = parent level − 1                metapage, child of the wrong level,
+//!                                                           first downlink of a leftmost page
+//!                                                           (or the root) to a page that has a
+//!                                                           left sibling
 //!  right links      each block once (visited set), so at    cycle, link past the end, link to a
-//!                   most the index's block count            page that is not a leaf (level 0)
+//!                   most the index's block count            page that is not a leaf (level 0),
+//!                                                           sibling whose btpo_prev disagrees
+//!                                                           (a link skipping leaves; amcheck's
+//!                                                           check too)
 //!  deleted and      stepped right over, as PostgreSQL       a dead page with no right sibling
 //!  half-dead pages  does, inside the same visited set       where a live page must follow
 //!  HOT chains and   each line pointer once (bitset of the   cycle, redirect to a redirect or to
@@ -841,11 +847,15 @@ impl<'p> LeafWalk<'p> {
         let mut block = meta.btm_fastroot as u64;
         let mut link = Link::Root;
         let mut level = meta.btm_fastlevel;
+        // The root, and the first downlink of a leftmost page, must lead to the leftmost
+        // page of the level below: a link elsewhere would silently skip the pages before it.
+        let mut must_be_leftmost = true;
         // Each step enters a new block (see `enter`), so the descent reads at most the
         // index's block count of pages.
         loop {
             let (buf, opaque) = walk.enter(backend, block, link)?;
             if is_ignorable(&opaque) {
+                must_be_leftmost = false;
                 // A page deleted or half-dead since its parent was read: step right, as
                 // `_bt_moveright` does.
                 if opaque.is_rightmost() {
@@ -877,6 +887,15 @@ impl<'p> LeafWalk<'p> {
                     ),
                 ));
             }
+            if must_be_leftmost && opaque.btpo_prev != 0 {
+                return Err(walk.corrupt(
+                    link.holder_block(),
+                    format!(
+                        "{link} must lead to the leftmost page of its level, but block {block} has a left sibling (btpo_prev {})",
+                        opaque.btpo_prev
+                    ),
+                ));
+            }
             if level == 0 {
                 // The leaf level gets its own visited set: a right link back into the
                 // descent's pages is a link to a page that is not a leaf, and is reported so.
@@ -889,16 +908,19 @@ impl<'p> LeafWalk<'p> {
             let items = page.data_items().map_err(page_err(index, block))?;
             // The last pivot whose key is < lo; the first (key-less) item is minus infinity.
             let mut child = None;
-            for (_, item) in &items {
+            for (i, (_, item)) in items.iter().enumerate() {
                 match item.first_key(key_type).map_err(page_err(index, block))? {
-                    None => child = Some(item.downlink()),
-                    Some(k) if predicate.below(&k) => child = Some(item.downlink()),
+                    None => child = Some((i, item.downlink())),
+                    Some(k) if predicate.below(&k) => child = Some((i, item.downlink())),
                     Some(_) => break,
                 }
             }
-            let Some(child) = child.or_else(|| items.first().map(|(_, i)| i.downlink())) else {
+            let Some((child_item, child)) =
+                child.or_else(|| items.first().map(|(_, i)| (0, i.downlink())))
+            else {
                 return Err(walk.corrupt(block, "internal page has no items".into()));
             };
+            must_be_leftmost = child_item == 0 && opaque.btpo_prev == 0;
             link = Link::Downlink { from: block };
             block = child as u64;
             level -= 1;
@@ -923,6 +945,19 @@ impl<'p> LeafWalk<'p> {
                         opaque.btpo_level, opaque.btpo_flags
                     ),
                 ));
+            }
+            // The sibling links must agree, as amcheck checks: a right link that skips
+            // leaves would silently drop their rows.
+            if let Link::Right { from } = link {
+                if opaque.btpo_prev as u64 != from {
+                    return Err(self.corrupt(
+                        from,
+                        format!(
+                            "{link} points to block {block}, whose left link (btpo_prev {}) does not point back: the sibling links disagree",
+                            opaque.btpo_prev
+                        ),
+                    ));
+                }
             }
             let page = BtreePage::new(buf.page()).map_err(page_err(self.index, block))?;
             for (_, item) in page.data_items().map_err(page_err(self.index, block))? {
