@@ -10,6 +10,9 @@
 //! the first column, and shows where the time went: buffers hit and read, I/O time and wait
 //! time, and the read stream's prefetch statistics. `--cold` evicts the relation files from
 //! the page cache first (and with `--drop-caches`, as root, drops the whole page cache).
+//! Each page read past under `--zero-damaged-pages` or `--ignore-checksum-failure` is printed
+//! as PostgreSQL's WARNING is (`invalid page in block 7 of relation base/5/16384; zeroing out
+//! page`) on stderr, and the summary says what was done (`zeroed` or `used anyway`).
 
 use std::path::PathBuf;
 

@@ -58,8 +58,15 @@ fn scan(
     )
 }
 
+/// Nine scans of 20,000 rows per check; a minute means a hang.
+const WATCHDOG_SECS: u64 = 60;
+
 #[test]
 fn corrupt_page_is_reported_ignored_or_zeroed_under_every_method() {
+    common::with_watchdog("corrupt page", WATCHDOG_SECS, corrupt_page_body)
+}
+
+fn corrupt_page_body() {
     let (_dir, pgdata) = common::unpack_fixture();
     let computed = corrupt(&pgdata);
     for method in IoMethodKind::CONCRETE {
@@ -159,6 +166,10 @@ fn corrupt_page_is_reported_ignored_or_zeroed_under_every_method() {
 
 #[test]
 fn missing_index_and_missing_files_are_explained() {
+    common::with_watchdog("missing files", WATCHDOG_SECS, missing_files_body)
+}
+
+fn missing_files_body() {
     let (_dir, pgdata) = common::unpack_fixture();
     let aio = Aio::new(IoConfig::default()).unwrap();
     let pool = BufferPool::new(&aio, PageCheckOptions::default()).unwrap();

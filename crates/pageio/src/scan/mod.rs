@@ -213,7 +213,10 @@ pub struct ScanResult {
     /// Pages that failed verification but were used (`ignore_checksum_failure`) or zeroed.
     pub pages_failed_verification: u64,
     /// Those pages of this scan's relations, one event each: block, what was done
-    /// (zeroed or used anyway) and why it failed.
+    /// (zeroed or used anyway) and why it failed. An event is logged when the page is read
+    /// from storage, so a damaged page another scan already brought into the pool is not
+    /// listed again, and a concurrent scan of the same relation through the same pool may
+    /// contribute its own events.
     pub damaged_pages: Vec<DamagedPage>,
     /// Heap stream statistics.
     pub stream: StreamStats,
@@ -289,7 +292,7 @@ pub enum ScanError {
         problem: String,
     },
     /// A tuple does not decode, or claims sizes PostgreSQL could not have written.
-    #[error("block {block}, line pointer {offset} of \"{path}\": {source}")]
+    #[error("block {block}, line pointer {offset} of \"{path}\": {source}; the tuple is corrupt: check the table with amcheck's verify_heapam and restore the page from a backup")]
     Tuple {
         /// File.
         path: String,
