@@ -29,7 +29,8 @@
 //! limits PostgreSQL enforces:
 //!
 //! ```text
-//!  every value                  total size ≤ MaxAllocSize (1 GB − 1), header included
+//!  in line, uncompressed         total ≤ MaxAllocSize (1 GB − 1) by construction: the
+//!                               4-byte header holds 30 bits of length
 //!  inline compressed            raw size + 4 ≤ MaxAllocSize; method pglz or lz4;
 //!                               raw size ≤ compressed bytes × the method's largest expansion
 //!                               (pglz 91: a 3-byte tag copies ≤ 273 bytes; lz4 255: each
@@ -37,9 +38,10 @@
 //!  TOAST pointer                4 ≤ va_rawsize ≤ MaxAllocSize; external size ≤ raw size − 4;
 //!                               when compressed (external < raw − 4): method pglz or lz4,
 //!                               raw size − 4 ≤ external size × the method's expansion
-//! ``` Writers use
-//! [`Varlena::encode`], which chooses the short header whenever the total fits in 127 bytes,
-//! exactly as `heap_fill_tuple` does.
+//! ```
+//!
+//! Writers use [`Varlena::encode`], which chooses the short header whenever the total fits in
+//! 127 bytes, exactly as `heap_fill_tuple` does.
 //!
 //! # Worked example
 //!

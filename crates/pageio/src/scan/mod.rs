@@ -34,15 +34,16 @@
 //! ```text
 //!  walk             bound                                   reported as corruption
 //!  ────             ─────                                   ──────────────────────
-//!  metapage root    root < index blocks                     root past the end, root = the
-//!                                                           metapage, root level ≠ btm_fastlevel
-//!  downlinks        each block once (visited set), child    cycle, child past the end or the
-//!                   level = parent level − 1                metapage, child of the wrong level,
+//!  metapage root    root < index blocks                     root past the end, root level ≠
+//!                                                           btm_fastlevel, root with a left
+//!                                                           sibling, fast root 0 under a root
+//!  downlinks        each block once (a visited set for the  cycle, child past the end or the
+//!                   descent), child level = parent − 1      metapage, child of the wrong level,
 //!                                                           first downlink of a leftmost page
 //!                                                           (or the root) to a page that has a
 //!                                                           left sibling
-//!  right links      each block once (visited set), so at    cycle, link past the end, link to a
-//!                   most the index's block count            page that is not a leaf (level 0),
+//!  right links      each block once (the leaf level's own   cycle, link past the end, link to a
+//!                   visited set): at most the index's size  page that is not a leaf (level 0),
 //!                                                           sibling whose btpo_prev disagrees
 //!                                                           (a link skipping leaves; amcheck's
 //!                                                           check too)
@@ -64,9 +65,18 @@
 //! as PostgreSQL's WARNING lists them.
 //!
 //! Where PostgreSQL itself returns fewer rows without complaint, so does this scan: a right
-//! link of 0 (`P_NONE`) ends the leaf level; an index TID whose line pointer is beyond the
-//! heap page's, dead or unused yields no row; a HOT chain ends at a successor on another
-//! page. These are the answers `heap_hot_search_buffer` and `_bt_readnextpage` give.
+//! link of 0 (`P_NONE`) ends the leaf level; a metapage root of 0 is an empty index; an
+//! index TID whose line pointer is beyond the heap page's, dead or unused yields no row; a
+//! HOT chain ends at a successor on another page. These are the answers `_bt_getroot`,
+//! `_bt_readnextpage` and `heap_hot_search_buffer` give.
+//!
+//! Worked example of a corrupt walk: leaf 10 of the fixture's `uniform_a` rewritten with
+//! `btpo_next` = 10 (checksum recomputed, so only the structure is wrong). A bitmap scan of
+//! every row descends root 3 to leaf 1, enters leaves 1, 2, 4, …, 10 — each goes into the
+//! leaf level's visited set — and then finds the right link of 10 naming block 10, already
+//! in the set: `index "base/5/16394" is corrupt at block 10: the right link of block 10
+//! points back to block 10, already visited: the links form a cycle; Please REINDEX it.`
+//! Before these bounds the scan spun on block 10 forever, its TID list growing.
 //!
 //! Worked example (the fixture's `uniform`, `a BETWEEN 250 AND 750`): the seq scan reads all
 //! 1112 heap pages and keeps 9917 rows; the bitmap scan descends root block 3 to the first
