@@ -13,7 +13,9 @@ use pageio::buffer::{BufferPool, PageCheckOptions};
 use pageio::config::{IoConfig, IoMethodKind, BLCKSZ};
 use pageio::page::btree::{BtreePage, BTP_DELETED, BTP_HALF_DEAD};
 use pageio::page::builder::set_checksum;
-use pageio::page::heap::{ColumnType, HEAP_HOT_UPDATED, HEAP_XMAX_COMMITTED, HEAP_XMAX_INVALID};
+use pageio::page::heap::{
+    ColumnType, HEAP_HOT_UPDATED, HEAP_ONLY_TUPLE, HEAP_XMAX_COMMITTED, HEAP_XMAX_INVALID,
+};
 use pageio::scan::{run_scan, Between, ScanError, ScanKind, ScanOptions, Table};
 use pageio::storage::{ForkNumber, RelFile, RELSEG_SIZE_BLOCKS};
 use pageio::stream::DistancePolicy;
@@ -182,10 +184,13 @@ fn set_redirect(page: &mut [u8; BLCKSZ], offnum: u16, target: u16) {
     put_u32(page, 24 + 4 * (offnum as usize - 1), raw);
 }
 /// Marks the heap tuple at `offnum` as HOT-updated by a committed transaction (so it is
-/// dead) with its successor at `next` on the same page.
+/// dead) with its successor at `next` on the same page. The updater is the transaction that
+/// inserted every fixture row, so the successor's xmin matches this xmax and PostgreSQL's
+/// chain rules would follow the link.
 fn hot_updated_to(page: &mut [u8; BLCKSZ], block: u32, offnum: u16, next: u16) {
     let at = item_at(page, offnum);
-    put_u32(page, at + 4, 1000); // t_xmax
+    let xmin = u32::from_le_bytes(page[at..at + 4].try_into().unwrap());
+    put_u32(page, at + 4, xmin); // t_xmax
     put_u16(page, at + 12, (block >> 16) as u16);
     put_u16(page, at + 14, block as u16);
     put_u16(page, at + 16, next);
@@ -699,6 +704,28 @@ fn hot_chain_and_redirect_cycles_are_reported() {
                 dead_one.clone(),
             ),
         );
+        // A chain whose next member was inserted by another transaction is broken: as in
+        // PostgreSQL the search ends there without a row (it used to count line pointer 2
+        // twice — once through 1's chain, once through its own index entry — and 1 never).
+        let rel = Rel::new(pgdata);
+        rel.patch(HEAP, 5, |p| {
+            hot_updated_to(p, 5, 1, 2);
+            let at = item_at(p, 1);
+            put_u32(p, at + 4, 1000); // t_xmax: not the xmin of line pointer 2
+        });
+        check("broken HOT chain", &rel, |_| dead_one.clone());
+        // An index entry straight to a heap-only tuple finds nothing (PostgreSQL's rule);
+        // the seq scan still counts it, as PostgreSQL's does.
+        let rel = Rel::new(pgdata);
+        rel.patch(HEAP, 5, |p| {
+            let at = item_at(p, 4);
+            let mask2 = get_u16(p, at + 18) | HEAP_ONLY_TUPLE;
+            put_u16(p, at + 18, mask2);
+        });
+        check("index entry to a heap-only tuple", &rel, |k| match k {
+            ScanKind::Seq => all_rows(),
+            _ => Want::Answer(ROWS - 1, (ROWS - 1) * B_BYTES),
+        });
         // A redirect to itself (its tuple is gone from the seq scan's view).
         let rel = Rel::new(pgdata);
         rel.patch(HEAP, 5, |p| set_redirect(p, 1, 1));

@@ -66,8 +66,9 @@
 //!
 //! Where PostgreSQL itself returns fewer rows without complaint, so does this scan: a right
 //! link of 0 (`P_NONE`) ends the leaf level; a metapage root of 0 is an empty index; an
-//! index TID whose line pointer is beyond the heap page's, dead or unused yields no row; a
-//! HOT chain ends at a successor on another page. These are the answers `_bt_getroot`,
+//! index TID whose line pointer is beyond the heap page's, dead or unused, or that points
+//! straight at a heap-only tuple, yields no row; a HOT chain ends at a successor on another
+//! page or one whose xmin is not its predecessor's xmax. These are the answers `_bt_getroot`,
 //! `_bt_readnextpage` and `heap_hot_search_buffer` give.
 //!
 //! Worked example of a corrupt walk: leaf 10 of the fixture's `uniform_a` rewritten with
@@ -93,8 +94,9 @@ use thiserror::Error;
 use crate::aio::IoCounters;
 use crate::buffer::{BufferError, BufferPool, DamagedPage, PinnedBuffer, PoolCounters, RelId};
 use crate::page::btree::{BtMetaPage, BtPageOpaque, BtreePage, BTP_HALF_DEAD};
-use crate::page::heap::{ColumnType, Datum, HeapTuple, HEAP_HOT_UPDATED};
+use crate::page::heap::{ColumnType, Datum, HeapTuple, HEAP_HOT_UPDATED, HEAP_ONLY_TUPLE};
 use crate::page::heap::{HEAP_XMAX_COMMITTED, HEAP_XMAX_INVALID, HEAP_XMAX_LOCK_ONLY};
+use crate::page::heap::{HEAP_XMAX_IS_MULTI, HEAP_XMIN_FROZEN};
 use crate::page::heap::{HEAP_XMIN_COMMITTED, HEAP_XMIN_INVALID};
 use crate::page::{ItemPointer, LinePointerFlags, PageError, PageRef};
 use crate::storage::{RelFile, StorageError, RELSEG_SIZE_BLOCKS};
@@ -350,6 +352,9 @@ pub struct ScanOptions {
     pub policy: DistancePolicy,
 }
 
+/// PostgreSQL's `FrozenTransactionId`: what a frozen tuple's xmin reads as.
+const FROZEN_TRANSACTION_ID: u32 = 2;
+
 /// `BLCKSZ`, for messages.
 const BLCKSZ_BYTES: usize = crate::page::BLCKSZ;
 
@@ -483,6 +488,8 @@ impl Acc<'_> {
         let mut visited = [0u64; LINE_POINTER_BITSET_WORDS];
         // The line pointer whose link led to `off`, once past the chain's start.
         let mut came_from: Option<(u16, LinePointerFlags)> = None;
+        // The xmax of the last chain member, which the next member's xmin must equal.
+        let mut prev_xmax: Option<u32> = None;
         let mut off = offset;
         loop {
             if off == 0 || off > count {
@@ -527,14 +534,40 @@ impl Acc<'_> {
                 }
                 LinePointerFlags::Normal => {
                     let bytes = p.item_bytes(off, id).map_err(page_err(rel, block))?;
+                    let h = *HeapTuple::parse(bytes)
+                        .map_err(|source| ScanError::Tuple {
+                            path: rel.display_name().to_string(),
+                            block,
+                            offset: off,
+                            source,
+                        })?
+                        .header();
+                    // PostgreSQL's chain rules: an index entry never points straight at a
+                    // heap-only tuple, and a member whose xmin is not its predecessor's xmax
+                    // belongs to another chain — both end the search without a row.
+                    if came_from.is_none() && h.t_infomask2 & HEAP_ONLY_TUPLE != 0 {
+                        return Ok(());
+                    }
+                    // `HeapTupleHeaderGetXmin`: a frozen xmin reads as FrozenTransactionId.
+                    let xmin = if h.t_infomask & HEAP_XMIN_FROZEN == HEAP_XMIN_FROZEN {
+                        FROZEN_TRANSACTION_ID
+                    } else {
+                        h.t_xmin
+                    };
+                    if prev_xmax.is_some_and(|xmax| xmax != xmin) {
+                        return Ok(());
+                    }
                     if self.tuple(rel, block, off, bytes)? {
                         return Ok(());
                     }
-                    let t = HeapTuple::parse(bytes).map_err(page_err(rel, block))?;
-                    let h = t.header();
                     if h.t_infomask2 & HEAP_HOT_UPDATED == 0 || h.t_ctid.block as u64 != block {
                         return Ok(());
                     }
+                    // A multixact's updater is in pg_multixact, which is not read here: the
+                    // next member's xmin cannot be checked then.
+                    // An invalid (0) xmax checks nothing, as `TransactionIdIsValid` says.
+                    prev_xmax = (h.t_infomask & HEAP_XMAX_IS_MULTI == 0 && h.t_xmax != 0)
+                        .then_some(h.t_xmax);
                     came_from = Some((off, LinePointerFlags::Normal));
                     off = h.t_ctid.offset;
                 }
