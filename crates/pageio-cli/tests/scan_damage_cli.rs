@@ -131,3 +131,45 @@ fn a_right_link_cycle_is_one_error_line_naming_index_and_block() {
         );
     }
 }
+
+#[test]
+fn a_partial_page_and_an_orphan_segment_fail_the_scan() {
+    let (_dir, pgdata) = fixture();
+    let heap = pgdata.join("base/5/16384");
+    let size = std::fs::metadata(&heap).unwrap().len();
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&heap)
+        .unwrap();
+    std::io::Write::write_all(&mut f, &[0x55; 100]).unwrap();
+    drop(f);
+    let pgdata_s = pgdata.to_str().unwrap();
+    let args = ["scan", "--pgdata", pgdata_s, "--heap", "base/5/16384"];
+    let out = pageio_bounded(&args, BOUND_SECS);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "file \"base/5/16384\" is {} bytes, not a multiple of the 8192-byte page size",
+            size + 100
+        )),
+        "{stderr}"
+    );
+    assert!(out.stdout.is_empty(), "no partial result is printed");
+    // Whole pages again, but a segment 2 after a short segment 0.
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&heap)
+        .unwrap()
+        .set_len(size)
+        .unwrap();
+    std::fs::write(pgdata.join("base/5/16384.2"), [0u8; 8192]).unwrap();
+    let out = pageio_bounded(&args, BOUND_SECS);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("relation \"base/5/16384\" has segment file \"base/5/16384\" of 9109504 bytes, shorter than a full segment"), "{stderr}");
+    assert!(
+        stderr.contains("later segment file \"base/5/16384.2\""),
+        "{stderr}"
+    );
+}
