@@ -158,7 +158,7 @@ pub enum StorageError {
         nblocks: u32,
     },
     /// The whole page cache could not be dropped (not root, or a read-only `/proc/sys`).
-    #[error("could not drop the page cache: writing 3 to \"{path}\" failed ({source}); this needs root and a writable /proc/sys — without it, evict single relations (posix_fadvise DONTNEED) instead")]
+    #[error("could not drop the page cache: writing 3 to \"{path}\" failed ({source}); this needs root and a writable /proc/sys")]
     DropPageCache {
         /// The knob written (`/proc/sys/vm/drop_caches`).
         path: PathBuf,

@@ -118,11 +118,18 @@ mod tests {
             std::fs::write(rel.segment_path(segno), vec![1u8; 64 << 10]).unwrap();
             // Reading pulls every page into the cache, so the eviction has work to do.
             std::fs::read(rel.segment_path(segno)).unwrap();
-            assert!(resident_pages(&rel.segment_path(segno)) > 0, "segment {segno}");
+            assert!(
+                resident_pages(&rel.segment_path(segno)) > 0,
+                "segment {segno}"
+            );
         }
         rel.evict_from_page_cache().unwrap();
         for segno in 0..2 {
-            assert_eq!(resident_pages(&rel.segment_path(segno)), 0, "segment {segno}");
+            assert_eq!(
+                resident_pages(&rel.segment_path(segno)),
+                0,
+                "segment {segno}"
+            );
         }
     }
 }
