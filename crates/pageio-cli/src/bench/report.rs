@@ -353,6 +353,21 @@ impl<'a> ClaimRuns<'a> {
         let selectivity = *selectivity_of.get(&step)?;
         Some((step, selectivity, steps.get(&step)?.get(series)?))
     }
+
+    /// Two series compared at one step: the first series of `chosen` at the step `choose`
+    /// picks, and the first of `other` at that same step. Returns the step's selectivity
+    /// and the two cells, or `None` when either did not run there.
+    fn pair(
+        &self,
+        group: &GroupKey,
+        chosen: &[String],
+        other: &[String],
+        choose: StepChooser,
+    ) -> Option<(f64, &'a Cell, &'a Cell)> {
+        let (step, selectivity, chosen_cell) = self.pick(group, chosen.first()?, choose)?;
+        let other_cell = self.cell(group, step, other.first()?)?;
+        Some((selectivity, chosen_cell, other_cell))
+    }
 }
 
 /// The published claims, answered from these runs: one section per claim, each naming the
@@ -540,15 +555,9 @@ fn claim_prefetch_window_on_bitmap(runs: &ClaimRuns<'_>, out: &mut String) {
         for label in labels {
             let narrow = runs.series_of(&engine, &label, false, Some(1));
             let wide = runs.series_of(&engine, &label, false, Some(128));
-            let (Some(narrow_series), Some(wide_series)) = (narrow.first(), wide.first()) else {
-                continue;
-            };
-            let Some((step, selectivity, narrow_cell)) =
-                runs.pick(&group, narrow_series, low_selectivity)
+            let Some((selectivity, narrow_cell, wide_cell)) =
+                runs.pair(&group, &narrow, &wide, low_selectivity)
             else {
-                continue;
-            };
-            let Some(wide_cell) = runs.cell(&group, step, wide_series) else {
                 continue;
             };
             any = true;
@@ -596,17 +605,9 @@ fn claim_direct_vs_buffered(runs: &ClaimRuns<'_>, out: &mut String) {
             for label in runs.methods_of(&engine, true) {
                 let direct = runs.series_of(&engine, &label, true, DEFAULT_WINDOW);
                 let buffered = runs.series_of(&engine, &label, false, DEFAULT_WINDOW);
-                let (Some(direct_series), Some(buffered_series)) =
-                    (direct.first(), buffered.first())
+                let Some((selectivity, direct_cell, buffered_cell)) =
+                    runs.pair(&group, &direct, &buffered, choose)
                 else {
-                    continue;
-                };
-                let Some((step, selectivity, direct_cell)) =
-                    runs.pick(&group, direct_series, choose)
-                else {
-                    continue;
-                };
-                let Some(buffered_cell) = runs.cell(&group, step, buffered_series) else {
                     continue;
                 };
                 any = true;

@@ -83,31 +83,20 @@ mod tests {
         assert_eq!(std::fs::read_to_string(&knob).unwrap(), "3");
     }
 
-    /// Pages of `path` the page cache holds, from `mincore` over a read-only mapping.
+    /// Pages of `path` the page cache holds: each page mapped on its own, so the verify
+    /// module's whole-mapping residency check answers for that page alone.
     fn resident_pages(path: &Path) -> usize {
+        use crate::verify::mapped::{page_size, Mapping};
         use std::os::fd::AsRawFd;
         let file = std::fs::File::open(path).unwrap();
-        let len = file.metadata().unwrap().len() as usize;
-        // SAFETY: a read-only shared mapping of a file we keep open for its whole life.
-        let addr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ,
-                libc::MAP_SHARED,
-                file.as_raw_fd(),
-                0,
-            )
-        };
-        assert_ne!(addr, libc::MAP_FAILED);
-        let page_bytes = 4096;
-        let mut vec = vec![0u8; len.div_ceil(page_bytes)];
-        // SAFETY: `vec` has one byte per page of the mapping, as mincore requires.
-        let rc = unsafe { libc::mincore(addr, len, vec.as_mut_ptr()) };
-        // SAFETY: unmaps exactly the mapping made above.
-        unsafe { libc::munmap(addr, len) };
-        assert_eq!(rc, 0, "{}", std::io::Error::last_os_error());
-        vec.iter().filter(|&&b| b & 1 == 1).count()
+        let len_bytes = file.metadata().unwrap().len();
+        (0..len_bytes.div_ceil(page_size() as u64))
+            .filter(|&page| {
+                Mapping::new(file.as_raw_fd(), page * page_size() as u64, page_size())
+                    .unwrap()
+                    .all_resident()
+            })
+            .count()
     }
 
     #[test]

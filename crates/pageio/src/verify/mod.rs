@@ -68,7 +68,7 @@
 pub mod checker;
 pub mod control;
 pub mod defaults;
-mod mapped;
+pub(crate) mod mapped;
 pub mod walk;
 
 pub use checker::{
