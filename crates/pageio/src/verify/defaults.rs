@@ -70,7 +70,7 @@ fn cpus() -> usize {
 }
 
 /// Scanner threads when the caller does not choose: one per CPU (the checker runs at most
-/// [`MAX_JOBS`](super::checker::MAX_JOBS) of them).
+/// [`MAX_JOBS`] of them).
 pub fn default_jobs() -> usize {
     cpus()
 }
@@ -108,7 +108,7 @@ pub fn verify_config(mut config: IoConfig, jobs: usize, chosen: impl Fn(&str) ->
 }
 
 /// `effective_io_concurrency` per scanner under direct I/O: [`DIRECT_IO_READS_IN_FLIGHT`]
-/// shared by the scanners (at most [`MAX_JOBS`](super::checker::MAX_JOBS) of them run), at
+/// shared by the scanners (at most [`MAX_JOBS`] of them run), at
 /// least [`DIRECT_IO_MIN_PER_SCANNER`].
 pub fn direct_io_reads_per_scanner(jobs: usize) -> usize {
     DIRECT_IO_READS_IN_FLIGHT
