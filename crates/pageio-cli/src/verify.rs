@@ -280,6 +280,9 @@ struct FileLines {
     collect: bool,
 }
 
+/// A checksum failure with the file it was found in (as messages name the file).
+type FileFailure = (Arc<str>, ChecksumFailure);
+
 /// Checks every file, printing per-file lines as each finishes and showing progress.
 /// Returns the totals (or the fatal error) and the failures kept for `--json`.
 fn check_cluster(
@@ -288,10 +291,7 @@ fn check_cluster(
     options: &CheckOptions,
     output: &FileLines,
     mut progress: Progress,
-) -> (
-    Result<CheckTotals, VerifyError>,
-    Vec<(Arc<str>, ChecksumFailure)>,
-) {
+) -> (Result<CheckTotals, VerifyError>, Vec<FileFailure>) {
     let mut kept_failures = Vec::new();
     let stderr = std::io::stderr();
     let bar = progress.bar.clone();
@@ -337,7 +337,7 @@ fn print_text_summary(totals: &CheckTotals, control: &ControlFile) {
 /// The summary as one JSON object on stdout, with the settings the run used.
 fn print_json_summary(
     totals: &CheckTotals,
-    failures: &[(Arc<str>, ChecksumFailure)],
+    failures: &[FileFailure],
     control: &ControlFile,
     aio: &Aio,
     options: &CheckOptions,

@@ -125,9 +125,9 @@ fn fio_job(file: &Path, job: Job, engine: &str, seconds: u32) -> Result<(f64, f6
     let text = String::from_utf8_lossy(&out.stdout);
     // fio may print notes before the JSON document.
     let json = text.find('{').map(|i| &text[i..]).unwrap_or(&text);
-    let v: serde_json::Value = serde_json::from_str(json)
+    let report: serde_json::Value = serde_json::from_str(json)
         .map_err(|e| format!("could not parse fio's JSON output: {e}"))?;
-    let read = &v["jobs"][0]["read"];
+    let read = &report["jobs"][0]["read"];
     let bw = read["bw_bytes"].as_f64().unwrap_or(0.0);
     let iops = read["iops"].as_f64().unwrap_or(0.0);
     if bw <= 0.0 || iops <= 0.0 {

@@ -33,16 +33,16 @@ use super::runner::Skipped;
 
 /// Median of a non-empty slice (mean of the middle two for even lengths); NaN when empty.
 pub fn median(values: &[f64]) -> f64 {
-    let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
-    if v.is_empty() {
+    let mut finite: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
+    if finite.is_empty() {
         return f64::NAN;
     }
-    v.sort_by(|a, b| a.total_cmp(b));
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
+    finite.sort_by(|a, b| a.total_cmp(b));
+    let middle = finite.len() / 2;
+    if finite.len() % 2 == 1 {
+        finite[middle]
     } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
+        (finite[middle - 1] + finite[middle]) / 2.0
     }
 }
 
@@ -52,40 +52,53 @@ fn query_key(r: &RunRecord) -> QueryKey {
     (r.dataset.clone(), r.scan.clone(), r.step)
 }
 
+/// The cold reads of one query, gathered from one engine's runs.
+struct QueryReads {
+    /// Pages read per run.
+    pages: Vec<f64>,
+    /// Random I/Os per run (none for a sequential scan).
+    random_ios: Vec<f64>,
+    /// Whether the runs are pageio's, which report their kernel I/Os.
+    from_pageio: bool,
+}
+
 /// Fills `device_seconds` and `vs_device` of every record from the device limit.
 pub fn fill_device(records: &mut [RunRecord], device: &DeviceLimit) {
-    let mut per_query: BTreeMap<QueryKey, (Vec<f64>, Vec<f64>, bool)> = BTreeMap::new();
-    // pageio's cold runs first: they report I/O counts.
+    let mut per_query: BTreeMap<QueryKey, QueryReads> = BTreeMap::new();
+    // pageio's cold runs first: they report I/O counts. A query keeps the reads of the
+    // first engine that ran it.
     for pass in ["pageio", "postgresql"] {
         for r in records
             .iter()
             .filter(|r| r.cache == Cache::Cold && r.engine == pass)
         {
-            let entry = per_query
-                .entry(query_key(r))
-                .or_insert_with(|| (Vec::new(), Vec::new(), r.engine == "pageio"));
-            if entry.2 != (r.engine == "pageio") {
+            let reads = per_query.entry(query_key(r)).or_insert_with(|| QueryReads {
+                pages: Vec::new(),
+                random_ios: Vec::new(),
+                from_pageio: r.engine == "pageio",
+            });
+            if reads.from_pageio != (r.engine == "pageio") {
                 continue;
             }
-            entry.0.push(r.shared_read as f64);
-            let ios = match r.scan.as_str() {
+            reads.pages.push(r.shared_read as f64);
+            reads.random_ios.push(match r.scan.as_str() {
                 "seq" => 0.0,
                 _ => r.ios.unwrap_or(r.shared_read) as f64,
-            };
-            entry.1.push(ios);
+            });
         }
     }
-    let times: BTreeMap<QueryKey, f64> = per_query
+    let device_seconds: BTreeMap<QueryKey, f64> = per_query
         .into_iter()
-        .map(|(k, (pages, ios, _))| {
-            let t = device.device_seconds((median(&pages) * 8192.0) as u64, median(&ios) as u64);
-            (k, t)
+        .map(|(query, reads)| {
+            let bytes = (median(&reads.pages) * 8192.0) as u64;
+            let seconds = device.device_seconds(bytes, median(&reads.random_ios) as u64);
+            (query, seconds)
         })
         .collect();
     for r in records.iter_mut() {
-        if let Some(&t) = times.get(&query_key(r)) {
-            r.device_seconds = Some(t);
-            r.vs_device = (r.seconds > 0.0).then(|| t / r.seconds);
+        if let Some(&seconds) = device_seconds.get(&query_key(r)) {
+            r.device_seconds = Some(seconds);
+            r.vs_device = (r.seconds > 0.0).then(|| seconds / r.seconds);
         }
     }
 }
@@ -161,13 +174,15 @@ pub fn write_runs(records: &[RunRecord], dir: &Path) -> Result<(), String> {
     std::fs::write(&json, text)
         .map_err(|e| format!("could not write \"{}\": {e}", json.display()))?;
     let csv_path = dir.join("runs.csv");
-    let mut w = csv::Writer::from_path(&csv_path)
+    let mut writer = csv::Writer::from_path(&csv_path)
         .map_err(|e| format!("could not write \"{}\": {e}", csv_path.display()))?;
     for r in records {
-        w.serialize(r)
+        writer
+            .serialize(r)
             .map_err(|e| format!("could not write \"{}\": {e}", csv_path.display()))?;
     }
-    w.flush()
+    writer
+        .flush()
         .map_err(|e| format!("could not write \"{}\": {e}", csv_path.display()))?;
     Ok(())
 }

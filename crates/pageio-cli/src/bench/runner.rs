@@ -59,11 +59,11 @@ pub struct MethodSpec {
 
 impl MethodSpec {
     /// Parses `sync`, `worker`, `worker:N`, `worker:cores` or `io_uring`.
-    pub fn parse(s: &str) -> Result<MethodSpec, String> {
-        let s = s.trim().to_ascii_lowercase();
-        let (name, arg) = match s.split_once([':', '=', '×', 'x']) {
-            Some((n, a)) if n == "worker" => (n.to_string(), Some(a.to_string())),
-            _ => (s.clone(), None),
+    pub fn parse(text: &str) -> Result<MethodSpec, String> {
+        let spec = text.trim().to_ascii_lowercase();
+        let (name, arg) = match spec.split_once([':', '=', '×', 'x']) {
+            Some((name, count)) if name == "worker" => (name.to_string(), Some(count.to_string())),
+            _ => (spec.clone(), None),
         };
         let method = match name.as_str() {
             "sync" => IoMethodKind::Sync,
@@ -71,7 +71,7 @@ impl MethodSpec {
             "io_uring" | "uring" => IoMethodKind::IoUring,
             _ => {
                 return Err(format!(
-                    "unknown method \"{s}\" in --methods: expected sync, worker:N, worker:cores or io_uring"
+                    "unknown method \"{spec}\" in --methods: expected sync, worker:N, worker:cores or io_uring"
                 ))
             }
         };
@@ -82,7 +82,7 @@ impl MethodSpec {
                 Ok(n) if (1..=128).contains(&n) => n,
                 _ => {
                     return Err(format!(
-                        "\"{s}\" in --methods: the worker count must be 1…128 or \"cores\""
+                        "\"{spec}\" in --methods: the worker count must be 1…128 or \"cores\""
                     ))
                 }
             },
