@@ -164,7 +164,7 @@ fn resolve_table(args: &ScanArgs) -> Result<(Table, bool, String), Box<dyn std::
 }
 
 fn drop_caches() -> Result<(), Box<dyn std::error::Error>> {
-    pageio::storage::drop_page_cache().map_err(|e| {
+    pageio::storage::page_cache::drop_page_cache().map_err(|e| {
         format!("--drop-caches: {e}; run without --drop-caches to evict only the relation's files")
             .into()
     })

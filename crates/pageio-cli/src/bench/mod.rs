@@ -464,13 +464,13 @@ fn measure_device(
             args.device_seconds
         );
     }
-    let drop_caches = pageio::storage::can_drop_page_cache();
+    let drop_caches = pageio::storage::page_cache::can_drop_page_cache();
     // Best effort: fio and the probe both read with O_DIRECT, so a cache left warm does not
     // change what they measure; emptying it keeps the device as the cold runs will find it.
     let empty_caches = || {
         let _ = target.table.heap.evict_from_page_cache();
         if drop_caches {
-            let _ = pageio::storage::drop_page_cache();
+            let _ = pageio::storage::page_cache::drop_page_cache();
         }
     };
     match device::measure(&file, mode, args.device_seconds, &empty_caches) {
@@ -502,7 +502,7 @@ fn run_matrix(
     matrix: &Matrix,
     hidden: bool,
 ) -> Result<(Vec<record::RunRecord>, Vec<runner::Skipped>), Box<dyn std::error::Error>> {
-    let drop_caches = pageio::storage::can_drop_page_cache();
+    let drop_caches = pageio::storage::page_cache::can_drop_page_cache();
     let context_for = |eic: usize, progress: ProgressBar| {
         let mut config = base.clone();
         config.effective_io_concurrency = eic;

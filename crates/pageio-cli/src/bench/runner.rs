@@ -166,7 +166,7 @@ fn evict(target: &Target, drop_caches: bool) -> Result<(), Box<dyn std::error::E
         index.evict_from_page_cache()?;
     }
     if drop_caches {
-        pageio::storage::drop_page_cache()?;
+        pageio::storage::page_cache::drop_page_cache()?;
     }
     Ok(())
 }

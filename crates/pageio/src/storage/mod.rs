@@ -33,11 +33,11 @@
 //!
 //! Cold runs empty the page cache through one of two functions, never a copy:
 //! [`RelFile::evict_from_page_cache`] (one relation, `POSIX_FADV_DONTNEED` per segment) and
-//! [`drop_page_cache`] (everything, root only); see the `page_cache` module.
+//! [`page_cache::drop_page_cache`] (everything, root only).
 
 mod direct;
 mod fd_cache;
-mod page_cache;
+pub mod page_cache;
 mod relation;
 
 pub use direct::{
@@ -45,7 +45,6 @@ pub use direct::{
     DEFAULT_DIO_ALIGNMENT_BYTES,
 };
 pub use fd_cache::{FileCache, OpenMode, SegmentFile, RESERVED_FDS};
-pub use page_cache::{can_drop_page_cache, drop_page_cache, DROP_CACHES_PATH};
 pub use relation::{ForkNumber, RelFile};
 
 use std::path::PathBuf;
