@@ -167,15 +167,10 @@ fn resolve_table(args: &ScanArgs) -> Result<(Table, bool, String), Box<dyn std::
 }
 
 fn drop_caches() -> Result<(), Box<dyn std::error::Error>> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        return Err("--drop-caches needs root (it writes /proc/sys/vm/drop_caches); run without it to evict only the relation's files".into());
-    }
-    // SAFETY: sync has no preconditions.
-    unsafe { libc::sync() };
-    std::fs::write("/proc/sys/vm/drop_caches", "3")
-        .map_err(|e| format!("could not write /proc/sys/vm/drop_caches: {e}"))?;
-    Ok(())
+    pageio::storage::page_cache::drop_page_cache().map_err(|e| {
+        format!("--drop-caches: {e}; run without --drop-caches to evict only the relation's files")
+            .into()
+    })
 }
 
 /// Evicts a relation's segments from the page cache.

@@ -18,24 +18,23 @@
 //! Only errors `pg_checksums` has no counterpart for — a bad `--io-method` and the like —
 //! exit 2, like every other pageio subcommand.
 //!
-//! Defaults differ from the engine's on purpose, because verify reads every byte once,
-//! front to back, and nothing else (measured in `docs/BENCHMARKS.md`, "pageio verify"):
+//! Verify runs with its own defaults where they differ from the engine's (`io_method=auto`,
+//! a scanner and an I/O worker per CPU, mapped reads on; under `--direct-io on` 1 MB reads
+//! with 128 in flight over all scanners and 32 I/O workers). They are the library's
+//! ([`pageio::verify::defaults`], which explains and measures each), so a program embedding
+//! the checker gets the same; every one yields to a flag or a `--config` line that sets it.
+//! `--mapped-reads off` reads everything instead of checking cached windows in place.
 //!
-//! * **mapped reads on**: a 16 MB window the page cache holds entirely is checksummed in
-//!   place through a read-only mapping, with no copy (`pageio::verify`'s `mapped` module);
-//!   only windows that are not cached are read. `--mapped-reads off` reads everything.
-//! * **`io_method=auto`**: io_uring when the kernel allows it (it keeps the device busiest
-//!   cold), else worker, with one line on stderr saying why.
-//! * **`--jobs` = one scanner per CPU**: scanners checksum mapped windows (and, under sync
-//!   and io_uring, every read), so there is one per CPU; under worker the `io_workers`
-//!   threads checksum reads, and default to one per CPU too.
-//! * **with `--direct-io on`**: no page cache, so no mapped reads and no kernel read-ahead;
-//!   the stream alone must keep the device busy, so `io_combine_limit` defaults to 1 MB (the
-//!   maximum, as PostgreSQL's) and `effective_io_concurrency` to
-//!   [`DIRECT_IO_READS_IN_FLIGHT`] shared by the scanners; under worker, where each worker
-//!   has one read in flight, `io_workers` defaults to [`DIRECT_IO_WORKERS`].
+//! With `--json`, stdout carries one JSON object whatever happens: the summary, or on a
+//! fatal error `{"error": {"kind", "message", "hint"}}` (see `Fatal`), with the same exit
+//! status as without `--json`.
 //!
-//! Every one of these yields to a flag or a `--config` line that sets it.
+//! ```text
+//!   run ─► verify: data_directory ─► start_engine ─► read_control ─► walk_cluster
+//!                  ─► check_cluster (failure lines, progress)
+//!                  ─► print_text_summary | print_json_summary
+//!       └► Fatal::report: error + hint on stderr (and the JSON object), exit 1 or 2
+//! ```
 //!
 //! `--progress` draws a bar on a terminal; when stderr is not a terminal it prints a plain
 //! line every [`PROGRESS_LINE_INTERVAL`] instead (MB done, MB/s, ETA), like
@@ -44,32 +43,19 @@
 use std::ffi::OsString;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use pageio::config::IoMethodKind;
-use pageio::verify::{check_files, walk_cluster, CheckOptions, ControlFile, VerifyError};
+use pageio::verify::{
+    check_files, default_jobs, verify_config, walk_cluster, CheckOptions, CheckTotals,
+    ChecksumFailure, ClusterFile, ControlFile, VerifyError,
+};
 use pageio::Aio;
 
 use crate::settings::SettingsArgs;
 use crate::CliResult;
-
-/// Reads in flight under direct I/O, over all scanners: `effective_io_concurrency` defaults
-/// to this divided by `--jobs` (at least [`DIRECT_IO_MIN_PER_SCANNER`]). Without the page
-/// cache's read-ahead, the stream's own reads are the device's whole queue. In paired cold
-/// runs on the benchmark disk, 1 MB reads gave 1.1–1.4 GB/s with 64 in flight, 1.45–2.1 GB/s
-/// with 128 and 1.5–2.0 GB/s with 256 (fio at queue depth 128: 1.1–2.2 GB/s): the gain stops
-/// at 128. The buffers are 1 MB each, so this is also the memory bound — 128 MB, more only
-/// beyond 32 scanners, at the minimum per scanner.
-pub const DIRECT_IO_READS_IN_FLIGHT: usize = 128;
-
-/// Least `effective_io_concurrency` per scanner under direct I/O, for very many `--jobs`.
-pub const DIRECT_IO_MIN_PER_SCANNER: usize = 4;
-
-/// `io_workers` under direct I/O with the worker method: each worker blocks in one `preadv`,
-/// so the workers are the queue depth, and PostgreSQL's maximum (32) is the most we allow.
-pub const DIRECT_IO_WORKERS: usize = pageio::config::MAX_IO_WORKERS;
 
 /// How often `--progress` prints a line when stderr is not a terminal (pg_checksums: 1 s).
 pub const PROGRESS_LINE_INTERVAL: Duration = Duration::from_secs(1);
@@ -90,6 +76,10 @@ pageio verify -P /srv/pgdata                      # progress with MB/s and ETA\n
 pageio verify --filenode 16384 /srv/pgdata        # one relation, all forks and segments\n  \
 pageio verify --json /srv/pgdata | jq .bad_checksums\n  \
 pageio verify --direct-io on /srv/pgdata          # bypass the page cache\n\n\
+With --json, stdout is one JSON object: the summary, or on a fatal error \
+{\"error\": {\"kind\": …, \"message\": …, \"hint\": …}} (kind is a stable name such as \
+cluster_running, checksums_disabled, short_read, settings, usage); the exit status is the same \
+as without --json.\n\n\
 Verify's own defaults, where they differ from the settings' listed above: io_method=auto, \
 io_workers = one per CPU; with --direct-io on, io_combine_limit=1MB, 128 reads in flight over \
 all scanners (effective_io_concurrency = 128 / jobs) and io_workers=32."
@@ -118,7 +108,8 @@ pub struct VerifyArgs {
     /// List every file checked ("checksums verified in file …") on stderr
     #[arg(short = 'v', long = "verbose")]
     verbose: bool,
-    /// Print one JSON object on stdout instead of the text summary
+    /// Print one JSON object on stdout instead of the text summary (on a fatal error:
+    /// {"error": {"kind", "message", "hint"}})
     #[arg(long)]
     json: bool,
     /// Scanner threads: each checks cached windows in place and keeps reads in flight
@@ -141,184 +132,298 @@ struct JsonFailure<'a> {
     stored: u16,
 }
 
-fn cpus() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
+/// Why a run stopped before its summary.
+#[derive(Debug)]
+enum Fatal {
+    /// A condition `pg_checksums` reports too (cluster running, checksums off, a short
+    /// read, …): its wording and a hint on stderr, exit status 1, as `pg_checksums`.
+    Cluster(VerifyError),
+    /// What `pg_checksums` has no counterpart for — no data directory, a bad setting, an
+    /// engine that cannot start: exit status 2, like every pageio subcommand's errors.
+    Setup {
+        /// Stable name for `--json` (`usage`, `settings`, `io`).
+        kind: &'static str,
+        /// The message, naming the cause and the fix.
+        error: Box<dyn std::error::Error>,
+    },
 }
 
-/// Prints a pg_checksums-style fatal error (and its hint) and returns exit status 1.
-fn fatal(e: &VerifyError) -> i32 {
-    eprintln!("pageio: error: {e}");
-    if let Some(h) = e.hint() {
-        eprintln!("pageio: hint: {h}");
+impl From<VerifyError> for Fatal {
+    fn from(e: VerifyError) -> Fatal {
+        Fatal::Cluster(e)
     }
-    1
+}
+
+impl Fatal {
+    fn usage(message: &str) -> Fatal {
+        Fatal::Setup {
+            kind: "usage",
+            error: message.into(),
+        }
+    }
+
+    /// `{"error": {"kind": …, "message": …, "hint": …}}`: what `--json` prints on stdout
+    /// instead of the summary.
+    fn json(&self) -> serde_json::Value {
+        let (kind, message, hint) = match self {
+            Fatal::Cluster(e) => (e.kind(), e.to_string(), e.hint()),
+            Fatal::Setup { kind, error } => (*kind, error.to_string(), None),
+        };
+        serde_json::json!({ "error": { "kind": kind, "message": message, "hint": hint } })
+    }
+
+    /// Reports the error — on stderr always, and as a JSON object on stdout with `--json` —
+    /// and ends the run with its exit status.
+    fn report(self, json: bool) -> CliResult {
+        if json {
+            println!("{}", serde_json::to_string_pretty(&self.json())?);
+        }
+        match self {
+            Fatal::Cluster(e) => {
+                eprintln!("pageio: error: {e}");
+                if let Some(hint) = e.hint() {
+                    eprintln!("pageio: hint: {hint}");
+                }
+                Ok(1)
+            }
+            // main prints the one error line and exits 2.
+            Fatal::Setup { error, .. } => Err(error),
+        }
+    }
 }
 
 /// Runs the subcommand.
 pub fn run(args: VerifyArgs) -> CliResult {
-    let datadir = match args
-        .pgdata
-        .or(args.datadir)
-        .or_else(|| std::env::var_os("PGDATA"))
-    {
-        Some(d) => d,
-        None => return Err("no data directory specified: pass PGDATA or set $PGDATA".into()),
-    };
-    let pgdata = PathBuf::from(&datadir);
-    let _ = args.check;
+    let json = args.json;
+    match verify(args) {
+        Ok(status) => Ok(status),
+        Err(fatal) => fatal.report(json),
+    }
+}
 
-    let jobs = args.jobs.unwrap_or_else(cpus);
+/// The whole run, step by step; exit status 0 when every block is good, 1 when one is bad.
+fn verify(args: VerifyArgs) -> Result<i32, Fatal> {
+    let datadir = data_directory(&args)?;
+    let jobs = args.jobs.unwrap_or_else(default_jobs);
     if jobs == 0 {
-        return Err("--jobs must be at least 1".into());
+        return Err(Fatal::usage("--jobs must be at least 1"));
     }
-    let mut config = args.settings.to_config()?;
-    // Verify's own defaults (see the module comment), each unless the user chose the setting.
-    let set = |name: &str| args.settings.is_set(name);
-    if !set("io_method") {
-        config.io_method = IoMethodKind::Auto;
-    }
-    if config.direct_io {
-        if !set("io_combine_limit") {
-            config.io_combine_limit_blocks = pageio::config::MAX_IO_COMBINE_LIMIT_BLOCKS;
-        }
-        if !set("effective_io_concurrency") {
-            config.effective_io_concurrency = DIRECT_IO_READS_IN_FLIGHT
-                .div_ceil(jobs.min(pageio::verify::checker::MAX_JOBS))
-                .max(DIRECT_IO_MIN_PER_SCANNER);
-        }
-        if !set("io_workers") {
-            config.io_workers = DIRECT_IO_WORKERS;
-        }
-        if !set("io_max_concurrency") {
-            config.io_max_concurrency = config
-                .io_max_concurrency
-                .max(config.effective_io_concurrency);
-        }
-    } else if !set("io_workers") {
-        config.io_workers = cpus().clamp(1, pageio::config::MAX_IO_WORKERS);
-    }
-    let aio = Aio::new(config)?;
-    if let Some(reason) = aio.fallback_reason() {
-        eprintln!("pageio: {reason}");
-    }
+    let aio = start_engine(&args.settings, jobs)?;
     let options = CheckOptions {
         jobs,
         mapped_reads: args.mapped_reads == "on",
     };
-
-    let control = match ControlFile::read(&pgdata).and_then(|c| {
-        c.check_for_verify()?;
-        Ok(c)
-    }) {
-        Ok(c) => c,
-        Err(e) => return Ok(fatal(&e)),
-    };
-    let files = match walk_cluster(&datadir, args.filenode) {
-        Ok(f) => f,
-        Err(e) => return Ok(fatal(&e)),
-    };
+    let control = read_control(&PathBuf::from(&datadir))?;
+    let files = walk_cluster(&datadir, args.filenode)?;
     let total_bytes: u64 = files.iter().map(|f| f.size_bytes).sum();
-
-    let on_terminal = std::io::stderr().is_terminal();
-    let bar = if args.progress && on_terminal {
-        ProgressBar::with_draw_target(Some(total_bytes), ProgressDrawTarget::stderr())
-    } else {
-        ProgressBar::hidden()
+    let progress = Progress::new(args.progress, total_bytes);
+    let output = FileLines {
+        // pg_checksums prints failure lines only for the checksum version it knows; a future
+        // version's failures are still counted.
+        failures: control.data_checksum_version == 1,
+        verified: args.verbose,
+        collect: args.json,
     };
-    let mut lines = (args.progress && !on_terminal).then(|| ProgressLines::new(total_bytes));
-    bar.set_style(ProgressStyle::with_template(
-        "{bytes}/{total_bytes} ({percent}%) computed, {bytes_per_sec}, eta {eta}",
-    )?);
-    bar.enable_steady_tick(Duration::from_millis(200));
-
-    // pg_checksums prints failure lines only for the checksum version it knows; a future
-    // version's failures are still counted.
-    let print_failures = control.data_checksum_version == 1;
-    let mut failures_json = Vec::new();
     let started = Instant::now();
+    let (result, failures) = check_cluster(&aio, files, &options, &output, progress);
+    let totals = result?;
+    let elapsed_s = started.elapsed().as_secs_f64();
+    if args.json {
+        print_json_summary(&totals, &failures, &control, &aio, &options, elapsed_s)?;
+    } else {
+        print_text_summary(&totals, &control);
+    }
+    Ok(if totals.bad_checksums > 0 { 1 } else { 0 })
+}
+
+/// The data directory: the argument, `-D`, or `$PGDATA`.
+fn data_directory(args: &VerifyArgs) -> Result<OsString, Fatal> {
+    args.pgdata
+        .clone()
+        .or_else(|| args.datadir.clone())
+        .or_else(|| std::env::var_os("PGDATA"))
+        .ok_or_else(|| Fatal::usage("no data directory specified: pass PGDATA or set $PGDATA"))
+}
+
+/// The settings (flags and `--config` over verify's defaults for `jobs` scanners) and the
+/// engine started with them; one line on stderr when `auto` did not get io_uring.
+fn start_engine(settings: &SettingsArgs, jobs: usize) -> Result<Aio, Fatal> {
+    let config = settings.to_config().map_err(|e| Fatal::Setup {
+        kind: "settings",
+        error: e.into(),
+    })?;
+    let config = verify_config(config, jobs, |name| settings.is_set(name));
+    let aio = Aio::new(config).map_err(|e| Fatal::Setup {
+        kind: "io",
+        error: e.into(),
+    })?;
+    if let Some(reason) = aio.fallback_reason() {
+        eprintln!("pageio: {reason}");
+    }
+    Ok(aio)
+}
+
+/// `global/pg_control`, refusing what `pg_checksums --check` refuses.
+fn read_control(pgdata: &std::path::Path) -> Result<ControlFile, VerifyError> {
+    let control = ControlFile::read(pgdata)?;
+    control.check_for_verify()?;
+    Ok(control)
+}
+
+/// What to print per file while checking.
+struct FileLines {
+    /// One stderr line per bad block, as `pg_checksums`.
+    failures: bool,
+    /// "checksums verified in file …" for each good file (`--verbose`).
+    verified: bool,
+    /// Keep every failure for the JSON summary.
+    collect: bool,
+}
+
+/// A checksum failure with the file it was found in (as messages name the file).
+type FileFailure = (Arc<str>, ChecksumFailure);
+
+/// Checks every file, printing per-file lines as each finishes and showing progress.
+/// Returns the totals (or the fatal error) and the failures kept for `--json`.
+fn check_cluster(
+    aio: &Aio,
+    files: Vec<ClusterFile>,
+    options: &CheckOptions,
+    output: &FileLines,
+    mut progress: Progress,
+) -> (Result<CheckTotals, VerifyError>, Vec<FileFailure>) {
+    let mut kept_failures = Vec::new();
     let stderr = std::io::stderr();
+    let bar = progress.bar.clone();
     let result = check_files(
-        &aio,
+        aio,
         files,
-        &options,
+        options,
         |file, outcome| {
             let mut err = stderr.lock();
             bar.suspend(|| {
-                for f in &outcome.failures {
-                    if print_failures {
+                for failure in &outcome.failures {
+                    if output.failures {
                         let _ = writeln!(
                             err,
                             "pageio: error: checksum verification failed in file \"{}\", block {}: calculated checksum {:X} but block contains {:X}",
-                            file.display, f.block, f.calculated, f.stored
+                            file.display, failure.block, failure.calculated, failure.stored
                         );
                     }
-                    if args.json {
-                        failures_json.push((file.display.clone(), f.clone()));
+                    if output.collect {
+                        kept_failures.push((file.display.clone(), failure.clone()));
                     }
                 }
-                if args.verbose && outcome.error.is_none() {
+                if output.verified && outcome.error.is_none() {
                     let _ = writeln!(err, "pageio: checksums verified in file \"{}\"", file.display);
                 }
             });
         },
-        |bytes| {
-            bar.set_position(bytes);
-            if let Some(l) = lines.as_mut() {
-                l.update(bytes, false);
-            }
-        },
+        |bytes| progress.update(bytes),
     );
-    let elapsed_s = started.elapsed().as_secs_f64();
-    bar.finish_and_clear();
-    if let (Some(l), Ok(t)) = (lines.as_mut(), &result) {
-        l.update(t.bytes_read, true);
-    }
-    let totals = match result {
-        Ok(t) => t,
-        Err(e) => return Ok(fatal(&e)),
-    };
+    progress.finish(result.as_ref().ok().map(|totals| totals.bytes_read));
+    (result, kept_failures)
+}
+
+/// The `pg_checksums` summary on stdout.
+fn print_text_summary(totals: &CheckTotals, control: &ControlFile) {
+    println!("Checksum operation completed");
+    println!("Files scanned:   {}", totals.files_scanned);
+    println!("Blocks scanned:  {}", totals.blocks_scanned);
+    println!("Bad checksums:  {}", totals.bad_checksums);
+    println!("Data checksum version: {}", control.data_checksum_version);
+}
+
+/// The summary as one JSON object on stdout, with the settings the run used.
+fn print_json_summary(
+    totals: &CheckTotals,
+    failures: &[FileFailure],
+    control: &ControlFile,
+    aio: &Aio,
+    options: &CheckOptions,
+    elapsed_s: f64,
+) -> Result<(), Fatal> {
+    let failures: Vec<JsonFailure> = failures
+        .iter()
+        .map(|(file, failure)| JsonFailure {
+            file,
+            block: failure.block,
+            calculated: failure.calculated,
+            stored: failure.stored,
+        })
+        .collect();
+    let config = aio.config();
     let mb_per_s = totals.bytes_read as f64 / elapsed_s.max(1e-9) / 1e6;
-    if args.json {
-        let failures: Vec<JsonFailure> = failures_json
-            .iter()
-            .map(|(file, f)| JsonFailure {
-                file,
-                block: f.block,
-                calculated: f.calculated,
-                stored: f.stored,
-            })
-            .collect();
-        let config = aio.config();
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&serde_json::json!({
-                "files_scanned": totals.files_scanned,
-                "blocks_scanned": totals.blocks_scanned,
-                "bad_checksums": totals.bad_checksums,
-                "new_pages": totals.new_pages,
-                "data_checksum_version": control.data_checksum_version,
-                "failures": failures,
-                "bytes_read": totals.bytes_read,
-                "elapsed_s": elapsed_s,
-                "mb_per_s": mb_per_s,
-                "io_method": aio.io_method().as_str(),
-                "io_workers": config.io_workers,
-                "jobs": jobs,
-                "mapped_reads": options.mapped_reads && !config.direct_io,
-                "bytes_mapped": totals.bytes_mapped,
-                "direct_io": config.direct_io,
-                "io_combine_limit_blocks": config.io_combine_limit_blocks,
-                "effective_io_concurrency": config.effective_io_concurrency,
-            }))?
+    let summary = serde_json::json!({
+        "files_scanned": totals.files_scanned,
+        "blocks_scanned": totals.blocks_scanned,
+        "bad_checksums": totals.bad_checksums,
+        "new_pages": totals.new_pages,
+        "data_checksum_version": control.data_checksum_version,
+        "failures": failures,
+        "bytes_read": totals.bytes_read,
+        "elapsed_s": elapsed_s,
+        "mb_per_s": mb_per_s,
+        "io_method": aio.io_method().as_str(),
+        "io_workers": config.io_workers,
+        "jobs": options.jobs,
+        "mapped_reads": options.mapped_reads && !config.direct_io,
+        "bytes_mapped": totals.bytes_mapped,
+        "direct_io": config.direct_io,
+        "io_combine_limit_blocks": config.io_combine_limit_blocks,
+        "effective_io_concurrency": config.effective_io_concurrency,
+    });
+    let text = serde_json::to_string_pretty(&summary).map_err(|e| Fatal::Setup {
+        kind: "internal",
+        error: e.into(),
+    })?;
+    println!("{text}");
+    Ok(())
+}
+
+/// `--progress`: a bar on a terminal, plain lines otherwise, nothing without the flag.
+struct Progress {
+    bar: ProgressBar,
+    lines: Option<ProgressLines>,
+}
+
+impl Progress {
+    fn new(wanted: bool, total_bytes: u64) -> Progress {
+        let on_terminal = std::io::stderr().is_terminal();
+        let bar = if wanted && on_terminal {
+            ProgressBar::with_draw_target(Some(total_bytes), ProgressDrawTarget::stderr())
+        } else {
+            ProgressBar::hidden()
+        };
+        // The template is a constant: it cannot fail to parse, but a bar is not worth a
+        // panic, so a bad one falls back to the default style.
+        bar.set_style(
+            ProgressStyle::with_template(
+                "{bytes}/{total_bytes} ({percent}%) computed, {bytes_per_sec}, eta {eta}",
+            )
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
         );
-    } else {
-        println!("Checksum operation completed");
-        println!("Files scanned:   {}", totals.files_scanned);
-        println!("Blocks scanned:  {}", totals.blocks_scanned);
-        println!("Bad checksums:  {}", totals.bad_checksums);
-        println!("Data checksum version: {}", control.data_checksum_version);
+        bar.enable_steady_tick(Duration::from_millis(200));
+        Progress {
+            bar,
+            lines: (wanted && !on_terminal).then(|| ProgressLines::new(total_bytes)),
+        }
     }
-    Ok(if totals.bad_checksums > 0 { 1 } else { 0 })
+
+    fn update(&mut self, done_bytes: u64) {
+        self.bar.set_position(done_bytes);
+        if let Some(lines) = self.lines.as_mut() {
+            lines.update(done_bytes, false);
+        }
+    }
+
+    /// Clears the bar; prints the last line (100%) when the run completed.
+    fn finish(mut self, completed_bytes: Option<u64>) {
+        self.bar.finish_and_clear();
+        if let (Some(lines), Some(done_bytes)) = (self.lines.as_mut(), completed_bytes) {
+            lines.update(done_bytes, true);
+        }
+    }
 }
 
 /// `--progress` when stderr is not a terminal: one plain line per [`PROGRESS_LINE_INTERVAL`],

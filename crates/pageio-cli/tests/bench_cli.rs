@@ -315,6 +315,39 @@ fn bad_flags_fail_with_the_fix() {
     }
 }
 
+#[test]
+fn from_runs_errors_name_from_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let missing = dir.path().join("missing").join("runs.json");
+    let broken = dir.path().join("runs.json");
+    std::fs::write(&broken, "{").unwrap();
+    for (runs, needle) in [
+        (&missing, "could not read --from-runs"),
+        (&broken, "is not a JSON array of benchmark runs"),
+    ] {
+        let o = pageio(&[
+            "bench",
+            "--from-runs",
+            runs.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        assert!(err.contains(needle), "{err}");
+        assert!(
+            err.contains(&format!("--from-runs \"{}\"", runs.display())),
+            "{err}"
+        );
+        // The file came from --from-runs: the message must not send the user to another flag
+        // or to the PostgreSQL driver.
+        assert!(!err.contains("--pg-results"), "{err}");
+        assert!(!err.contains("pg18-bench.py"), "{err}");
+        assert!(!out.exists(), "nothing written on error");
+    }
+}
+
 /// Unmounts a test mount when dropped.
 struct Unmount(PathBuf);
 

@@ -448,6 +448,57 @@ fn damaged_blocks_reported_exactly_like_pg_checksums() {
 }
 
 #[test]
+fn verify_defaults_come_from_the_library_and_yield_to_flags_and_config() {
+    let Some(bin) = pg_bin() else { return };
+    let c = copy_cluster(&bin);
+    let data = c.data_str();
+    let settings = |extra: &[&str]| {
+        let mut args = vec!["--json", "--direct-io", "on", "-j", "2"];
+        args.extend_from_slice(extra);
+        args.push(&data);
+        let out = pageio(&args);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {}", stdout(&out));
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+    };
+    // Nothing chosen: the library's direct-I/O defaults for two scanners.
+    let expected = pageio::verify::verify_config(
+        pageio::IoConfig {
+            direct_io: true,
+            ..pageio::IoConfig::default()
+        },
+        2,
+        |_| false,
+    );
+    let v = settings(&[]);
+    assert_eq!(v["io_combine_limit_blocks"], 128);
+    assert_eq!(v["effective_io_concurrency"], 64);
+    assert_eq!(v["io_workers"], 32);
+    assert_eq!(
+        v["io_combine_limit_blocks"],
+        expected.io_combine_limit_blocks
+    );
+    assert_eq!(
+        v["effective_io_concurrency"],
+        expected.effective_io_concurrency
+    );
+    assert_eq!(v["io_workers"], expected.io_workers);
+    assert_eq!(v["mapped_reads"], false);
+    // A flag and a --config line each win over the default they set, and only that one.
+    let dir = tempfile::tempdir().unwrap();
+    let conf = dir.path().join("verify.conf");
+    std::fs::write(&conf, "effective_io_concurrency = 8\n").unwrap();
+    let v = settings(&[
+        "--io-combine-limit",
+        "16",
+        "--config",
+        conf.to_str().unwrap(),
+    ]);
+    assert_eq!(v["io_combine_limit_blocks"], 16);
+    assert_eq!(v["effective_io_concurrency"], 8);
+    assert_eq!(v["io_workers"], 32);
+}
+
+#[test]
 fn progress_is_printed_as_lines_when_stderr_is_not_a_terminal() {
     let Some(bin) = pg_bin() else { return };
     let c = copy_cluster(&bin);
@@ -487,6 +538,88 @@ fn truncated_file_gives_the_same_error() {
         )
     );
     assert_eq!(stdout(&ours), "", "no summary after a fatal error");
+    // With --json, the same fatal error is one JSON object on stdout, same exit status.
+    let ours = pageio(&["--json", &c.data_str()]);
+    assert_eq!(ours.status.code(), Some(1));
+    let error = json_error(&ours);
+    assert_eq!(error["kind"], "short_read");
+    assert_eq!(
+        format!("error: {}", error["message"].as_str().unwrap()),
+        *msgs.last().unwrap()
+    );
+    assert!(error["hint"].as_str().unwrap().contains("8192"), "{error}");
+}
+
+/// The `error` member of the one JSON object `verify --json` printed on stdout, checking
+/// that the object holds nothing else and that stderr still carries the error line.
+fn json_error(out: &Output) -> serde_json::Value {
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("stdout is not one JSON object ({e}): {}", stdout(out)));
+    let object = v.as_object().unwrap();
+    assert_eq!(object.len(), 1, "{v}");
+    let error = v["error"].clone();
+    for member in ["kind", "message", "hint"] {
+        assert!(error.get(member).is_some(), "no {member} in {v}");
+    }
+    let message = error["message"].as_str().unwrap();
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains(&format!("pageio: error: {message}")),
+        "stderr lacks the error line: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    error
+}
+
+#[test]
+fn json_reports_fatal_errors_as_a_json_object_with_the_same_exit_status() {
+    // Not a data directory: pg_checksums' exit status 1, with its hint.
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().to_str().unwrap();
+    let out = pageio(&["--json", empty]);
+    assert_eq!(out.status.code(), Some(1));
+    let error = json_error(&out);
+    assert_eq!(error["kind"], "control_file_unreadable");
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("{empty}/global/pg_control")),
+        "{error}"
+    );
+    assert!(error["hint"]
+        .as_str()
+        .unwrap()
+        .contains("global/pg_control"));
+    // Errors pg_checksums has no counterpart for keep exit status 2.
+    for (args, kind, needle) in [
+        (
+            vec!["--json", "--io-method", "bogus", empty],
+            "settings",
+            "\"bogus\"",
+        ),
+        (vec!["--json", "--jobs", "0", empty], "usage", "--jobs"),
+    ] {
+        let out = pageio(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let error = json_error(&out);
+        assert_eq!(error["kind"], kind, "{args:?}");
+        assert!(error["hint"].is_null(), "{args:?}");
+        assert!(
+            error["message"].as_str().unwrap().contains(needle),
+            "{error}"
+        );
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_pageio"))
+        .args(["verify", "--json"])
+        .env_remove("PGDATA")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(json_error(&out)["kind"], "usage");
+    // Without --json, stdout stays empty on a fatal error, as pg_checksums keeps it.
+    let out = pageio(&[empty]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(stdout(&out), "");
 }
 
 #[test]
@@ -495,11 +628,20 @@ fn running_cluster_is_refused() {
     let c = copy_cluster(&bin);
     let running = Running::start(&bin, &c.root);
     let ours = compare(&bin, &c, &[], &[]);
+    let ours_json = pageio(&["--json", &c.data_str()]);
     drop(running);
     assert_eq!(ours.status.code(), Some(1));
     assert_eq!(
         messages(&ours, "pageio"),
         ["error: cluster must be shut down"]
+    );
+    assert_eq!(ours_json.status.code(), Some(1));
+    let error = json_error(&ours_json);
+    assert_eq!(error["kind"], "cluster_running");
+    assert_eq!(error["message"], "cluster must be shut down");
+    assert!(
+        error["hint"].as_str().unwrap().contains("pg_ctl stop"),
+        "{error}"
     );
 }
 

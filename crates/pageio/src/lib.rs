@@ -1,19 +1,36 @@
 //! # pageio
 //!
-//! PostgreSQL 18's asynchronous I/O subsystem as a standalone engine for page-based storage.
+//! PostgreSQL 18's asynchronous I/O subsystem as a standalone engine for page-based storage,
+//! with PostgreSQL's on-disk format and the engine side of the `pageio` tools (scans,
+//! checksum verification, benchmark data sets).
 //!
-//! The crate is layered exactly like the data path in `DESIGN.md`; a request moves down once
-//! and its completion moves up once:
+//! The crate is layered like the data path drawn in the repository's `docs/ARCHITECTURE.md`;
+//! a request moves down once and its completion moves up once, and no layer reaches past the
+//! one below it:
 //!
 //! ```text
-//!  caller ──► ReadStream ──► BufferPool ──► Aio (handles, batches, merging) ──► IoMethod ──► Storage ──► kernel
+//!  scan ──► ReadStream ──► BufferPool ──► Aio (handles, batches, merging) ──► IoMethod ──► storage ──► kernel
+//!           verify, gen ───────────────────┘  (straight to the handles: no pool, no look-ahead)
 //! ```
 //!
-//! * [`page`] reads and writes PostgreSQL's on-disk page format and computes its checksum.
-//! * [`storage`] maps relations to 1 GB segment files, caches file descriptors and knows the
-//!   direct-I/O alignment of each file system.
+//! Top to bottom (each module's header comment is its design document):
+//!
+//! * [`scan`] runs sequential, bitmap-heap and index scans over PostgreSQL's relation files,
+//!   walking btrees as PostgreSQL does and reading heap pages through read streams.
+//! * [`verify`] is `pg_checksums --check` for a stopped cluster: `pg_control`, the cluster
+//!   walk, a parallel checker that checks cached data in place, and verify's own defaults.
+//! * [`gen`] writes the published benchmark data sets as PostgreSQL heap and btree files.
+//! * [`stream`] turns "the next block I will need" into pinned, verified pages, keeping
+//!   enough reads in flight (PostgreSQL's `read_stream.c`).
+//! * [`buffer`] is the shared buffer pool: pins, clock sweep, bulk-read rings, I/O in
+//!   progress shared between readers, and page verification where each read completes.
 //! * [`aio`] is the asynchronous I/O subsystem: per-backend handle pools, wait references,
-//!   batching and merging, and the three I/O methods (`sync`, `worker`, `io_uring`).
+//!   batching and merging, and the three I/O methods (`sync`, `worker`, `io_uring`) in
+//!   [`aio::method`].
+//! * [`storage`] maps relations to 1 GB segment files, caches file descriptors, knows each
+//!   file system's direct-I/O alignment, and empties the page cache for cold runs.
+//! * [`page`] reads and writes PostgreSQL's on-disk page format and computes its checksum;
+//!   every layer that looks inside a page uses it.
 //! * [`config`] holds the settings under their PostgreSQL names.
 //!
 //! ## Example

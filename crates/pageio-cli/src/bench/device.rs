@@ -27,14 +27,12 @@
 //! `max(12000 · 8192 / 1.1e9, 11000 / 60000) = max(0.089, 0.183) = 0.183 s`; measured
 //! 0.25 s → 73% of the device.
 
-use std::fs::File;
-use std::os::unix::fs::FileExt;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use pageio::storage::{open_direct, IoBuffer, SegmentFile, StorageError};
 use serde::{Deserialize, Serialize};
 
 /// The device's limits.
@@ -127,9 +125,9 @@ fn fio_job(file: &Path, job: Job, engine: &str, seconds: u32) -> Result<(f64, f6
     let text = String::from_utf8_lossy(&out.stdout);
     // fio may print notes before the JSON document.
     let json = text.find('{').map(|i| &text[i..]).unwrap_or(&text);
-    let v: serde_json::Value = serde_json::from_str(json)
+    let report: serde_json::Value = serde_json::from_str(json)
         .map_err(|e| format!("could not parse fio's JSON output: {e}"))?;
-    let read = &v["jobs"][0]["read"];
+    let read = &report["jobs"][0]["read"];
     let bw = read["bw_bytes"].as_f64().unwrap_or(0.0);
     let iops = read["iops"].as_f64().unwrap_or(0.0);
     if bw <= 0.0 || iops <= 0.0 {
@@ -180,39 +178,14 @@ pub fn measure_fio(
     })
 }
 
-/// A 4 kB-aligned heap buffer for O_DIRECT.
-struct Aligned {
-    ptr: *mut u8,
-    layout: std::alloc::Layout,
-}
-
-impl Aligned {
-    fn new(len: usize) -> Aligned {
-        let layout = std::alloc::Layout::from_size_align(len, 4096).expect("valid layout");
-        // SAFETY: the layout has a non-zero size.
-        let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
-        if ptr.is_null() {
-            std::alloc::handle_alloc_error(layout);
-        }
-        Aligned { ptr, layout }
-    }
-
-    fn as_mut(&mut self) -> &mut [u8] {
-        // SAFETY: ptr is a live allocation of layout.size() bytes owned by self.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.layout.size()) }
-    }
-}
-
-impl Drop for Aligned {
-    fn drop(&mut self) {
-        // SAFETY: allocated in `new` with this layout.
-        unsafe { std::alloc::dealloc(self.ptr, self.layout) };
-    }
-}
-
 /// Runs one job with the built-in probe; returns (bytes/s, IOPS).
-fn probe_job(file: &File, size: u64, job: Job, seconds: u32) -> Result<(f64, f64), String> {
-    let blocks = size / job.block as u64;
+fn probe_job(
+    file: &SegmentFile,
+    size_bytes: u64,
+    job: Job,
+    seconds: u32,
+) -> Result<(f64, f64), String> {
+    let blocks = size_bytes / job.block as u64;
     if blocks == 0 {
         return Err(format!(
             "the file is smaller than one {} kB read",
@@ -224,23 +197,25 @@ fn probe_job(file: &File, size: u64, job: Job, seconds: u32) -> Result<(f64, f64
     let stop = AtomicBool::new(false);
     let error = std::sync::Mutex::new(None::<String>);
     let start = Instant::now();
-    std::thread::scope(|s| {
-        for t in 0..job.depth {
+    std::thread::scope(|scope| {
+        for thread_no in 0..job.depth {
             let (cursor, done, stop, error) = (&cursor, &done, &stop, &error);
-            s.spawn(move || {
-                let mut buf = Aligned::new(job.block);
-                let mut x = 0x9E37_79B9_7F4A_7C15u64 ^ (t as u64 + 1);
+            scope.spawn(move || {
+                // The storage layer's aligned buffer: O_DIRECT needs memory aligned to the
+                // device's block size, which IoBuffer always is.
+                let mut buf = IoBuffer::zeroed(job.block);
+                let mut rng_state = 0x9E37_79B9_7F4A_7C15u64 ^ (thread_no as u64 + 1);
                 while !stop.load(Ordering::Relaxed) {
                     let block = if job.random {
                         // xorshift64*: cheap, uniform enough for offsets.
-                        x ^= x >> 12;
-                        x ^= x << 25;
-                        x ^= x >> 27;
-                        x.wrapping_mul(0x2545_F491_4F6C_DD1D) % blocks
+                        rng_state ^= rng_state >> 12;
+                        rng_state ^= rng_state << 25;
+                        rng_state ^= rng_state >> 27;
+                        rng_state.wrapping_mul(0x2545_F491_4F6C_DD1D) % blocks
                     } else {
                         cursor.fetch_add(1, Ordering::Relaxed) % blocks
                     };
-                    match file.read_at(buf.as_mut(), block * job.block as u64) {
+                    match file.pread(buf.as_mut_slice(), block * job.block as u64) {
                         Ok(n) if n > 0 => {
                             done.fetch_add(1, Ordering::Relaxed);
                         }
@@ -270,27 +245,25 @@ pub fn measure_probe(
     seconds: u32,
     before_each: &dyn Fn(),
 ) -> Result<DeviceLimit, String> {
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_DIRECT)
-        .open(file)
-        .map_err(|e| {
-            format!(
-                "could not open \"{}\" with O_DIRECT for the device probe: {e}; the file system may not support direct I/O (ramfs does not, tmpfs only since Linux 6.6) — put the data on the disk to measure, or pass --device none",
-                file.display()
-            )
-        })?;
-    let size = f
-        .metadata()
+    // Opened as the engine opens relation files under direct_io = on, so the probe and the
+    // scans it is compared with accept and refuse the same file systems.
+    let segment = open_direct(file).map_err(|e| match e {
+        StorageError::DirectIoUnsupported { source, .. } => format!(
+            "could not open \"{}\" with O_DIRECT for the device probe: {source}; the file system may not support direct I/O (ramfs does not, tmpfs only since Linux 6.6) — put the data on the disk to measure, or pass --device none",
+            file.display()
+        ),
+        other => format!("device probe: {other}"),
+    })?;
+    let size_bytes = std::fs::metadata(file)
         .map_err(|e| format!("could not stat \"{}\": {e}", file.display()))?
         .len();
     let ctx = |e: String| format!("device probe on \"{}\": {e}", file.display());
     before_each();
-    let seq = probe_job(&f, size, SEQ, seconds).map_err(ctx)?;
+    let seq = probe_job(&segment, size_bytes, SEQ, seconds).map_err(ctx)?;
     before_each();
-    let r1 = probe_job(&f, size, RAND1, seconds).map_err(ctx)?;
+    let r1 = probe_job(&segment, size_bytes, RAND1, seconds).map_err(ctx)?;
     before_each();
-    let r32 = probe_job(&f, size, RAND32, seconds).map_err(ctx)?;
+    let r32 = probe_job(&segment, size_bytes, RAND32, seconds).map_err(ctx)?;
     Ok(DeviceLimit {
         source: "built-in O_DIRECT probe (pread, one thread per queue slot)".into(),
         file: file.display().to_string(),

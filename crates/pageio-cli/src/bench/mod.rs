@@ -36,7 +36,7 @@ pub mod record;
 pub mod report;
 pub mod runner;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -282,9 +282,10 @@ fn generated_target(
             );
             bar.set_message(format!("{dataset} ({rows} rows)"));
             let aio = Aio::new(IoConfig::default())?;
-            let m = pageio::gen::generate(&aio, &args.data_dir, dataset, &opts, &|b| bar.inc(b))?;
+            let generated =
+                pageio::gen::generate(&aio, &args.data_dir, dataset, &opts, &|b| bar.inc(b))?;
             bar.finish_and_clear();
-            m
+            generated
         }
     };
     Ok(runner::Target {
@@ -312,20 +313,31 @@ fn parse_list<T>(
         .collect()
 }
 
-/// Runs the subcommand.
-pub fn run(args: BenchArgs) -> CliResult {
-    let base = args.settings.to_config()?;
-    let methods = list_or(
+/// The cells the flags ask for: every method × I/O mode × cache state × prefetch window,
+/// each run `repeats` times.
+struct Matrix {
+    /// Methods, each once, in the order given.
+    methods: Vec<runner::MethodSpec>,
+    /// `false` = buffered, `true` = direct.
+    modes: Vec<bool>,
+    /// Cache states.
+    caches: Vec<Cache>,
+    /// Prefetch windows (`effective_io_concurrency`).
+    eics: Vec<usize>,
+    /// Timed runs per cell.
+    repeats: u32,
+}
+
+/// Parses `--methods`, `--io`, `--cache`, `--eic` and `--repeats`.
+fn parse_matrix(args: &BenchArgs, base: &IoConfig) -> Result<Matrix, Box<dyn std::error::Error>> {
+    let mut methods: Vec<runner::MethodSpec> = Vec::new();
+    for name in list_or(
         &args.methods,
         &["sync", "worker:3", "worker:cores", "io_uring"],
-    )
-    .iter()
-    .map(|m| runner::MethodSpec::parse(m))
-    .collect::<Result<Vec<_>, _>>()?;
-    let mut methods_dedup: Vec<runner::MethodSpec> = Vec::new();
-    for m in methods {
-        if !methods_dedup.contains(&m) {
-            methods_dedup.push(m);
+    ) {
+        let spec = runner::MethodSpec::parse(&name)?;
+        if !methods.contains(&spec) {
+            methods.push(spec);
         }
     }
     let modes = parse_list(
@@ -357,143 +369,198 @@ pub fn run(args: BenchArgs) -> CliResult {
     if repeats == 0 {
         return Err("--repeats must be at least 1".into());
     }
-    if let Some(from) = &args.from_runs {
-        let records = report::read_runs(from)?;
-        let device_file = from.with_file_name("device.json");
-        let device =
-            match std::fs::read_to_string(&device_file) {
-                Ok(text) => Some(serde_json::from_str::<device::DeviceLimit>(&text).map_err(
-                    |e| format!("\"{}\" is not a device limit: {e}", device_file.display()),
-                )?),
-                Err(_) => None,
-            };
-        // Records already merged from other engines are in the file; skip --pg-results.
-        let args = BenchArgs {
-            pg_results: Vec::new(),
-            ..args
-        };
-        return write_outputs(&args, records, device, &[]);
-    }
-    let plan = plan_of(&args)?;
-    if args.plan {
-        if args.json {
-            println!("{}", serde_json::to_string_pretty(&plan)?);
-        } else {
-            for q in &plan.queries {
-                println!(
-                    "{:<10} {:<6} step {:>4}  {:>10} rows ({:.4}%)  a BETWEEN {} AND {}",
-                    q.dataset,
-                    q.scan,
-                    q.step,
-                    q.target_rows,
-                    q.selectivity * 100.0,
-                    q.lo,
-                    q.hi
-                );
-            }
-        }
+    Ok(Matrix {
+        methods,
+        modes,
+        caches,
+        eics,
+        repeats,
+    })
+}
+
+/// `--from-runs`: rebuilds the outputs from a runs.json written earlier, with the device
+/// limit from the device.json beside it when there is one.
+fn rebuild_from_runs(args: BenchArgs, runs_path: &Path) -> CliResult {
+    let records = report::read_runs(runs_path, report::RunsFile::FromRuns)?;
+    let device_file = runs_path.with_file_name("device.json");
+    let device = match std::fs::read_to_string(&device_file) {
+        Ok(text) => Some(
+            serde_json::from_str::<device::DeviceLimit>(&text)
+                .map_err(|e| format!("\"{}\" is not a device limit: {e}", device_file.display()))?,
+        ),
+        Err(_) => None,
+    };
+    // Records already merged from other engines are in the file; skip --pg-results.
+    let args = BenchArgs {
+        pg_results: Vec::new(),
+        ..args
+    };
+    write_outputs(&args, records, device, &[])
+}
+
+/// `--plan`: prints the predicates, as JSON for other engines or one line per query.
+fn print_plan(plan: &record::Plan, json: bool) -> CliResult {
+    if json {
+        println!("{}", serde_json::to_string_pretty(plan)?);
         return Ok(0);
     }
-    let hidden = args.no_progress || args.json;
-    let root = runner::is_root();
-    if args.pgdata.is_some() && args.rows.is_none() {
-        return Err("--pgdata needs --rows: the tables' row count, from which the predicates are sized (the same --rows the PostgreSQL driver used)".into());
+    for query in &plan.queries {
+        println!(
+            "{:<10} {:<6} step {:>4}  {:>10} rows ({:.4}%)  a BETWEEN {} AND {}",
+            query.dataset,
+            query.scan,
+            query.step,
+            query.target_rows,
+            query.selectivity * 100.0,
+            query.lo,
+            query.hi
+        );
     }
+    Ok(0)
+}
 
-    // The tables.
-    let mut targets = Vec::new();
-    let names: Vec<String> = {
-        let mut n: Vec<String> = Vec::new();
-        for q in &plan.queries {
-            if !n.contains(&q.dataset) {
-                n.push(q.dataset.clone());
-            }
-        }
-        n
-    };
+/// The tables to run on: PostgreSQL's files (`--pgdata --table`) or the plan's generated
+/// data sets, generated first when missing.
+fn load_targets(
+    args: &BenchArgs,
+    plan: &record::Plan,
+    hidden: bool,
+) -> Result<Vec<runner::Target>, Box<dyn std::error::Error>> {
     if let Some(pgdata) = &args.pgdata {
-        for t in &args.table {
-            targets.push(parse_table(pgdata, t, plan.table_rows)?);
-        }
-    } else {
-        for n in &names {
-            targets.push(generated_target(&args, n, plan.table_rows, hidden)?);
+        return args
+            .table
+            .iter()
+            .map(|spec| parse_table(pgdata, spec, plan.table_rows))
+            .collect();
+    }
+    let mut dataset_names: Vec<&String> = Vec::new();
+    for query in &plan.queries {
+        if !dataset_names.contains(&&query.dataset) {
+            dataset_names.push(&query.dataset);
         }
     }
+    dataset_names
+        .into_iter()
+        .map(|name| generated_target(args, name, plan.table_rows, hidden))
+        .collect()
+}
 
-    // The device limit, on the first table's heap.
-    let device = match args.device.as_str() {
-        "none" => None,
-        mode => {
-            let file = targets[0].table.heap.segment_path(0);
+/// The device limit, measured on `target`'s heap with the page cache emptied before each
+/// measurement; `None` with `--device none`, or when `auto` cannot measure this disk.
+fn measure_device(
+    args: &BenchArgs,
+    target: &runner::Target,
+    hidden: bool,
+) -> Result<Option<device::DeviceLimit>, Box<dyn std::error::Error>> {
+    let mode = args.device.as_str();
+    if mode == "none" {
+        return Ok(None);
+    }
+    let file = target.table.heap.segment_path(0);
+    if !hidden {
+        eprintln!(
+            "pageio bench: measuring the device on \"{}\" ({mode}, {} s per measurement)…",
+            file.display(),
+            args.device_seconds
+        );
+    }
+    let drop_caches = pageio::storage::page_cache::can_drop_page_cache();
+    // Best effort: fio and the probe both read with O_DIRECT, so a cache left warm does not
+    // change what they measure; emptying it keeps the device as the cold runs will find it.
+    let empty_caches = || {
+        let _ = target.table.heap.evict_from_page_cache();
+        if drop_caches {
+            let _ = pageio::storage::page_cache::drop_page_cache();
+        }
+    };
+    match device::measure(&file, mode, args.device_seconds, &empty_caches) {
+        Ok(limit) => {
             if !hidden {
                 eprintln!(
-                    "pageio bench: measuring the device on \"{}\" ({mode}, {} s per measurement)…",
-                    file.display(),
-                    args.device_seconds
+                    "pageio bench: device limit ({}): {:.0} MB/s sequential, {:.0} IOPS random QD1, {:.0} IOPS QD32",
+                    limit.source, limit.seq_mb_s, limit.rand_iops_qd1, limit.rand_iops_qd32
                 );
             }
-            let before = || {
-                let _ = targets[0].table.heap.evict_from_page_cache();
-                if root {
-                    let _ = runner::drop_page_cache();
-                }
-            };
-            match device::measure(&file, mode, args.device_seconds, &before) {
-                Ok(d) => {
-                    if !hidden {
-                        eprintln!(
-                            "pageio bench: device limit ({}): {:.0} MB/s sequential, {:.0} IOPS random QD1, {:.0} IOPS QD32",
-                            d.source, d.seq_mb_s, d.rand_iops_qd1, d.rand_iops_qd32
-                        );
-                    }
-                    Some(d)
-                }
-                // `auto` is the default: a disk that cannot be measured costs the ratios,
-                // not the benchmark. An explicit --device fio/probe is a request, so it fails.
-                Err(e) if mode == "auto" => {
-                    eprintln!("pageio bench: no device limit this run: {e}");
-                    None
-                }
-                Err(e) => return Err(e.into()),
-            }
+            Ok(Some(limit))
         }
-    };
+        // `auto` is the default: a disk that cannot be measured costs the ratios, not the
+        // benchmark. An explicit --device fio/probe is a request, so it fails.
+        Err(e) if mode == "auto" => {
+            eprintln!("pageio bench: no device limit this run: {e}");
+            Ok(None)
+        }
+        Err(e) => Err(e.into()),
+    }
+}
 
-    let mut records = Vec::new();
-    let mut skipped = Vec::new();
-    let ctx_for = |eic: usize, progress: ProgressBar| {
-        let mut c = base.clone();
-        c.effective_io_concurrency = eic;
+/// Runs every query of the plan on its table in every cell of the matrix, with one progress
+/// bar over all of them.
+fn run_matrix(
+    plan: &record::Plan,
+    targets: &[runner::Target],
+    base: &IoConfig,
+    matrix: &Matrix,
+    hidden: bool,
+) -> Result<(Vec<record::RunRecord>, Vec<runner::Skipped>), Box<dyn std::error::Error>> {
+    let drop_caches = pageio::storage::page_cache::can_drop_page_cache();
+    let context_for = |eic: usize, progress: ProgressBar| {
+        let mut config = base.clone();
+        config.effective_io_concurrency = eic;
         runner::RunContext {
-            base: c,
-            methods: &methods_dedup,
-            modes: &modes,
-            caches: &caches,
-            repeats,
-            drop_caches: root,
+            base: config,
+            methods: &matrix.methods,
+            modes: &matrix.modes,
+            caches: &matrix.caches,
+            repeats: matrix.repeats,
+            drop_caches,
             progress,
         }
     };
-    let total: u64 = eics.len() as u64
-        * runner::count_runs(plan.queries.len(), &ctx_for(0, ProgressBar::hidden()));
-    let bar = runner::progress_bar(total, hidden);
-    if !root && !hidden && caches.contains(&Cache::Cold) {
+    let total_runs: u64 = matrix.eics.len() as u64
+        * runner::count_runs(plan.queries.len(), &context_for(0, ProgressBar::hidden()));
+    let bar = runner::progress_bar(total_runs, hidden);
+    if !drop_caches && !hidden && matrix.caches.contains(&Cache::Cold) {
         bar.println("pageio bench: not root, so cold runs evict only the tables' files from the page cache (run as root to drop the whole page cache)");
     }
-    for &eic in &eics {
-        let ctx = ctx_for(eic, bar.clone());
-        for t in &targets {
+    let mut records = Vec::new();
+    let mut skipped = Vec::new();
+    for &eic in &matrix.eics {
+        let context = context_for(eic, bar.clone());
+        for target in targets {
             let queries: Vec<&record::PlannedQuery> = plan
                 .queries
                 .iter()
-                .filter(|q| q.dataset == t.dataset)
+                .filter(|q| q.dataset == target.dataset)
                 .collect();
-            runner::run_target(t, &queries, &ctx, &mut records, &mut skipped)?;
+            runner::run_target(target, &queries, &context, &mut records, &mut skipped)?;
         }
     }
     bar.finish_and_clear();
+    Ok((records, skipped))
+}
 
+/// Runs the subcommand: parse the matrix, then either rebuild outputs (`--from-runs`), print
+/// the plan (`--plan`), or load the tables, measure the device, run, and write the results.
+pub fn run(args: BenchArgs) -> CliResult {
+    let base = args.settings.to_config()?;
+    let matrix = parse_matrix(&args, &base)?;
+    if let Some(runs_path) = args.from_runs.clone() {
+        return rebuild_from_runs(args, &runs_path);
+    }
+    let plan = plan_of(&args)?;
+    if args.plan {
+        return print_plan(&plan, args.json);
+    }
+    if args.pgdata.is_some() && args.rows.is_none() {
+        return Err("--pgdata needs --rows: the tables' row count, from which the predicates are sized (the same --rows the PostgreSQL driver used)".into());
+    }
+    let hidden = args.no_progress || args.json;
+    let targets = load_targets(&args, &plan, hidden)?;
+    let Some(first) = targets.first() else {
+        return Err("the plan names no table: pass --dataset, or --pgdata with --table".into());
+    };
+    let device = measure_device(&args, first, hidden)?;
+    let (records, skipped) = run_matrix(&plan, &targets, &base, &matrix, hidden)?;
     write_outputs(&args, records, device, &skipped)
 }
 
@@ -505,8 +572,8 @@ fn write_outputs(
     device: Option<device::DeviceLimit>,
     skipped: &[runner::Skipped],
 ) -> CliResult {
-    for f in &args.pg_results {
-        records.extend(report::read_runs(f)?);
+    for pg_results in &args.pg_results {
+        records.extend(report::read_runs(pg_results, report::RunsFile::PgResults)?);
     }
     if let Some(d) = &device {
         report::fill_device(&mut records, d);
@@ -515,9 +582,9 @@ fn write_outputs(
         .map_err(|e| format!("could not create --out \"{}\": {e}", args.out.display()))?;
     report::write_runs(&records, &args.out)?;
     if let Some(d) = &device {
-        let p = args.out.join("device.json");
-        std::fs::write(&p, serde_json::to_string_pretty(d)?)
-            .map_err(|e| format!("could not write \"{}\": {e}", p.display()))?;
+        let device_path = args.out.join("device.json");
+        std::fs::write(&device_path, serde_json::to_string_pretty(d)?)
+            .map_err(|e| format!("could not write \"{}\": {e}", device_path.display()))?;
     }
     let charts = chart::write_charts(&records, &args.out.join("charts"))?
         .into_iter()
@@ -542,8 +609,9 @@ fn write_outputs(
             charts,
         },
     );
-    let p = args.out.join("summary.md");
-    std::fs::write(&p, &md).map_err(|e| format!("could not write \"{}\": {e}", p.display()))?;
+    let summary_path = args.out.join("summary.md");
+    std::fs::write(&summary_path, &md)
+        .map_err(|e| format!("could not write \"{}\": {e}", summary_path.display()))?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&records)?);
     } else {

@@ -26,7 +26,8 @@
 
 use indicatif::{ProgressBar, ProgressStyle};
 use pageio::buffer::{BufferPool, PageCheckOptions};
-use pageio::scan::{run_scan, Between, ScanKind, ScanOptions, Table};
+use pageio::scan::{run_scan, Between, ScanKind, ScanOptions, ScanResult, Table};
+use pageio::storage::StorageError;
 use pageio::stream::DistancePolicy;
 use pageio::{Aio, IoConfig, IoMethodKind};
 
@@ -58,11 +59,11 @@ pub struct MethodSpec {
 
 impl MethodSpec {
     /// Parses `sync`, `worker`, `worker:N`, `worker:cores` or `io_uring`.
-    pub fn parse(s: &str) -> Result<MethodSpec, String> {
-        let s = s.trim().to_ascii_lowercase();
-        let (name, arg) = match s.split_once([':', '=', '×', 'x']) {
-            Some((n, a)) if n == "worker" => (n.to_string(), Some(a.to_string())),
-            _ => (s.clone(), None),
+    pub fn parse(text: &str) -> Result<MethodSpec, String> {
+        let spec = text.trim().to_ascii_lowercase();
+        let (name, arg) = match spec.split_once([':', '=', '×', 'x']) {
+            Some((name, count)) if name == "worker" => (name.to_string(), Some(count.to_string())),
+            _ => (spec.clone(), None),
         };
         let method = match name.as_str() {
             "sync" => IoMethodKind::Sync,
@@ -70,7 +71,7 @@ impl MethodSpec {
             "io_uring" | "uring" => IoMethodKind::IoUring,
             _ => {
                 return Err(format!(
-                    "unknown method \"{s}\" in --methods: expected sync, worker:N, worker:cores or io_uring"
+                    "unknown method \"{spec}\" in --methods: expected sync, worker:N, worker:cores or io_uring"
                 ))
             }
         };
@@ -81,7 +82,7 @@ impl MethodSpec {
                 Ok(n) if (1..=128).contains(&n) => n,
                 _ => {
                     return Err(format!(
-                        "\"{s}\" in --methods: the worker count must be 1…128 or \"cores\""
+                        "\"{spec}\" in --methods: the worker count must be 1…128 or \"cores\""
                     ))
                 }
             },
@@ -157,47 +158,42 @@ pub fn progress_bar(total: u64, hidden: bool) -> ProgressBar {
     bar
 }
 
-/// Drops the page cache (root only): `sync; echo 3 > /proc/sys/vm/drop_caches`.
-pub fn drop_page_cache() -> Result<(), String> {
-    // SAFETY: sync has no preconditions.
-    unsafe { libc::sync() };
-    std::fs::write("/proc/sys/vm/drop_caches", "3")
-        .map_err(|e| format!("could not write /proc/sys/vm/drop_caches: {e}"))
-}
-
-/// Is this process root?
-pub fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
-
+/// Empties the caches before a cold run: the tables' files always, the whole page cache
+/// when `drop_caches` (root). Both through the storage layer, as every cold run does.
 fn evict(target: &Target, drop_caches: bool) -> Result<(), Box<dyn std::error::Error>> {
     target.table.heap.evict_from_page_cache()?;
-    if let Some(i) = &target.table.index {
-        i.evict_from_page_cache()?;
+    if let Some(index) = &target.table.index {
+        index.evict_from_page_cache()?;
     }
     if drop_caches {
-        drop_page_cache()?;
+        pageio::storage::page_cache::drop_page_cache()?;
     }
     Ok(())
 }
 
-/// Whether the table's file system accepts O_DIRECT (tmpfs, for one, does not): the
-/// message names the file, the cause and the fix.
+/// Whether the table's file system accepts O_DIRECT (ramfs, for one, does not), asked of
+/// the storage layer exactly as the engine will open the file: the message names the file,
+/// the cause and the fix.
 fn direct_io_refusal(target: &Target) -> Result<(), String> {
-    use std::os::unix::fs::OpenOptionsExt;
     let path = target.table.heap.segment_path(0);
-    std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_DIRECT)
-        .open(&path)
-        .map(drop)
-        .map_err(|e| {
-            format!(
-                "\"{}\" cannot be opened with O_DIRECT ({e}): its file system does not support direct I/O; put the data on a disk-backed file system (--data-dir) or leave direct out (--io buffered)",
-                path.display()
-            )
-        })
+    match pageio::storage::check_direct_io(&path) {
+        Ok(_) => Ok(()),
+        Err(StorageError::DirectIoUnsupported { source, .. }) => Err(format!(
+            "\"{}\" cannot be opened with O_DIRECT ({source}): its file system does not support direct I/O; put the data on a disk-backed file system (--data-dir) or leave direct out (--io buffered)",
+            path.display()
+        )),
+        Err(other) => Err(other.to_string()),
+    }
+}
+
+/// One cell of the matrix on one table: a method, an I/O mode, and the engine started
+/// with them.
+struct Cell<'a> {
+    target: &'a Target,
+    spec: MethodSpec,
+    direct: bool,
+    aio: Aio,
+    check: PageCheckOptions,
 }
 
 /// Runs every query of `queries` (already filtered to `target`) in every cell.
@@ -208,109 +204,145 @@ pub fn run_target(
     out: &mut Vec<RunRecord>,
     skipped: &mut Vec<Skipped>,
 ) -> Result<(), Box<dyn std::error::Error>> {
-    let version = format!("pageio {}", env!("CARGO_PKG_VERSION"));
     let check = PageCheckOptions {
         checksums: target.checksums,
         zero_damaged_pages: false,
         ignore_checksum_failure: false,
     };
-    for spec in ctx.methods {
+    for &spec in ctx.methods {
         for &direct in ctx.modes {
             let mode = if direct { "direct" } else { "buffered" };
-            let cell = format!("{} {} {mode}", target.dataset, spec.label());
-            if direct {
-                if let Err(reason) = direct_io_refusal(target) {
-                    ctx.progress
-                        .suspend(|| eprintln!("pageio bench: skipping {cell}: {reason}"));
-                    skipped.push(Skipped { cell, reason });
-                    ctx.progress.inc(runs_per_query(ctx) * queries.len() as u64);
-                    continue;
-                }
-            }
-            let mut config = ctx.base.clone();
-            config.io_method = spec.method;
-            config.io_workers = spec.workers;
-            config.direct_io = direct;
-            let aio = match Aio::new(config.clone()) {
-                Ok(a) => a,
-                Err(e) => {
-                    ctx.progress
-                        .suspend(|| eprintln!("pageio bench: skipping {cell}: {e}"));
-                    skipped.push(Skipped {
-                        cell,
-                        reason: e.to_string(),
-                    });
-                    ctx.progress.inc(runs_per_query(ctx) * queries.len() as u64);
-                    continue;
-                }
-            };
-            for q in queries {
-                let kind: ScanKind = q.scan.parse()?;
-                let options = ScanOptions {
-                    kind,
-                    predicate: Between { lo: q.lo, hi: q.hi },
-                    policy: DistancePolicy::Adaptive,
-                };
-                ctx.progress.set_message(format!(
-                    "{cell}, {} {:.4}%",
-                    q.scan,
-                    q.selectivity * 100.0
-                ));
-                let record = |cache: Cache, repeat: u32, r: &pageio::scan::ScanResult| RunRecord {
-                    engine: "pageio".into(),
-                    version: version.clone(),
-                    dataset: target.dataset.clone(),
-                    table_rows: target.rows,
-                    table_pages: target.heap_pages,
-                    scan: q.scan.clone(),
-                    step: q.step,
-                    target_rows: q.target_rows,
-                    selectivity: q.selectivity,
-                    lo: q.lo,
-                    hi: q.hi,
-                    io_method: spec.method.as_str().into(),
-                    io_workers: (spec.method == IoMethodKind::Worker)
-                        .then_some(spec.workers as u32),
-                    direct_io: direct,
-                    cache,
-                    repeat,
-                    rows: r.rows,
-                    seconds: r.elapsed_s,
-                    shared_hit: r.pool.hits,
-                    shared_read: r.pool.reads,
-                    io_wait_seconds: Some(r.io.wait_ns as f64 / 1e9),
-                    ios: Some(r.io.kernel_ios),
-                    effective_io_concurrency: config.effective_io_concurrency as u32,
-                    io_combine_limit_kb: (config.io_combine_limit_blocks * 8) as u32,
-                    shared_buffers_mb: (config.shared_buffers_bytes >> 20) as u64,
-                    device_seconds: None,
-                    vs_device: None,
-                };
-                for &cache in ctx.caches {
-                    match cache {
-                        Cache::Cold => {
-                            for repeat in 1..=ctx.repeats {
-                                evict(target, ctx.drop_caches)?;
-                                let pool = BufferPool::new(&aio, check)?;
-                                let r = run_scan(&pool, &target.table, &options)?;
-                                out.push(record(cache, repeat, &r));
-                                ctx.progress.inc(1);
-                            }
-                        }
-                        Cache::Warm => {
-                            let pool = BufferPool::new(&aio, check)?;
-                            run_scan(&pool, &target.table, &options)?;
-                            ctx.progress.inc(1);
-                            for repeat in 1..=ctx.repeats {
-                                let r = run_scan(&pool, &target.table, &options)?;
-                                out.push(record(cache, repeat, &r));
-                                ctx.progress.inc(1);
-                            }
-                        }
+            let name = format!("{} {} {mode}", target.dataset, spec.label());
+            match start_cell(target, spec, direct, ctx) {
+                Ok(aio) => {
+                    let cell = Cell {
+                        target,
+                        spec,
+                        direct,
+                        aio,
+                        check,
+                    };
+                    for query in queries {
+                        run_query(&cell, &name, query, ctx, out)?;
                     }
+                }
+                // A cell the file system or the kernel refuses is a result too: reported
+                // with the reason, never replaced by another method or mode.
+                Err(reason) => {
+                    ctx.progress
+                        .suspend(|| eprintln!("pageio bench: skipping {name}: {reason}"));
+                    skipped.push(Skipped { cell: name, reason });
+                    ctx.progress.inc(runs_per_query(ctx) * queries.len() as u64);
                 }
             }
         }
     }
     Ok(())
+}
+
+/// Starts the engine for one cell with the method forced (never `auto`), or says why the
+/// cell cannot run: a file system without O_DIRECT, a refused io_uring.
+fn start_cell(
+    target: &Target,
+    spec: MethodSpec,
+    direct: bool,
+    ctx: &RunContext<'_>,
+) -> Result<Aio, String> {
+    if direct {
+        direct_io_refusal(target)?;
+    }
+    let mut config = ctx.base.clone();
+    config.io_method = spec.method;
+    config.io_workers = spec.workers;
+    config.direct_io = direct;
+    Aio::new(config).map_err(|e| e.to_string())
+}
+
+/// Runs one query in one cell: cold runs each on an emptied cache and a fresh pool, warm
+/// runs on one pool after an untimed run that fills it.
+fn run_query(
+    cell: &Cell<'_>,
+    cell_name: &str,
+    query: &PlannedQuery,
+    ctx: &RunContext<'_>,
+    out: &mut Vec<RunRecord>,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let options = ScanOptions {
+        kind: query.scan.parse::<ScanKind>()?,
+        predicate: Between {
+            lo: query.lo,
+            hi: query.hi,
+        },
+        policy: DistancePolicy::Adaptive,
+    };
+    ctx.progress.set_message(format!(
+        "{cell_name}, {} {:.4}%",
+        query.scan,
+        query.selectivity * 100.0
+    ));
+    let table = &cell.target.table;
+    for &cache in ctx.caches {
+        match cache {
+            Cache::Cold => {
+                for repeat in 1..=ctx.repeats {
+                    evict(cell.target, ctx.drop_caches)?;
+                    let pool = BufferPool::new(&cell.aio, cell.check)?;
+                    let result = run_scan(&pool, table, &options)?;
+                    out.push(record_of(cell, query, cache, repeat, &result));
+                    ctx.progress.inc(1);
+                }
+            }
+            Cache::Warm => {
+                let pool = BufferPool::new(&cell.aio, cell.check)?;
+                run_scan(&pool, table, &options)?;
+                ctx.progress.inc(1);
+                for repeat in 1..=ctx.repeats {
+                    let result = run_scan(&pool, table, &options)?;
+                    out.push(record_of(cell, query, cache, repeat, &result));
+                    ctx.progress.inc(1);
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The record of one timed scan, with the settings it ran under.
+fn record_of(
+    cell: &Cell<'_>,
+    query: &PlannedQuery,
+    cache: Cache,
+    repeat: u32,
+    result: &ScanResult,
+) -> RunRecord {
+    let config = cell.aio.config();
+    RunRecord {
+        engine: "pageio".into(),
+        version: format!("pageio {}", env!("CARGO_PKG_VERSION")),
+        dataset: cell.target.dataset.clone(),
+        table_rows: cell.target.rows,
+        table_pages: cell.target.heap_pages,
+        scan: query.scan.clone(),
+        step: query.step,
+        target_rows: query.target_rows,
+        selectivity: query.selectivity,
+        lo: query.lo,
+        hi: query.hi,
+        io_method: cell.spec.method.as_str().into(),
+        io_workers: (cell.spec.method == IoMethodKind::Worker).then_some(cell.spec.workers as u32),
+        direct_io: cell.direct,
+        cache,
+        repeat,
+        rows: result.rows,
+        seconds: result.elapsed_s,
+        shared_hit: result.pool.hits,
+        shared_read: result.pool.reads,
+        io_wait_seconds: Some(result.io.wait_ns as f64 / 1e9),
+        ios: Some(result.io.kernel_ios),
+        effective_io_concurrency: config.effective_io_concurrency as u32,
+        io_combine_limit_kb: (config.io_combine_limit_blocks * 8) as u32,
+        shared_buffers_mb: (config.shared_buffers_bytes >> 20) as u64,
+        device_seconds: None,
+        vs_device: None,
+    }
 }

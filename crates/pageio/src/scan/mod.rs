@@ -388,15 +388,16 @@ fn is_new_page(page: &[u8]) -> bool {
     page.get(14..16).is_some_and(|b| b == [0, 0])
 }
 
-/// Accumulates qualifying rows.
-struct Acc<'c> {
+/// The rows that satisfy the predicate so far: their count and the bytes of their last
+/// column (the published queries' `count(*)` and `sum(octet_length(...))`).
+struct QualifyingRows<'c> {
     columns: &'c [ColumnType],
     predicate: Between,
     rows: u64,
     sum: u64,
 }
 
-impl Acc<'_> {
+impl QualifyingRows<'_> {
     /// Applies the predicate to one tuple; returns whether it was live.
     fn tuple(
         &mut self,
@@ -637,7 +638,7 @@ pub fn run_scan(
     let damaged_before = pool.damaged_pages_seq();
     let io_before = backend.counters();
     let start = Instant::now();
-    let mut acc = Acc {
+    let mut acc = QualifyingRows {
         columns: &table.columns,
         predicate: options.predicate,
         rows: 0,
@@ -696,7 +697,7 @@ fn seq_scan(
     backend: &mut Backend,
     table: &Table,
     options: &ScanOptions,
-    acc: &mut Acc<'_>,
+    acc: &mut QualifyingRows<'_>,
     result: &mut ScanResult,
 ) -> Result<(), ScanError> {
     let nblocks = checked_nblocks(&table.heap)?;
@@ -1052,7 +1053,7 @@ fn bitmap_scan(
     backend: &mut Backend,
     table: &Table,
     options: &ScanOptions,
-    acc: &mut Acc<'_>,
+    acc: &mut QualifyingRows<'_>,
     result: &mut ScanResult,
 ) -> Result<(), ScanError> {
     let index = table
@@ -1102,7 +1103,7 @@ fn index_scan(
     backend: &mut Backend,
     table: &Table,
     options: &ScanOptions,
-    acc: &mut Acc<'_>,
+    acc: &mut QualifyingRows<'_>,
     result: &mut ScanResult,
 ) -> Result<(), ScanError> {
     let index = table

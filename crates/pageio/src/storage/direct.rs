@@ -8,6 +8,20 @@
 //!
 //! [`IoBuffer`] is owned memory aligned to 4096 bytes, which satisfies every alignment
 //! `statx` reports on common devices and lets the same buffer serve buffered and direct I/O.
+//!
+//! Whether a file system takes `O_DIRECT` at all is only known by trying: ramfs answers
+//! `open(O_DIRECT)` with `EINVAL`, tmpfs did too before Linux 6.6, and some file systems
+//! accept the flag but report no alignment. [`open_direct`] opens one file exactly as the
+//! engine does under `direct_io = on` (through a [`FileCache`]), so a tool that asks first —
+//! a benchmark deciding whether to run its direct cells, a device probe — gets the same
+//! answer and the same error the engine would give:
+//!
+//! ```text
+//!   open_direct(path) ─► FileCache(direct).open(path, O_RDONLY)
+//!                          open(O_DIRECT) EINVAL       → DirectIoUnsupported { path }
+//!                          statx: no DIO alignment     → DirectIoUnsupported { path }
+//!                          ok                          → SegmentFile { alignment, pread }
+//! ```
 
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::ffi::CString;
@@ -15,7 +29,9 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::ptr::NonNull;
 
-use super::StorageError;
+use std::sync::Arc;
+
+use super::{FileCache, OpenMode, SegmentFile, StorageError};
 
 /// Alignment used when the kernel does not report one; also the alignment of every
 /// [`IoBuffer`]. 4096 is the logical block size of virtually every device and a multiple of
@@ -87,6 +103,26 @@ pub fn dio_alignment(path: &Path) -> Result<Option<DioAlignment>, StorageError> 
         offset_align_bytes: buf.stx_dio_offset_align as usize,
         from_statx: true,
     }))
+}
+
+/// Opens `path` read-only with `O_DIRECT`, as the engine opens relation files under
+/// `direct_io = on`, and returns it with its alignment (`SegmentFile::alignment`).
+///
+/// A file system that refuses direct I/O is [`StorageError::DirectIoUnsupported`] naming the
+/// path; a missing file is [`StorageError::NotFound`]. The descriptor closes when the last
+/// clone of the returned file is dropped.
+pub fn open_direct(path: &Path) -> Result<Arc<SegmentFile>, StorageError> {
+    // A cache of one file: the same open(2) flags, errno mapping and statx check as every
+    // relation file the engine opens, with nothing kept open behind the caller's back.
+    let cache = FileCache::new(1, true)?;
+    let display: Arc<str> = path.display().to_string().into();
+    cache.open(path, display, OpenMode::Read)
+}
+
+/// Whether the file system holding `path` (an existing file) accepts direct I/O: its
+/// alignment when it does, the engine's own error when it does not (see [`open_direct`]).
+pub fn check_direct_io(path: &Path) -> Result<DioAlignment, StorageError> {
+    open_direct(path).map(|file| file.alignment())
 }
 
 /// Owned, zero-initialised memory aligned to [`DEFAULT_DIO_ALIGNMENT_BYTES`], usable for
@@ -189,6 +225,25 @@ mod tests {
         }
         let b = IoBuffer::from_slice(b"abc");
         assert_eq!(b.as_slice(), b"abc");
+    }
+
+    #[test]
+    fn open_direct_reads_with_aligned_buffers_and_names_a_missing_file() {
+        // The temporary directory's file system takes O_DIRECT, as the statx test below
+        // also assumes (a disk, or tmpfs since Linux 6.6).
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        std::fs::write(&path, [5u8; 2 * 8192]).unwrap();
+        let file = open_direct(&path).unwrap();
+        assert!(file.is_direct());
+        assert!(!file.is_writable());
+        assert_eq!(check_direct_io(&path).unwrap(), file.alignment());
+        let mut buf = IoBuffer::zeroed(8192);
+        assert_eq!(file.pread(buf.as_mut_slice(), 8192).unwrap(), 8192);
+        assert!(buf.as_slice().iter().all(|&b| b == 5));
+        let err = check_direct_io(&dir.path().join("absent")).unwrap_err();
+        assert!(matches!(err, StorageError::NotFound { .. }), "{err}");
+        assert!(err.to_string().contains("absent"), "{err}");
     }
 
     #[test]

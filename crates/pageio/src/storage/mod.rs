@@ -28,13 +28,22 @@
 //! Direct I/O (`O_DIRECT`) is chosen per cache. Its alignment rules come from `statx`
 //! (`STATX_DIOALIGN`, Linux 6.1+) when the kernel reports them, 4096 bytes otherwise. A file
 //! system that refuses `O_DIRECT` is an error naming the path and the fix — never a silent
-//! fallback to buffered I/O, which would make every measurement a lie.
+//! fallback to buffered I/O, which would make every measurement a lie. [`open_direct`] and
+//! [`check_direct_io`] ask that question of one file the way the engine would.
+//!
+//! Cold runs empty the page cache through one of two functions, never a copy:
+//! [`RelFile::evict_from_page_cache`] (one relation, `POSIX_FADV_DONTNEED` per segment) and
+//! [`page_cache::drop_page_cache`] (everything, root only).
 
 mod direct;
 mod fd_cache;
+pub mod page_cache;
 mod relation;
 
-pub use direct::{dio_alignment, DioAlignment, IoBuffer, DEFAULT_DIO_ALIGNMENT_BYTES};
+pub use direct::{
+    check_direct_io, dio_alignment, open_direct, DioAlignment, IoBuffer,
+    DEFAULT_DIO_ALIGNMENT_BYTES,
+};
 pub use fd_cache::{FileCache, OpenMode, SegmentFile, RESERVED_FDS};
 pub use relation::{ForkNumber, OrphanSegment, RelFile, SegmentLayout, MAX_SEGMENTS};
 
@@ -147,6 +156,14 @@ pub enum StorageError {
         /// Block count.
         nblocks: u32,
     },
+    /// The whole page cache could not be dropped (not root, or a read-only `/proc/sys`).
+    #[error("could not drop the page cache: writing 3 to \"{path}\" failed ({source}); this needs root and a writable /proc/sys")]
+    DropPageCache {
+        /// The knob written (`/proc/sys/vm/drop_caches`).
+        path: PathBuf,
+        /// The OS error (EACCES when not root).
+        source: std::io::Error,
+    },
     /// `posix_fadvise` or `statx` failed.
     #[error("{call} failed on \"{path}\": {source}")]
     Syscall {
@@ -166,7 +183,8 @@ impl StorageError {
             StorageError::Open { source, .. }
             | StorageError::DirectIoUnsupported { source, .. }
             | StorageError::Io { source, .. }
-            | StorageError::Syscall { source, .. } => source.raw_os_error(),
+            | StorageError::Syscall { source, .. }
+            | StorageError::DropPageCache { source, .. } => source.raw_os_error(),
             StorageError::NotFound { .. } => Some(libc::ENOENT),
             StorageError::TooManyOpenFiles { .. } => Some(libc::EMFILE),
             _ => None,

@@ -383,23 +383,13 @@ impl RelFile {
     /// Evicts every segment of the fork from the page cache (`POSIX_FADV_DONTNEED`), for cold
     /// runs. Dirty pages are written first (`fdatasync`), since DONTNEED skips them.
     pub fn evict_from_page_cache(&self) -> Result<(), StorageError> {
-        for path in self.existing_segments() {
-            let file = std::fs::File::open(&path).map_err(|source| StorageError::Open {
-                path: path.clone(),
-                source,
-            })?;
+        // One file open at a time: each segment is advised and closed before the next opens.
+        let cache = FileCache::new(1, false)?;
+        for (segno, path) in (0u32..).zip(self.existing_segments()) {
+            let file = cache.open(&path, self.segment_display(segno), OpenMode::Read)?;
+            // Best effort: a file that cannot be synced still has its clean pages evicted.
             let _ = file.sync_data();
-            use std::os::fd::AsRawFd;
-            // SAFETY: plain syscall on an fd we own.
-            let rc =
-                unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
-            if rc != 0 {
-                return Err(StorageError::Syscall {
-                    call: "posix_fadvise(DONTNEED)",
-                    path,
-                    source: std::io::Error::from_raw_os_error(rc),
-                });
-            }
+            file.advise_dontneed()?;
         }
         Ok(())
     }

@@ -25,6 +25,11 @@
 //!   files reported in walk order as they finish, failures sorted by block
 //! ```
 //!
+//! The settings that suit this one long sequential read — `io_method = auto`, a scanner and
+//! an I/O worker per CPU, and under direct I/O the largest reads with 128 in flight — are
+//! [`defaults::verify_config`], so every caller (the `pageio verify` command or an embedding
+//! program) runs with the same ones; each yields to a setting the caller chose.
+//!
 //! Everything is opened read-only: `pg_control` with `std::fs::read`, directories with
 //! `read_dir`, relation files through the [`crate::storage::FileCache`] with
 //! [`crate::storage::OpenMode::Read`] (`O_RDONLY`); mappings are `PROT_READ` on those
@@ -39,7 +44,7 @@
 //! `ChecksumFailure { block: 7, calculated: …, stored: 27548 }` for that file.
 //!
 //! ```no_run
-//! use pageio::verify::{check_files, walk_cluster, CheckOptions, ControlFile};
+//! use pageio::verify::{check_files, default_jobs, verify_config, walk_cluster, CheckOptions, ControlFile};
 //! use pageio::{Aio, IoConfig};
 //! use std::path::Path;
 //!
@@ -47,8 +52,10 @@
 //! let control = ControlFile::read(pgdata)?;
 //! control.check_for_verify()?;
 //! let files = walk_cluster(pgdata.as_os_str(), None)?;
-//! let aio = Aio::new(IoConfig::default())?;
-//! let options = CheckOptions { jobs: 2, mapped_reads: true };
+//! let jobs = default_jobs();
+//! // Verify's defaults on top of the engine's; no setting was chosen explicitly here.
+//! let aio = Aio::new(verify_config(IoConfig::default(), jobs, |_setting| false))?;
+//! let options = CheckOptions { jobs, mapped_reads: true };
 //! let totals = check_files(&aio, files, &options, |file, outcome| {
 //!     for f in &outcome.failures {
 //!         eprintln!("{}: block {} bad", file.display, f.block);
@@ -60,13 +67,15 @@
 
 pub mod checker;
 pub mod control;
-mod mapped;
+pub mod defaults;
+pub(crate) mod mapped;
 pub mod walk;
 
 pub use checker::{
     check_files, CheckOptions, CheckTotals, ChecksumFailure, FileOutcome, WINDOW_BYTES,
 };
 pub use control::{ControlFile, DbState};
+pub use defaults::{default_jobs, verify_config};
 pub use walk::{walk_cluster, ClusterFile};
 
 use std::path::PathBuf;
@@ -206,6 +215,28 @@ impl VerifyError {
         }
     }
 
+    /// A short, stable name of the error's kind (`cluster_running`, `short_read`, …), for
+    /// programs reading a machine-readable report; the message is for people.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            VerifyError::ControlFileRead { .. } => "control_file_unreadable",
+            VerifyError::ControlFileShort { .. } => "control_file_short",
+            VerifyError::ControlVersion { .. } => "unsupported_version",
+            VerifyError::ControlCrc { .. } => "control_file_crc",
+            VerifyError::BlockSize { .. } => "unsupported_block_size",
+            VerifyError::SegmentSize { .. } => "unsupported_segment_size",
+            VerifyError::NotShutDown { .. } => "cluster_running",
+            VerifyError::ChecksumsDisabled => "checksums_disabled",
+            VerifyError::OpenDirectory { .. } => "directory_unreadable",
+            VerifyError::Stat { .. } => "stat_failed",
+            VerifyError::InvalidSegmentNumber { .. } => "invalid_segment_number",
+            VerifyError::ShortRead { .. } => "short_read",
+            VerifyError::ReadFailed { .. } => "read_failed",
+            VerifyError::Aio(_) => "io",
+            VerifyError::Internal(_) => "internal",
+        }
+    }
+
     /// How to fix the cause, when there is something to say beyond the message.
     pub fn hint(&self) -> Option<String> {
         match self {
@@ -230,5 +261,75 @@ impl VerifyError {
             ),
             _ => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_kind_is_a_distinct_snake_case_name() {
+        let io = || std::io::Error::from_raw_os_error(libc::EIO);
+        let errors = [
+            VerifyError::ControlFileRead {
+                path: "p".into(),
+                source: io(),
+            },
+            VerifyError::ControlFileShort {
+                path: "p".into(),
+                len_bytes: 1,
+                expected_bytes: 2,
+            },
+            VerifyError::ControlVersion {
+                found: 1,
+                expected: 1800,
+            },
+            VerifyError::ControlCrc {
+                path: "p".into(),
+                stored: 1,
+                computed: 2,
+            },
+            VerifyError::BlockSize {
+                found: 1,
+                expected: 8192,
+            },
+            VerifyError::SegmentSize {
+                found: 1,
+                expected: 131072,
+            },
+            VerifyError::NotShutDown {
+                state: DbState::InProduction,
+            },
+            VerifyError::ChecksumsDisabled,
+            VerifyError::OpenDirectory {
+                path: "p".into(),
+                source: io(),
+            },
+            VerifyError::Stat {
+                path: "p".into(),
+                source: io(),
+            },
+            VerifyError::InvalidSegmentNumber { path: "p".into() },
+            VerifyError::ShortRead {
+                path: "p".into(),
+                block: 1,
+                bytes_read: 1,
+                expected_bytes: 8192,
+            },
+            VerifyError::ReadFailed {
+                path: "p".into(),
+                block: 1,
+                source: io(),
+            },
+            VerifyError::Internal("x".into()),
+        ];
+        let kinds: std::collections::BTreeSet<&str> = errors.iter().map(|e| e.kind()).collect();
+        assert_eq!(kinds.len(), errors.len(), "{kinds:?}");
+        assert!(kinds
+            .iter()
+            .all(|k| k.chars().all(|c| c.is_ascii_lowercase() || c == '_')));
+        assert_eq!(errors[6].kind(), "cluster_running");
+        assert_eq!(errors[11].kind(), "short_read");
     }
 }
