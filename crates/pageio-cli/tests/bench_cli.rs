@@ -161,7 +161,11 @@ fn bench_runs_on_postgresql_relation_files_and_merges_other_records() {
     let (dir, pgdata) = fixture();
     // uniform's heap and btree, at the files PostgreSQL's pg_relation_filepath named.
     let facts = common::fixture_facts();
-    let uniform_table = format!("uniform={},{}", facts.path("uniform"), facts.path("uniform_a"));
+    let uniform_table = format!(
+        "uniform={},{}",
+        facts.path("uniform"),
+        facts.path("uniform_a")
+    );
     let uniform_pages = facts.relation("uniform").pages;
     let out = dir.path().join("out");
     // The fixture's `uniform` holds a in [0, 1000): only predicates starting below 1000 match.

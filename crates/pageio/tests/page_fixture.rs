@@ -90,7 +90,10 @@ fn every_relation_page_verifies() {
     assert_eq!(files.len() as u64, totals.files_scanned, "relation files");
     assert_eq!(blocks as u64, totals.blocks_scanned, "blocks");
     assert_eq!(totals.bad_checksums, 0);
-    assert!(blocks > 5000, "a whole cluster, not a few files: {blocks} blocks");
+    assert!(
+        blocks > 5000,
+        "a whole cluster, not a few files: {blocks} blocks"
+    );
     eprintln!(
         "{} files, {blocks} blocks, {new_pages} new pages",
         files.len()
@@ -134,7 +137,13 @@ fn known_checksums_and_header() {
         assert_eq!(page.item_count(), known.items);
         // What PostgreSQL reports for any full, all-visible page of this table.
         assert_eq!(
-            (h.pd_flags, h.pd_lower, h.pd_upper, h.pd_special, page.item_count()),
+            (
+                h.pd_flags,
+                h.pd_lower,
+                h.pd_upper,
+                h.pd_special,
+                page.item_count()
+            ),
             (4, 96, 6320, 8192, 18),
             "block {block}"
         );
@@ -184,7 +193,11 @@ fn heap_rows_match_postgres_answers() {
     }
     // Every row of uniform is live and carries a 66-character `\x…` hex digest.
     assert_eq!(
-        heap_query(&pgdata.join(rel("uniform")), f64::NEG_INFINITY, f64::INFINITY),
+        heap_query(
+            &pgdata.join(rel("uniform")),
+            f64::NEG_INFINITY,
+            f64::INFINITY
+        ),
         (20000, 1320000)
     );
 }

@@ -8,6 +8,8 @@
 
 /// Fails unless the test binary was built with debug assertions (the `test-opt` profile).
 #[test]
+// The constant is the point: it is what the profile compiled in.
+#[allow(clippy::assertions_on_constants)]
 fn suite_profile_has_debug_assertions_and_overflow_checks() {
     assert!(
         cfg!(debug_assertions),

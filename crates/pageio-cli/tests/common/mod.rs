@@ -11,7 +11,13 @@ use std::sync::OnceLock;
 #[path = "../../../pageio/tests/common/fixture.rs"]
 mod fixture;
 
-pub use fixture::fixture_facts;
+pub use fixture::FixtureFacts;
+
+/// The facts PostgreSQL gave about the fixture when it was built (`facts.json`, parsed once
+/// per process; builds the fixture first if needed).
+pub fn fixture_facts() -> &'static FixtureFacts {
+    fixture::fixture_facts()
+}
 
 /// The repository's root directory.
 pub fn repo_root() -> PathBuf {

@@ -9,7 +9,13 @@ use std::path::{Path, PathBuf};
 
 use tempfile::TempDir;
 
-pub use fixture::fixture_facts;
+pub use fixture::FixtureFacts;
+
+/// The facts PostgreSQL gave about the fixture when it was built (`facts.json`, parsed once
+/// per process; builds the fixture first if needed).
+pub fn fixture_facts() -> &'static FixtureFacts {
+    fixture::fixture_facts()
+}
 
 /// Copies the fixture data directory into a fresh temporary directory and returns the
 /// directory guard (keep it alive) and the PGDATA path inside it. The first call in a process
