@@ -189,7 +189,9 @@ struct Aligned {
 impl Aligned {
     fn new(len: usize) -> Aligned {
         let layout = std::alloc::Layout::from_size_align(len, 4096).expect("valid layout");
-        // SAFETY: the layout has a non-zero size.
+        assert!(len > 0, "an I/O buffer of zero bytes");
+        // SAFETY: the layout has a non-zero size (asserted above; callers pass a job's block
+        // size, 8 kB or 128 kB), as alloc_zeroed requires.
         let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
         if ptr.is_null() {
             std::alloc::handle_alloc_error(layout);
