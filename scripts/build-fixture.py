@@ -372,7 +372,12 @@ def main():
         staging = os.path.join(a.out, f".{NAME}.tmp-{os.getpid()}")
         os.makedirs(staging)
         started = time.monotonic()
-        facts = build(pg_bin(), staging)
+        try:
+            facts = build(pg_bin(), staging)
+        except BaseException:
+            # Nothing half-built stays behind (a later build would remove it anyway).
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
         with open(os.path.join(staging, "stamp"), "w") as f:
             f.write(stamp + "\n")
         if os.path.exists(final):
