@@ -159,6 +159,14 @@ fn fixture() -> (tempfile::TempDir, PathBuf) {
 #[test]
 fn bench_runs_on_postgresql_relation_files_and_merges_other_records() {
     let (dir, pgdata) = fixture();
+    // uniform's heap and btree, at the files PostgreSQL's pg_relation_filepath named.
+    let facts = common::fixture_facts();
+    let uniform_table = format!(
+        "uniform={},{}",
+        facts.path("uniform"),
+        facts.path("uniform_a")
+    );
+    let uniform_pages = facts.relation("uniform").pages;
     let out = dir.path().join("out");
     // The fixture's `uniform` holds a in [0, 1000): only predicates starting below 1000 match.
     let o = pageio(&[
@@ -166,7 +174,7 @@ fn bench_runs_on_postgresql_relation_files_and_merges_other_records() {
         "--pgdata",
         pgdata.to_str().unwrap(),
         "--table",
-        "uniform=base/5/16384,base/5/16394",
+        &uniform_table,
         "--rows",
         "20000",
         "--quick",
@@ -187,7 +195,7 @@ fn bench_runs_on_postgresql_relation_files_and_merges_other_records() {
     assert_eq!(rs.len(), 16);
     assert!(rs
         .iter()
-        .all(|r| r["table_pages"] == 1112 && r["engine"] == "pageio"));
+        .all(|r| r["table_pages"] == uniform_pages && r["engine"] == "pageio"));
     // The same query gives the same answer whichever scan runs it.
     for step in rs
         .iter()
@@ -217,7 +225,7 @@ fn bench_runs_on_postgresql_relation_files_and_merges_other_records() {
         "--pgdata",
         pgdata.to_str().unwrap(),
         "--table",
-        "uniform=base/5/16384,base/5/16394",
+        &uniform_table,
         "--rows",
         "20000",
         "--quick",

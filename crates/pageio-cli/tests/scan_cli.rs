@@ -4,6 +4,12 @@
 mod common;
 use common::pageio;
 
+/// The file of relation `name` in the fixture (`base/5/16384`), from PostgreSQL's
+/// `pg_relation_filepath` when the fixture was built.
+fn rel(name: &str) -> &'static str {
+    common::fixture_facts().path(name)
+}
+
 fn fixture() -> (tempfile::TempDir, std::path::PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let pgdata = common::unpack_fixture(dir.path());
@@ -20,9 +26,9 @@ fn scan_answers_in_text_and_json() {
             "--pgdata",
             pgdata,
             "--heap",
-            "base/5/16389",
+            rel("linear_10"),
             "--index",
-            "base/5/16395",
+            rel("linear_10_a"),
             "--kind",
             kind,
             "--where",
@@ -49,13 +55,21 @@ fn scan_answers_in_text_and_json() {
         "--pgdata",
         pgdata,
         "--heap",
-        "base/5/16384",
+        rel("uniform"),
         "--where",
         "a between 0 and 10",
     ]);
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.starts_with("Seq Scan on base/5/16384"), "{text}");
-    assert!(text.contains("Buffers: shared hit=0 read=1112"), "{text}");
+    assert!(
+        text.starts_with(&format!("Seq Scan on {}", rel("uniform"))),
+        "{text}"
+    );
+    let pages = common::fixture_facts().relation("uniform").pages;
+    assert_eq!(pages, 1112);
+    assert!(
+        text.contains(&format!("Buffers: shared hit=0 read={pages}")),
+        "{text}"
+    );
     assert!(
         text.contains("Result: rows=207 sum_octet_length=13662"),
         "{text}"
@@ -73,7 +87,7 @@ fn bad_input_names_the_fix() {
                 "--pgdata",
                 pgdata,
                 "--heap",
-                "base/5/16384",
+                rel("uniform"),
                 "--kind",
                 "hash",
             ],
@@ -85,7 +99,7 @@ fn bad_input_names_the_fix() {
                 "--pgdata",
                 pgdata,
                 "--heap",
-                "base/5/16384",
+                rel("uniform"),
                 "--where",
                 "a > 5",
             ],
@@ -97,7 +111,7 @@ fn bad_input_names_the_fix() {
                 "--pgdata",
                 pgdata,
                 "--heap",
-                "base/5/16384",
+                rel("uniform"),
                 "--kind",
                 "index",
             ],
@@ -109,7 +123,7 @@ fn bad_input_names_the_fix() {
                 "--pgdata",
                 pgdata,
                 "--heap",
-                "base/5/16384",
+                rel("uniform"),
                 "--io-workers",
                 "99",
             ],

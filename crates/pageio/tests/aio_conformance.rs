@@ -571,6 +571,7 @@ fn snapshot_shows_ios_in_flight_like_pg_aios(method: IoMethodKind) {
     );
     assert_eq!(row.result, "UNKNOWN");
     assert!(row.f_buffered && row.f_localmem);
+    // SAFETY: gettid has no preconditions and cannot fail.
     assert_eq!(row.pid, unsafe { libc::gettid() });
     backend.exit_batch_mode();
     // Completed but not reclaimed: COMPLETED_SHARED with its raw result.
@@ -597,6 +598,7 @@ fn direct_io_rejects_misaligned_memory(method: IoMethodKind) {
     assert!(file.is_direct());
     let mut mem = IoBuffer::zeroed(2 * BLCKSZ);
     let iov = libc::iovec {
+        // SAFETY: 513 bytes into a 2-block buffer stays inside the allocation.
         iov_base: unsafe { mem.as_mut_ptr().add(512 + 1) }.cast(),
         iov_len: BLCKSZ,
     };
@@ -606,6 +608,8 @@ fn direct_io_rejects_misaligned_memory(method: IoMethodKind) {
         nblocks: 1,
     };
     let h = backend.acquire().unwrap();
+    // SAFETY: `mem` outlives the handle and nothing else touches it; staging is refused
+    // (misaligned memory) before any I/O starts, so no I/O can outlive it either.
     let err = unsafe { h.stage(IoOp::Readv, file, offset, &[iov], target) }.unwrap_err();
     match &err {
         AioError::Storage(e) => assert!(matches!(**e, StorageError::Misaligned { .. }), "{e:?}"),

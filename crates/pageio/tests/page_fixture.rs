@@ -1,5 +1,8 @@
-//! The page readers against a real PostgreSQL 18.6 data directory (`initdb -k`), checked
-//! against answers PostgreSQL itself gave (see `/work/shared/fixtures/README.md`).
+//! The page readers against a real PostgreSQL 18 data directory (`initdb -k`), checked
+//! against answers PostgreSQL itself gave: the fixture is built by `scripts/build-fixture.py`
+//! from `tests/fixtures/pg18-small.sql`, and every fact that depends on the build (relation
+//! files, LSNs, checksums, pg_checksums totals) comes from the `facts.json` PostgreSQL
+//! produced then (`common::fixture_facts()`).
 
 mod common;
 
@@ -10,10 +13,56 @@ use pageio::page::checksum::stored_checksum;
 use pageio::page::heap::{ColumnType, Datum, HeapTuple};
 use pageio::page::{pg_checksum_page, verify_page, PageRef, PageVerification, BLCKSZ};
 
-const UNIFORM: &str = "base/5/16384";
-const LINEAR_10: &str = "base/5/16389";
-const UNIFORM_A: &str = "base/5/16394";
-const LINEAR_10_A: &str = "base/5/16395";
+/// `SELECT count(*), sum(length(b)) FROM <table> WHERE a BETWEEN lo AND hi` as PostgreSQL 18
+/// answers it on the fixture's SQL. The SQL seeds its random numbers, so these never change;
+/// the builder fails if PostgreSQL computes anything else, and `known_answers_are_postgres_answers`
+/// checks that these constants are the ones PostgreSQL gave for this build.
+const ANSWERS: [(&str, f64, f64, usize, usize); 12] = [
+    ("uniform", 0.0, 1000.0, 20000, 1320000),
+    ("uniform", 0.0, 10.0, 207, 13662),
+    ("uniform", 100.0, 200.0, 1984, 130944),
+    ("uniform", 250.0, 750.0, 9917, 654522),
+    ("uniform", 500.0, 500.5, 14, 924),
+    ("uniform", 990.0, 1000.0, 227, 14982),
+    ("linear_10", 0.0, 1000.0, 19847, 1309902),
+    ("linear_10", -100.0, 10.0, 226, 14916),
+    ("linear_10", 100.0, 200.0, 2000, 132000),
+    ("linear_10", 250.0, 750.0, 10018, 661188),
+    ("linear_10", 500.0, 500.5, 7, 462),
+    ("linear_10", 990.0, 1100.0, 212, 13992),
+];
+
+/// min(a) and max(a) of linear_10, as PostgreSQL prints them.
+const LINEAR_10_RANGE: (f64, f64) = (-23.754288905933002, 1025.248542729012);
+
+/// The file of relation `name` in the fixture, from PostgreSQL's `pg_relation_filepath`.
+fn rel(name: &str) -> &'static str {
+    common::fixture_facts().path(name)
+}
+
+#[test]
+fn known_answers_are_postgres_answers() {
+    let facts = common::fixture_facts();
+    let from_postgres: Vec<(&str, f64, f64, usize, usize)> = facts
+        .queries
+        .iter()
+        .map(|q| {
+            (
+                q.table.as_str(),
+                q.lo,
+                q.hi,
+                q.count as usize,
+                q.sum_length_b as usize,
+            )
+        })
+        .collect();
+    assert_eq!(from_postgres, ANSWERS);
+    let range: (f64, f64) = (
+        facts.linear_10_a_min.parse().unwrap(),
+        facts.linear_10_a_max.parse().unwrap(),
+    );
+    assert_eq!(range, LINEAR_10_RANGE);
+}
 
 #[test]
 fn every_relation_page_verifies() {
@@ -36,9 +85,15 @@ fn every_relation_page_verifies() {
             blocks += 1;
         }
     }
-    // pg_checksums -c on this directory: "Files scanned: 962", "Blocks scanned: 5159".
-    assert_eq!(files.len(), 962, "relation files");
-    assert_eq!(blocks, 5159, "blocks");
+    // What pg_checksums -c printed on this directory ("Files scanned", "Blocks scanned").
+    let totals = &common::fixture_facts().pg_checksums;
+    assert_eq!(files.len() as u64, totals.files_scanned, "relation files");
+    assert_eq!(blocks as u64, totals.blocks_scanned, "blocks");
+    assert_eq!(totals.bad_checksums, 0);
+    assert!(
+        blocks > 5000,
+        "a whole cluster, not a few files: {blocks} blocks"
+    );
     eprintln!(
         "{} files, {blocks} blocks, {new_pages} new pages",
         files.len()
@@ -47,27 +102,54 @@ fn every_relation_page_verifies() {
 
 #[test]
 fn known_checksums_and_header() {
+    let facts = common::fixture_facts();
     let (_dir, pgdata) = common::unpack_fixture();
-    let pages = common::read_pages(&pgdata.join(UNIFORM));
+    let pages = common::read_pages(&pgdata.join(rel("uniform")));
+    assert_eq!(pages.len() as u32, facts.relation("uniform").pages);
+    // 20,000 rows at 18 rows per page (fillfactor 25).
     assert_eq!(pages.len(), 1112);
-    assert_eq!(stored_checksum(&pages[0]), 50652);
-    assert_eq!(pg_checksum_page(&pages[0], 0), 50652);
-    assert_eq!(stored_checksum(&pages[7]), 27548);
-    assert_eq!(pg_checksum_page(&pages[7], 7), 27548);
-    // The block number is part of the checksum: the same page as another block fails.
-    assert_ne!(pg_checksum_page(&pages[0], 1), 50652);
+    for block in [0u32, 7] {
+        let known = facts.heap_block(block);
+        let page_bytes = &pages[block as usize];
+        // The checksum stored on the page, what PostgreSQL's page_checksum() computes for
+        // it, and what pageio computes are one value.
+        assert_eq!(known.checksum, known.computed_checksum, "block {block}");
+        assert_eq!(stored_checksum(page_bytes), known.checksum, "block {block}");
+        assert_eq!(
+            pg_checksum_page(page_bytes, block),
+            known.computed_checksum,
+            "block {block}"
+        );
+        // The block number is part of the checksum: the same page as another block fails.
+        assert_ne!(pg_checksum_page(page_bytes, block + 1), known.checksum);
 
-    let page = PageRef::new(&pages[0]).unwrap();
-    let h = page.header();
-    assert_eq!(h.pd_lsn.to_string(), "0/1D2C788");
-    assert_eq!(h.pd_flags, 4);
-    assert_eq!(h.pd_lower, 96);
-    assert_eq!(h.pd_upper, 6320);
-    assert_eq!(h.pd_special, 8192);
-    assert_eq!(h.page_size_bytes(), 8192);
-    assert_eq!(h.layout_version(), 4);
-    assert_eq!(h.pd_prune_xid, 0);
-    assert_eq!(page.item_count(), 18);
+        let page = PageRef::new(page_bytes).unwrap();
+        let h = page.header();
+        assert_eq!(h.pd_lsn.to_string(), known.lsn, "block {block}");
+        assert_eq!(h.pd_checksum, known.checksum);
+        assert_eq!(h.pd_flags, known.flags);
+        assert_eq!(h.pd_lower, known.lower);
+        assert_eq!(h.pd_upper, known.upper);
+        assert_eq!(h.pd_special, known.special);
+        assert_eq!(h.page_size_bytes(), known.pagesize as usize);
+        assert_eq!(h.layout_version(), known.version);
+        assert_eq!(h.pd_prune_xid, known.prune_xid);
+        assert_eq!(page.item_count(), known.items);
+        // What PostgreSQL reports for any full, all-visible page of this table.
+        assert_eq!(
+            (
+                h.pd_flags,
+                h.pd_lower,
+                h.pd_upper,
+                h.pd_special,
+                page.item_count()
+            ),
+            (4, 96, 6320, 8192, 18),
+            "block {block}"
+        );
+        assert_eq!(h.page_size_bytes(), 8192);
+        assert_eq!(h.layout_version(), 4);
+    }
 }
 
 /// (count, sum of octet_length(b)) over rows with lo <= a <= hi.
@@ -100,33 +182,22 @@ fn heap_query(path: &Path, lo: f64, hi: f64) -> (usize, usize) {
 #[test]
 fn heap_rows_match_postgres_answers() {
     let (_dir, pgdata) = common::unpack_fixture();
-    let uniform = pgdata.join(UNIFORM);
-    let linear = pgdata.join(LINEAR_10);
-    let cases: &[(&Path, f64, f64, usize, usize)] = &[
-        (&uniform, 0.0, 1000.0, 20000, 1320000),
-        (&uniform, 0.0, 10.0, 207, 13662),
-        (&uniform, 100.0, 200.0, 1984, 130944),
-        (&uniform, 250.0, 750.0, 9917, 654522),
-        (&uniform, 500.0, 500.5, 14, 924),
-        (&uniform, 990.0, 1000.0, 227, 14982),
-        (&linear, 0.0, 1000.0, 19847, 1309902),
-        (&linear, -100.0, 10.0, 226, 14916),
-        (&linear, 100.0, 200.0, 2000, 132000),
-        (&linear, 250.0, 750.0, 10018, 661188),
-        (&linear, 500.0, 500.5, 7, 462),
-        (&linear, 990.0, 1100.0, 212, 13992),
-    ];
-    for &(path, lo, hi, count, sum) in cases {
+    for (table, lo, hi, count, sum) in ANSWERS {
+        let path = pgdata.join(rel(table));
         assert_eq!(
-            heap_query(path, lo, hi),
+            heap_query(&path, lo, hi),
             (count, sum),
-            "{} a BETWEEN {lo} AND {hi}",
+            "{table} ({}) a BETWEEN {lo} AND {hi}",
             path.display()
         );
     }
     // Every row of uniform is live and carries a 66-character `\x…` hex digest.
     assert_eq!(
-        heap_query(&uniform, f64::NEG_INFINITY, f64::INFINITY),
+        heap_query(
+            &pgdata.join(rel("uniform")),
+            f64::NEG_INFINITY,
+            f64::INFINITY
+        ),
         (20000, 1320000)
     );
 }
@@ -134,10 +205,21 @@ fn heap_rows_match_postgres_answers() {
 #[test]
 fn heap_tuple_header_fields() {
     let (_dir, pgdata) = common::unpack_fixture();
-    let pages = common::read_pages(&pgdata.join(UNIFORM));
+    let pages = common::read_pages(&pgdata.join(rel("uniform")));
     let page = PageRef::new(&pages[0]).unwrap();
-    let tuple = HeapTuple::parse(page.item(1).unwrap()).unwrap();
+    let item = page.item(1).unwrap();
+    let tuple = HeapTuple::parse(item).unwrap();
     let h = tuple.header();
+    // Line pointer 1 as PostgreSQL's heap_page_items reported it.
+    let known = &common::fixture_facts().heap_block(0).first_tuple;
+    assert_eq!(item.len(), known.lp_len as usize);
+    assert_eq!(h.t_infomask, known.t_infomask);
+    assert_eq!(h.t_infomask2, known.t_infomask2);
+    assert_eq!(h.t_hoff, known.t_hoff);
+    assert_eq!(
+        format!("({},{})", h.t_ctid.block, h.t_ctid.offset),
+        known.t_ctid
+    );
     assert_eq!(h.natts(), 2);
     assert_eq!(h.t_hoff, 24);
     assert!(!h.has_nulls());
@@ -157,14 +239,22 @@ fn heap_tuple_header_fields() {
 
 /// Walks a btree from the metapage: root, downlinks to the leaves, right-links along the
 /// leaf level. Returns (heap TIDs on leaves, keys in leaf order).
-fn walk_btree(path: &Path) -> (usize, Vec<f64>) {
-    let pages = common::read_pages(path);
+fn walk_btree(pgdata: &Path, index: &str) -> (usize, Vec<f64>) {
+    let facts = common::fixture_facts();
+    let pages = common::read_pages(&pgdata.join(rel(index)));
+    assert_eq!(pages.len() as u32, facts.relation(index).pages, "{index}");
+    // The metapage as PostgreSQL's bt_metap reported it.
+    let known = facts.btree(index);
     let meta = BtMetaPage::parse(&pages[0]).unwrap();
     assert_eq!(meta.btm_magic, BTREE_MAGIC);
-    assert_eq!(meta.btm_version, 4);
-    assert_eq!(meta.btm_root, 3);
-    assert_eq!(meta.btm_level, 1);
-    assert_eq!(meta.btm_fastroot, 3);
+    assert_eq!(meta.btm_magic, known.magic);
+    assert_eq!(meta.btm_version, known.version);
+    assert_eq!(meta.btm_root, known.root);
+    assert_eq!(meta.btm_level, known.level);
+    assert_eq!(meta.btm_fastroot, known.fastroot);
+    assert_eq!(meta.btm_fastlevel, known.fastlevel);
+    // 20,000 float8 keys fit a root over leaves.
+    assert_eq!((meta.btm_version, meta.btm_level), (4, 1));
 
     let page = |blkno: u32| BtreePage::new(&pages[blkno as usize]).unwrap();
     let root = page(meta.btm_root);
@@ -214,17 +304,17 @@ fn walk_btree(path: &Path) -> (usize, Vec<f64>) {
 #[test]
 fn btree_walk_finds_every_heap_tid_in_order() {
     let (_dir, pgdata) = common::unpack_fixture();
-    for rel in [UNIFORM_A, LINEAR_10_A] {
-        let (tids, keys) = walk_btree(&pgdata.join(rel));
-        assert_eq!(tids, 20000, "{rel}");
+    for index in ["uniform_a", "linear_10_a"] {
+        let (tids, keys) = walk_btree(&pgdata, index);
+        assert_eq!(tids, 20000, "{index}");
         assert!(
             keys.windows(2).all(|w| w[0] <= w[1]),
-            "{rel} keys out of order"
+            "{index} keys out of order"
         );
     }
-    let (_, keys) = walk_btree(&pgdata.join(LINEAR_10_A));
-    assert_eq!(keys.first().copied(), Some(-23.754288905933002));
-    assert_eq!(keys.last().copied(), Some(1025.248542729012));
+    let (_, keys) = walk_btree(&pgdata, "linear_10_a");
+    assert_eq!(keys.first().copied(), Some(LINEAR_10_RANGE.0));
+    assert_eq!(keys.last().copied(), Some(LINEAR_10_RANGE.1));
 }
 
 /// Flips every byte of a page, one position at a time; each must fail verification.
@@ -245,9 +335,10 @@ fn assert_every_flip_fails(page: &[u8; BLCKSZ], blkno: u32, what: &str) {
 #[test]
 fn flipping_any_byte_fails_verification() {
     let (_dir, pgdata) = common::unpack_fixture();
-    let heap = common::read_pages(&pgdata.join(UNIFORM));
+    let heap = common::read_pages(&pgdata.join(rel("uniform")));
     assert_every_flip_fails(&heap[0], 0, "uniform block 0");
-    let index = common::read_pages(&pgdata.join(UNIFORM_A));
-    assert_every_flip_fails(&index[3], 3, "uniform_a block 3");
+    let index = common::read_pages(&pgdata.join(rel("uniform_a")));
+    let root = common::fixture_facts().btree("uniform_a").root;
+    assert_every_flip_fails(&index[root as usize], root, "uniform_a root");
     assert_every_flip_fails(&index[0], 0, "uniform_a metapage");
 }

@@ -90,8 +90,9 @@ fn real_pages() -> &'static [[u8; BLCKSZ]] {
     static PAGES: OnceLock<Vec<[u8; BLCKSZ]>> = OnceLock::new();
     PAGES.get_or_init(|| {
         let (_dir, pgdata) = common::unpack_fixture();
-        let heap = common::read_pages(&pgdata.join("base/5/16384"));
-        let index = common::read_pages(&pgdata.join("base/5/16394"));
+        let facts = common::fixture_facts();
+        let heap = common::read_pages(&pgdata.join(facts.path("uniform")));
+        let index = common::read_pages(&pgdata.join(facts.path("uniform_a")));
         vec![heap[0], heap[500], index[0], index[3], index[1], index[20]]
     })
 }

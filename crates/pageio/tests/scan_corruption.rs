@@ -15,19 +15,35 @@ use pageio::stream::DistancePolicy;
 use pageio::Aio;
 
 const BLOCK: u64 = 7;
-const STORED: u16 = 27548; // pd_checksum of uniform block 7 (fixture README)
+
+/// pd_checksum of uniform's block 7, as PostgreSQL reported it when the fixture was built.
+fn stored() -> u16 {
+    let known = common::fixture_facts().heap_block(BLOCK as u32);
+    assert_eq!(known.checksum, known.computed_checksum);
+    known.checksum
+}
+
+/// The file of relation `name` in the fixture (`base/5/16384`), from `pg_relation_filepath`.
+fn rel(name: &str) -> &'static str {
+    common::fixture_facts().path(name)
+}
 
 /// Flips a byte in the free space of uniform's block 7 (between pd_lower 96 and pd_upper),
 /// so the rows are intact and only the checksum betrays the damage. Returns the checksum
 /// PostgreSQL would compute for the damaged page.
 fn corrupt(pgdata: &std::path::Path) -> u16 {
-    let path = pgdata.join("base/5/16384");
+    let path = pgdata.join(rel("uniform"));
     let mut bytes = std::fs::read(&path).unwrap();
     let page = &mut bytes[BLOCK as usize * BLCKSZ..(BLOCK as usize + 1) * BLCKSZ];
     page[3000] ^= 0x5A;
     let computed = pg_checksum_page((&*page).try_into().unwrap(), BLOCK as u32);
+    // The flip left pd_checksum alone: the page still claims PostgreSQL's checksum.
+    assert_eq!(
+        pageio::page::checksum::stored_checksum((&*page).try_into().unwrap()),
+        stored()
+    );
+    assert_ne!(computed, stored());
     std::fs::write(&path, &bytes).unwrap();
-    assert_ne!(computed, STORED);
     computed
 }
 
@@ -39,10 +55,10 @@ fn scan(
 ) -> Result<pageio::scan::ScanResult, ScanError> {
     let pool = BufferPool::new(aio, check).unwrap();
     let table = Table {
-        heap: RelFile::in_data_dir(pgdata, "base/5/16384", ForkNumber::Main),
+        heap: RelFile::in_data_dir(pgdata, rel("uniform"), ForkNumber::Main),
         index: Some(RelFile::in_data_dir(
             pgdata,
-            "base/5/16394",
+            rel("uniform_a"),
             ForkNumber::Main,
         )),
         columns: vec![ColumnType::Float8, ColumnType::Text],
@@ -82,11 +98,12 @@ fn corrupt_page_body() {
             };
             let err = scan(&aio, &pgdata, kind, checks).unwrap_err();
             let msg = err.to_string();
-            assert!(msg.contains("base/5/16384"), "{method} {kind}: {msg}");
+            assert!(msg.contains(rel("uniform")), "{method} {kind}: {msg}");
             assert!(msg.contains("block 7"), "{method} {kind}: {msg}");
             assert!(
                 msg.contains(&format!(
-                    "calculated checksum {computed} but expected {STORED}"
+                    "calculated checksum {computed} but expected {}",
+                    stored()
                 )),
                 "{method} {kind}: {msg}"
             );
@@ -159,7 +176,7 @@ fn corrupt_page_body() {
         }
     }
     // Nothing was written back: the file still holds the damaged page, no more, no less.
-    let bytes = std::fs::read(pgdata.join("base/5/16384")).unwrap();
+    let bytes = std::fs::read(pgdata.join(rel("uniform"))).unwrap();
     let page: &[u8; BLCKSZ] = bytes[7 * BLCKSZ..8 * BLCKSZ].try_into().unwrap();
     assert_eq!(pg_checksum_page(page, 7), computed);
 }
@@ -174,7 +191,7 @@ fn missing_files_body() {
     let aio = Aio::new(IoConfig::default()).unwrap();
     let pool = BufferPool::new(&aio, PageCheckOptions::default()).unwrap();
     let mut table = Table {
-        heap: RelFile::in_data_dir(&pgdata, "base/5/16384", ForkNumber::Main),
+        heap: RelFile::in_data_dir(&pgdata, rel("uniform"), ForkNumber::Main),
         index: None,
         columns: vec![ColumnType::Float8, ColumnType::Text],
     };
@@ -190,12 +207,13 @@ fn missing_files_body() {
     let err = run_scan(&pool, &table, &opts(ScanKind::Seq)).unwrap_err();
     assert!(err.to_string().contains("base/5/99999"), "{err}");
     // An index that is not a btree (the heap itself) is refused with a reason.
-    table.heap = RelFile::in_data_dir(&pgdata, "base/5/16384", ForkNumber::Main);
+    table.heap = RelFile::in_data_dir(&pgdata, rel("uniform"), ForkNumber::Main);
     table.index = Some(RelFile::in_data_dir(
         &pgdata,
-        "base/5/16389",
+        rel("linear_10"),
         ForkNumber::Main,
     ));
     let err = run_scan(&pool, &table, &opts(ScanKind::Bitmap)).unwrap_err();
-    assert!(err.to_string().contains("16389"), "{err}");
+    let relfilenode = rel("linear_10").rsplit('/').next().unwrap();
+    assert!(err.to_string().contains(relfilenode), "{err}");
 }

@@ -1,5 +1,6 @@
-//! Scans of the real PostgreSQL 18 fixture give PostgreSQL 18's answers: every query of the
-//! fixture's README × every scan type × every io_method × buffered and direct I/O.
+//! Scans of the real PostgreSQL 18 fixture give PostgreSQL 18's answers: every query the
+//! fixture builder asks PostgreSQL (`scripts/build-fixture.py`) × every scan type × every
+//! io_method × buffered and direct I/O.
 
 mod common;
 
@@ -14,7 +15,9 @@ use pageio::stream::DistancePolicy;
 use pageio::Aio;
 
 /// `SELECT count(*), sum(length(b)) FROM <table> WHERE a BETWEEN lo AND hi`, as PostgreSQL
-/// 18 answered it on the fixture (its README).
+/// 18 answers it on the fixture (deterministic: the SQL seeds its random numbers; the builder
+/// fails if PostgreSQL computes anything else, and `answers_are_postgres_answers` checks these
+/// constants against what PostgreSQL said for this build).
 const ANSWERS: [(&str, f64, f64, u64, u64); 12] = [
     ("uniform", 0.0, 1000.0, 20000, 1320000),
     ("uniform", 0.0, 10.0, 207, 13662),
@@ -30,11 +33,22 @@ const ANSWERS: [(&str, f64, f64, u64, u64); 12] = [
     ("linear_10", 990.0, 1100.0, 212, 13992),
 ];
 
+#[test]
+fn answers_are_postgres_answers() {
+    let from_postgres: Vec<(&str, f64, f64, u64, u64)> = common::fixture_facts()
+        .queries
+        .iter()
+        .map(|q| (q.table.as_str(), q.lo, q.hi, q.count, q.sum_length_b))
+        .collect();
+    assert_eq!(from_postgres, ANSWERS);
+}
+
+/// Table `name` of the fixture (uniform or linear_10) with its btree on `a`, at the files
+/// PostgreSQL's `pg_relation_filepath` named.
 fn table(pgdata: &std::path::Path, name: &str) -> Table {
-    let (heap, index) = match name {
-        "uniform" => ("base/5/16384", "base/5/16394"),
-        _ => ("base/5/16389", "base/5/16395"),
-    };
+    let facts = common::fixture_facts();
+    let heap = facts.path(name);
+    let index = facts.path(&format!("{name}_a"));
     Table {
         heap: RelFile::in_data_dir(pgdata, heap, ForkNumber::Main),
         index: Some(RelFile::in_data_dir(pgdata, index, ForkNumber::Main)),

@@ -14,6 +14,7 @@ use pageio::Aio;
 static SERIAL: Mutex<()> = Mutex::new(());
 
 fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
     unsafe { libc::geteuid() == 0 }
 }
 
@@ -22,6 +23,7 @@ struct Unmount(std::path::PathBuf);
 impl Drop for Unmount {
     fn drop(&mut self) {
         let c = std::ffi::CString::new(self.0.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: `c` is a NUL-terminated path that outlives the call; umount reads only it.
         unsafe { libc::umount(c.as_ptr()) };
     }
 }
@@ -41,6 +43,8 @@ fn o_direct_refused_by_the_file_system_names_path_and_fix() {
     // Linux 6.6.
     let dir = tempfile::tempdir().unwrap();
     let target = std::ffi::CString::new(dir.path().as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: every pointer is a NUL-terminated string that outlives the call (or null for
+    // the unused data argument); mount reads only them.
     let rc = unsafe {
         libc::mount(
             c"none".as_ptr(),
@@ -92,6 +96,7 @@ struct RestoreLimit(libc::rlimit);
 
 impl Drop for RestoreLimit {
     fn drop(&mut self) {
+        // SAFETY: setrlimit reads only the rlimit we pass by reference.
         unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &self.0) };
     }
 }
@@ -99,7 +104,9 @@ impl Drop for RestoreLimit {
 #[test]
 fn descriptor_limits_too_low_are_explained() {
     let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    // SAFETY: `libc::rlimit` is two integers, for which all-zero bytes are a valid value.
     let mut old: libc::rlimit = unsafe { std::mem::zeroed() };
+    // SAFETY: getrlimit writes only into `old`, a properly sized struct we own.
     assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut old) }, 0);
     let _restore = RestoreLimit(old);
 
@@ -108,6 +115,7 @@ fn descriptor_limits_too_low_are_explained() {
         rlim_cur: 40,
         rlim_max: old.rlim_max,
     };
+    // SAFETY: setrlimit reads only the rlimit we pass by reference.
     assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &low) }, 0);
     let err = FileCache::new(1000, false).unwrap_err();
     assert!(
@@ -129,6 +137,7 @@ fn descriptor_limits_too_low_are_explained() {
     for p in &paths {
         std::fs::write(p, b"x").unwrap();
     }
+    // SAFETY: setrlimit reads only the rlimit we pass by reference.
     unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &old) };
     let cache = FileCache::new(1000, false).unwrap();
     cache.open(&paths[0], "f0".into(), OpenMode::Read).unwrap();
@@ -139,6 +148,7 @@ fn descriptor_limits_too_low_are_explained() {
         rlim_cur: current + 8,
         rlim_max: old.rlim_max,
     };
+    // SAFETY: setrlimit reads only the rlimit we pass by reference.
     assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &tight) }, 0);
     while let Ok(f) = std::fs::File::open(&paths[3]) {
         hog.push(f);

@@ -23,6 +23,7 @@ impl Drop for Restore {
 }
 
 fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
     unsafe { libc::geteuid() == 0 }
 }
 
@@ -124,6 +125,9 @@ fn block_io_uring_setup_in_this_thread(errno: u32) {
         len: filter.len() as u16,
         filter: filter.as_ptr() as *mut sock_filter,
     };
+    // SAFETY: PR_SET_NO_NEW_PRIVS takes integers only; PR_SET_SECCOMP reads `prog` and the
+    // filter array it points to, both alive for the call (the kernel copies the filter). The
+    // filter applies to this thread only, which the test runs on and then discards.
     unsafe {
         assert_eq!(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), 0);
         assert_eq!(
@@ -194,7 +198,9 @@ fn io_uring_blocked_by_seccomp_is_explained_and_auto_falls_back() {
 #[test]
 fn io_uring_without_a_free_descriptor_names_the_limit() {
     let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    // SAFETY: `libc::rlimit` is two integers, for which all-zero bytes are a valid value.
     let mut old: libc::rlimit = unsafe { std::mem::zeroed() };
+    // SAFETY: getrlimit writes only into `old`, a properly sized struct we own.
     assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut old) }, 0);
     // Build the Aio (worker pool, file cache) first, then leave no descriptor for a ring.
     let aio = Aio::new(IoConfig {
@@ -208,11 +214,13 @@ fn io_uring_without_a_free_descriptor_names_the_limit() {
         rlim_cur: open_now + 4,
         rlim_max: old.rlim_max,
     };
+    // SAFETY: setrlimit reads only the rlimit we pass by reference.
     assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &tight) }, 0);
     while let Ok(f) = std::fs::File::open("/dev/null") {
         hog.push(f);
     }
     let result = aio.backend();
+    // SAFETY: setrlimit reads only the rlimit we pass by reference.
     unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &old) };
     drop(hog);
     let err = result.unwrap_err();

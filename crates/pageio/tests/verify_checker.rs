@@ -21,6 +21,12 @@ const METHODS: [IoMethodKind; 3] = [
     IoMethodKind::IoUring,
 ];
 
+/// The file of relation `name` in the fixture (`base/5/16384`), from PostgreSQL's
+/// `pg_relation_filepath` when the fixture was built.
+fn rel(name: &str) -> &'static str {
+    common::fixture_facts().path(name)
+}
+
 /// What a run reported, in the order it reported it: one line per file and per failure, with
 /// names relative to the data directory so runs on different copies compare.
 #[derive(Debug)]
@@ -145,9 +151,14 @@ fn verify_clean_fixture_same_report_every_way() {
     let (_dir, pgdata) = common::unpack_fixture();
     let reference = run(&pgdata, IoMethodKind::Sync, false, false, None);
     let totals = reference.result.as_ref().unwrap();
-    // The counts pg_checksums -c prints for this fixture.
-    assert_eq!((totals.files_scanned, totals.blocks_scanned), (962, 5159));
+    // The counts pg_checksums -c printed for this fixture when it was built.
+    let pg = &common::fixture_facts().pg_checksums;
+    assert_eq!(
+        (totals.files_scanned, totals.blocks_scanned),
+        (pg.files_scanned, pg.blocks_scanned)
+    );
     assert_eq!(totals.bad_checksums, 0);
+    assert_eq!(pg.bad_checksums, 0);
     for method in METHODS {
         let mapped = run_mapped(&pgdata, method);
         assert_eq!(mapped.lines, reference.lines, "{method}, mapped");
@@ -171,8 +182,8 @@ fn verify_clean_fixture_same_report_every_way() {
 #[test]
 fn verify_damage_reported_identically_mapped_and_read() {
     let (_dir, pgdata) = common::unpack_fixture();
-    let heap = pgdata.join("base/5/16384");
-    let index = pgdata.join("base/5/16394");
+    let heap = pgdata.join(rel("uniform"));
+    let index = pgdata.join(rel("uniform_a"));
     flip_byte(&heap, 3, 5000);
     flip_byte(&heap, 1100, 100);
     flip_byte(&index, 1, 4000);
@@ -182,7 +193,7 @@ fn verify_damage_reported_identically_mapped_and_read() {
     write_block(&heap, 5, &torn);
     // An all-zero page is a new page: counted, never reported.
     write_block(&heap, 10, &[0u8; BLCKSZ]);
-    // A second segment: block b of `16384.1` is block 131072 + b of the relation, and is
+    // A second segment: block b of `<heap>.1` is block 131072 + b of the relation, and is
     // checksummed (and reported) as such.
     let seg1 = PathBuf::from(format!("{}.1", heap.display()));
     std::fs::File::create(&seg1).unwrap();
@@ -205,16 +216,16 @@ fn verify_damage_reported_identically_mapped_and_read() {
         .map(|l| l.split(" calculated").next().unwrap().to_string())
         .collect();
     blocks.sort();
-    assert_eq!(
-        blocks,
-        [
-            "base/5/16384 block 1100",
-            "base/5/16384 block 3",
-            "base/5/16384 block 5",
-            "base/5/16384.1 block 2",
-            "base/5/16394 block 1",
-        ]
-    );
+    let (h, i) = (rel("uniform"), rel("uniform_a"));
+    let mut expected = [
+        format!("{h} block 1100"),
+        format!("{h} block 3"),
+        format!("{h} block 5"),
+        format!("{h}.1 block 2"),
+        format!("{i} block 1"),
+    ];
+    expected.sort();
+    assert_eq!(blocks, expected);
     assert_eq!(bad.len(), 5, "{bad:#?}");
     let totals = reference.result.as_ref().unwrap();
     assert_eq!(totals.bad_checksums, 5);
@@ -235,7 +246,8 @@ fn verify_damage_reported_identically_mapped_and_read() {
 #[test]
 fn verify_injected_eio_names_the_file_and_the_exact_block() {
     let (_dir, pgdata) = common::unpack_fixture();
-    let heap = pgdata.join("base/5/16389");
+    let linear = rel("linear_10");
+    let heap = pgdata.join(linear);
     // A mismatch before the unreadable block is reported; one after it is not, because
     // pg_checksums stops at the block it cannot read.
     flip_byte(&heap, 2, 3000);
@@ -245,7 +257,7 @@ fn verify_injected_eio_names_the_file_and_the_exact_block() {
         // one-block retry that pins the error to block 37.
         let plan = Arc::new(FaultPlan::new().on_block(
             IoOp::Readv,
-            "base/5/16389",
+            linear,
             37,
             Fault::Errno(libc::EIO),
             u64::MAX,
@@ -259,7 +271,7 @@ fn verify_injected_eio_names_the_file_and_the_exact_block() {
                 block,
                 source,
             } => {
-                assert!(path.ends_with("/base/5/16389"), "{method}: {path}");
+                assert!(path.ends_with(&format!("/{linear}")), "{method}: {path}");
                 assert_eq!(*block, 37, "{method}");
                 assert_eq!(source.raw_os_error(), Some(libc::EIO), "{method}");
             }
@@ -276,7 +288,8 @@ fn verify_injected_eio_names_the_file_and_the_exact_block() {
         // The file is reported (with its error) and is the last one reported.
         let last = r.lines.last().unwrap();
         assert!(
-            last.starts_with("base/5/16389: ") && last.contains("error: could not read block 37"),
+            last.starts_with(&format!("{linear}: "))
+                && last.contains("error: could not read block 37"),
             "{method}: {last}"
         );
         let failures: Vec<&String> = r
@@ -285,14 +298,18 @@ fn verify_injected_eio_names_the_file_and_the_exact_block() {
             .filter(|l| l.contains(" calculated "))
             .collect();
         assert_eq!(failures.len(), 1, "{method}: {failures:#?}");
-        assert!(failures[0].starts_with("base/5/16389 block 2 "), "{method}");
+        assert!(
+            failures[0].starts_with(&format!("{linear} block 2 ")),
+            "{method}"
+        );
     }
 }
 
 #[test]
 fn verify_a_file_that_shrank_after_the_walk_reads_the_same_both_ways() {
     let (_dir, pgdata) = common::unpack_fixture();
-    let heap = pgdata.join("base/5/16384");
+    let heap = pgdata.join(rel("uniform"));
+    assert!(common::fixture_facts().relation("uniform").pages > 1000);
     let files = walk_cluster(pgdata.as_os_str(), None).unwrap();
     // Shrink to 1000 whole blocks after the walk saw 1112: both paths stop at the new end
     // (pg_checksums takes a read of 0 bytes as the end of the file), neither maps past it.

@@ -6,6 +6,19 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
+// The fixture builder's client is the library's test helper, shared so both crates test
+// against one fixture.
+#[path = "../../../pageio/tests/common/fixture.rs"]
+mod fixture;
+
+pub use fixture::FixtureFacts;
+
+/// The facts PostgreSQL gave about the fixture when it was built (`facts.json`, parsed once
+/// per process; builds the fixture first if needed).
+pub fn fixture_facts() -> &'static FixtureFacts {
+    fixture::fixture_facts()
+}
+
 /// The repository's root directory.
 pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -19,23 +32,11 @@ pub fn pageio(args: &[&str]) -> Output {
         .unwrap()
 }
 
-/// Unpacks the PostgreSQL 18 fixture (`pg18-small.tar.zst`) into `dir`; returns its
-/// data directory.
+/// Copies the PostgreSQL 18 fixture's data directory into `dir` and returns it
+/// (`<dir>/data`). The first call in a process builds the fixture if
+/// `target/fixtures/pg18-small` is missing or stale.
 pub fn unpack_fixture(dir: &Path) -> PathBuf {
-    let archive = std::env::var_os("PAGEIO_FIXTURES")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo_root().join("../shared/fixtures"))
-        .join("pg18-small.tar.zst");
-    let ok = Command::new("tar")
-        .args(["--zstd", "-xf"])
-        .arg(&archive)
-        .arg("-C")
-        .arg(dir)
-        .status()
-        .unwrap()
-        .success();
-    assert!(ok, "unpack {}", archive.display());
-    dir.join("data")
+    fixture::copy_fixture_into(dir)
 }
 
 /// The PostgreSQL 18 bin directory, or `None` (with a skip line) when there is none outside

@@ -69,8 +69,11 @@ pub fn dio_alignment(path: &Path) -> Result<Option<DioAlignment>, StorageError> 
         path: path.to_path_buf(),
         source: std::io::Error::from_raw_os_error(libc::EINVAL),
     })?;
-    // SAFETY: statx writes only into `buf`, which is a properly sized, zeroed struct.
+    // SAFETY: `libc::statx` is a plain C struct of integers, for which all-zero bytes are a
+    // valid value.
     let mut buf: libc::statx = unsafe { std::mem::zeroed() };
+    // SAFETY: `c_path` is a NUL-terminated string that outlives the call, and statx writes
+    // only into `buf`, a properly sized and aligned `struct statx` we own exclusively.
     let rc = unsafe {
         libc::statx(
             libc::AT_FDCWD,

@@ -223,8 +223,9 @@ impl std::fmt::Debug for FileCache {
 
 /// The soft `RLIMIT_NOFILE`.
 pub fn nofile_soft_limit() -> u64 {
-    // SAFETY: getrlimit writes into the struct we pass.
+    // SAFETY: `libc::rlimit` is two integers, for which all-zero bytes are a valid value.
     let mut rl: libc::rlimit = unsafe { std::mem::zeroed() };
+    // SAFETY: getrlimit writes only into `rl`, a properly sized struct we own exclusively.
     if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl) } != 0 {
         return 1024;
     }

@@ -1,48 +1,28 @@
-//! Shared helpers for integration tests: unpacking the real PostgreSQL 18 fixture.
+//! Shared helpers for integration tests: the real PostgreSQL 18 fixture (built by
+//! `scripts/build-fixture.py`, see `fixture.rs`), page and relation-file readers, and a
+//! watchdog for tests that could hang.
 #![allow(dead_code)]
 
+mod fixture;
+
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use tempfile::TempDir;
 
-/// Directory holding `pg18-small.tar.zst`: `$PAGEIO_FIXTURES`, else `/work/shared/fixtures`
-/// reached relative to the crate (`<repo>/../shared/fixtures`).
-pub fn fixtures_dir() -> PathBuf {
-    match std::env::var_os("PAGEIO_FIXTURES") {
-        Some(dir) => PathBuf::from(dir),
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures"),
-    }
+pub use fixture::FixtureFacts;
+
+/// The facts PostgreSQL gave about the fixture when it was built (`facts.json`, parsed once
+/// per process; builds the fixture first if needed).
+pub fn fixture_facts() -> &'static FixtureFacts {
+    fixture::fixture_facts()
 }
 
-/// Unpacks the fixture data directory into a fresh temporary directory and returns the
-/// directory guard (keep it alive) and the PGDATA path inside it.
+/// Copies the fixture data directory into a fresh temporary directory and returns the
+/// directory guard (keep it alive) and the PGDATA path inside it. The first call in a process
+/// builds the fixture if `target/fixtures/pg18-small` is missing or stale.
 pub fn unpack_fixture() -> (TempDir, PathBuf) {
-    let archive = fixtures_dir().join("pg18-small.tar.zst");
-    assert!(
-        archive.exists(),
-        "fixture {} not found: set PAGEIO_FIXTURES to the directory holding pg18-small.tar.zst",
-        archive.display()
-    );
     let dir = tempfile::tempdir().expect("create temp dir");
-    let status = Command::new("tar")
-        .arg("--zstd")
-        .arg("-xf")
-        .arg(&archive)
-        .arg("-C")
-        .arg(dir.path())
-        .status()
-        .expect("run tar (needs zstd support)");
-    assert!(
-        status.success(),
-        "tar --zstd -xf {} failed",
-        archive.display()
-    );
-    let pgdata = dir.path().join("data");
-    assert!(
-        pgdata.join("PG_VERSION").exists(),
-        "fixture did not unpack to data/"
-    );
+    let pgdata = fixture::copy_fixture_into(dir.path());
     (dir, pgdata)
 }
 
