@@ -57,9 +57,52 @@ fn main() {
     match result {
         Ok(code) => std::process::exit(code),
         Err(e) => {
-            eprintln!("pageio: error: {e}");
+            let message = e.to_string();
+            eprintln!("pageio: error: {message}{}", flag_hint(&message));
             std::process::exit(2);
         }
+    }
+}
+
+/// The command-line spelling of the settings an error names. The library names settings as
+/// PostgreSQL does (`shared_buffers`); on the command line they are flags
+/// (`--shared-buffers`), so the CLI adds the flag unless the message already gives it.
+fn flag_hint(message: &str) -> String {
+    let is_word_char = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    let flags: Vec<String> = pageio::config::SETTING_NAMES
+        .iter()
+        .filter(|name| {
+            message.match_indices(*name).any(|(at, _)| {
+                let before = message[..at].chars().next_back();
+                let after = message[at + name.len()..].chars().next();
+                !before.is_some_and(is_word_char) && !after.is_some_and(is_word_char)
+            })
+        })
+        .map(|name| format!("--{}", name.replace('_', "-")))
+        .filter(|flag| !message.contains(flag.as_str()))
+        .collect();
+    if flags.is_empty() {
+        String::new()
+    } else {
+        format!(
+            " (on the command line: {}, or --config FILE)",
+            flags.join(", ")
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn flag_hint_names_the_flags_of_the_settings_in_a_message() {
+        assert_eq!(
+            super::flag_hint(
+                "could not map 1 bytes for shared_buffers: ENOMEM; lower shared_buffers"
+            ),
+            " (on the command line: --shared-buffers, or --config FILE)"
+        );
+        assert_eq!(super::flag_hint("io_max_combine_limit is not ours"), "");
+        assert_eq!(super::flag_hint("use --direct-io off (direct_io)"), "");
     }
 }
 

@@ -411,7 +411,7 @@ fn refuses_to_overwrite_without_permission() {
         &|_| {},
     )
     .unwrap_err();
-    assert!(err.to_string().contains("--force"), "{err}");
+    assert!(err.to_string().contains("overwrite"), "{err}");
     // With overwrite the old, larger files are replaced, not partly overwritten.
     let m = generate(dir.path(), DataSet::Linear, 500, 1);
     let len = std::fs::metadata(dir.path().join("linear/16384"))
