@@ -129,7 +129,9 @@ pub fn run(args: GenArgs) -> CliResult {
                         "\"{}\" is not empty: pass --force to replace the data set, or choose another --out directory",
                         path.display()
                     ),
-                    gen::GenError::OutOfMemory { .. } => format!("{e} (--rows, --scale)"),
+                    gen::GenError::OutOfMemory { .. } => {
+                        format!("{e}; on the command line: --rows, --scale")
+                    }
                     other => other.to_string(),
                 }
             })?;

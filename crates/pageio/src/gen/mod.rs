@@ -127,6 +127,12 @@ pub enum GenError {
         /// How much was asked for.
         size_bytes: u64,
     },
+    /// The generator's worker threads could not be started.
+    #[error("could not start the generator's threads: {problem} (a memory or process limit? check ulimit -v and ulimit -u)")]
+    Threads {
+        /// rayon's message.
+        problem: String,
+    },
     /// The files of a generated data set disagree with its manifest.
     #[error("\"{path}\" does not match its manifest {manifest}: {problem} (the data set is incomplete or was changed after it was generated; generate it again)")]
     ManifestMismatch {
@@ -457,6 +463,15 @@ pub fn generate(
             size_bytes: rows.saturating_mul(16),
         })?;
 
+    // A pool of our own rather than rayon's global one, whose failure to start threads (a
+    // memory or process limit) is a panic; here it is an error with the cause.
+    let pool = rayon::ThreadPoolBuilder::new()
+        .thread_name(|i| format!("pageio-gen-{i}"))
+        .build()
+        .map_err(|e| GenError::Threads {
+            problem: e.to_string(),
+        })?;
+
     let mut backend = aio.backend().map_err(|source| GenError::Write {
         what: format!("{dataset}: no AIO backend"),
         source,
@@ -465,6 +480,7 @@ pub fn generate(
     let index_rel = RelFile::new(dir.join(INDEX_RELFILENODE.to_string()));
     let rows_per_page = dataset.rows_per_page();
     let heap_pages = write_heap(
+        &pool,
         &mut backend,
         &heap_rel,
         dataset,
@@ -477,12 +493,14 @@ pub fn generate(
     // (key, heap TID) of every row, sorted as the btree orders them: key, then TID.
     let k = rows_per_page as u64;
     // The capacity reserved above is enough: an indexed parallel extend writes in place.
-    entries.par_extend((0..rows).into_par_iter().map(|i| {
-        let tid = ((i / k) << 16) | (i % k + 1);
-        (dataset.row(opts.seed, rows, i).key(), tid)
-    }));
-    // float8 btree order (NaN after every number, -0 = 0), then TID.
-    entries.par_sort_unstable_by(|a, b| crate::scan::float8_cmp(a.0, b.0).then(a.1.cmp(&b.1)));
+    pool.install(|| {
+        entries.par_extend((0..rows).into_par_iter().map(|i| {
+            let tid = ((i / k) << 16) | (i % k + 1);
+            (dataset.row(opts.seed, rows, i).key(), tid)
+        }));
+        // float8 btree order (NaN after every number, -0 = 0), then TID.
+        entries.par_sort_unstable_by(|a, b| crate::scan::float8_cmp(a.0, b.0).then(a.1.cmp(&b.1)));
+    });
     let mut writer = RunWriter {
         backend: &mut backend,
         rel: &index_rel,
@@ -706,6 +724,7 @@ fn process_alive(pid: i32) -> bool {
 
 /// Generates the heap in parallel chunks and writes them in order through `backend`.
 fn write_heap(
+    pool: &rayon::ThreadPool,
     backend: &mut Backend,
     rel: &RelFile,
     dataset: DataSet,
@@ -738,19 +757,27 @@ fn write_heap(
     std::thread::scope(|scope| -> Result<u64, GenError> {
         // Bounded: the generator runs at most PIPELINE_CHUNKS ahead of the writes.
         let (tx, rx) = std::sync::mpsc::sync_channel(PIPELINE_CHUNKS);
-        scope.spawn(move || {
-            let mut next = 0u64;
-            while next < chunks {
-                let end = (next + PIPELINE_CHUNKS as u64).min(chunks);
-                let built: Vec<_> = (next..end).into_par_iter().map(build_chunk).collect();
-                for item in built {
-                    if tx.send(item).is_err() {
-                        return; // the writer stopped on an error
+        let spawned = std::thread::Builder::new()
+            .name("pageio-gen-heap".into())
+            .spawn_scoped(scope, move || {
+                let mut next = 0u64;
+                while next < chunks {
+                    let end = (next + PIPELINE_CHUNKS as u64).min(chunks);
+                    let built: Vec<_> =
+                        pool.install(|| (next..end).into_par_iter().map(build_chunk).collect());
+                    for item in built {
+                        if tx.send(item).is_err() {
+                            return; // the writer stopped on an error
+                        }
                     }
+                    next = end;
                 }
-                next = end;
-            }
-        });
+            });
+        if let Err(e) = spawned {
+            return Err(GenError::Threads {
+                problem: e.to_string(),
+            });
+        }
         for item in rx {
             let (first, buf) = item?;
             let len_bytes = buf.len() as u64;
