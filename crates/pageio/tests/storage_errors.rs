@@ -114,7 +114,16 @@ fn descriptor_limits_too_low_are_explained() {
         matches!(err, StorageError::FdLimitTooLow { limit: 40, .. }),
         "{err:?}"
     );
-    assert!(err.to_string().contains("ulimit -n"), "{err}");
+    assert!(
+        err.to_string().contains("max_open_files = 1000")
+            && err.to_string().contains("ulimit -n 1064"),
+        "{err}"
+    );
+    let err = FileCache::new(100, false).unwrap_err().to_string();
+    assert!(
+        err.contains("max_open_files = 100") && err.contains("ulimit -n 164"),
+        "{err}"
+    );
     let err = Aio::new(IoConfig {
         io_method: IoMethodKind::Sync,
         ..IoConfig::default()
@@ -161,7 +170,10 @@ fn descriptor_limits_too_low_are_explained() {
     );
     let msg = err.to_string();
     assert!(
-        msg.contains("f2") && msg.contains("ulimit -n") && msg.contains("--max-open-files"),
+        msg.contains("f2")
+            && msg.contains("ulimit -n")
+            && msg.contains("max_open_files = 1000")
+            && msg.contains("keeps up to"),
         "{msg}"
     );
     drop(hog);
