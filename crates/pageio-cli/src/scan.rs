@@ -10,6 +10,14 @@
 //! the first column, and shows where the time went: buffers hit and read, I/O time and wait
 //! time, and the read stream's prefetch statistics. `--cold` evicts the relation files from
 //! the page cache first (and with `--drop-caches`, as root, drops the whole page cache).
+//!
+//! What is read is checked first, by the library: `--heap`/`--index` paths resolve inside
+//! `--pgdata` (or a tablespace linked from `pg_tblspc`) to regular files of the right kind
+//! (`pageio::scan::resolve_relation_path`); a data set's files must match its manifest
+//! (`Manifest::check_files`), and when they do not, or the data set is missing, the hint is
+//! a `pageio gen` command that works as given (with `--force` when the directory holds
+//! files). The predicate is parsed as PostgreSQL would (`Between::parse_on`): float8
+//! literals, NaN at the top of the order, and the key column named.
 
 use std::path::PathBuf;
 

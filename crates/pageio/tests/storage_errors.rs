@@ -77,7 +77,7 @@ fn o_direct_refused_by_the_file_system_names_path_and_fix() {
         }
         let msg = err.to_string();
         assert!(msg.contains(&*path.to_string_lossy()), "{msg}");
-        assert!(msg.contains("--direct-io off"), "{msg}");
+        assert!(msg.contains("direct_io = off"), "{msg}");
     }
     // Buffered I/O on the same file system works: nothing silently changed.
     let cache = FileCache::new(8, false).unwrap();

@@ -66,7 +66,7 @@ pub enum StorageError {
         path: PathBuf,
     },
     /// The file system refused `O_DIRECT`.
-    #[error("could not open file \"{path}\" with O_DIRECT: the file system does not support direct I/O ({source}); use --direct-io off")]
+    #[error("could not open file \"{path}\" with O_DIRECT: the file system does not support direct I/O ({source}); set direct_io = off")]
     DirectIoUnsupported {
         /// File path.
         path: PathBuf,
