@@ -191,6 +191,9 @@ fn flag_hint(message: &str) -> String {
     }
 }
 
+/// The error type of every subcommand: a message for the user.
+pub type CliResult = Result<i32, Box<dyn std::error::Error>>;
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -205,6 +208,3 @@ mod tests {
         assert_eq!(super::flag_hint("use --direct-io off (direct_io)"), "");
     }
 }
-
-/// The error type of every subcommand: a message for the user.
-pub type CliResult = Result<i32, Box<dyn std::error::Error>>;

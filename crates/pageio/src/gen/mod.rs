@@ -486,7 +486,6 @@ pub fn generate(
         dataset,
         opts.seed,
         rows,
-        rows_per_page,
         progress,
     )?;
 
@@ -730,9 +729,9 @@ fn write_heap(
     dataset: DataSet,
     seed: u64,
     rows: u64,
-    rows_per_page: usize,
     progress: &dyn Fn(u64),
 ) -> Result<u64, GenError> {
+    let rows_per_page = dataset.rows_per_page();
     let heap_pages = rows.div_ceil(rows_per_page as u64);
     let chunks = heap_pages.div_ceil(CHUNK_BLOCKS as u64);
     let build_chunk = |chunk: u64| -> Result<(u64, IoBuffer), GenError> {

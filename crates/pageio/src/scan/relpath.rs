@@ -166,7 +166,7 @@ fn check_kind(path: &Path, len_bytes: u64, kind: RelationKind) -> Result<(), Rel
         expected: kind.as_str(),
         reason,
     };
-    if len_bytes % BLCKSZ as u64 != 0 {
+    if !len_bytes.is_multiple_of(BLCKSZ as u64) {
         return Err(wrong(format!(
             "its size, {len_bytes} bytes, is not a whole number of {BLCKSZ}-byte pages"
         )));
@@ -233,7 +233,7 @@ fn header_problem(h: &PageHeader) -> Option<String> {
             h.pd_lower, h.pd_upper, h.pd_special
         ));
     }
-    if h.pd_special % 8 != 0 {
+    if !h.pd_special.is_multiple_of(8) {
         return Some(format!("pd_special {} is not aligned", h.pd_special));
     }
     if h.page_size_bytes() != BLCKSZ || h.layout_version() != PG_PAGE_LAYOUT_VERSION {
