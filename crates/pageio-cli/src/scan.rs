@@ -127,8 +127,24 @@ struct Resolved {
 /// directory already holds files (gen refuses a non-empty directory without it).
 fn gen_command(name: &str, data_dir: &std::path::Path, rows_seed: Option<(u64, u64)>) -> String {
     let dir = data_dir.join(name);
-    let non_empty = std::fs::read_dir(&dir).is_ok_and(|mut e| e.next().is_some());
-    let mut cmd = format!("pageio gen --dataset {name}");
+    let names: Vec<String> = std::fs::read_dir(&dir)
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    let non_empty = !names.is_empty();
+    let mut cmd = String::new();
+    if names.iter().any(|n| !pageio::gen::is_generator_file(n)) {
+        // gen --force replaces only generator files; anything else must go first.
+        cmd.push_str(&format!(
+            "move the files gen did not write out of {}, then run ",
+            dir.display()
+        ));
+    }
+    cmd.push_str(&format!("pageio gen --dataset {name}"));
     if let Some((rows, seed)) = rows_seed {
         cmd.push_str(&format!(" --rows {rows} --seed {seed}"));
     }

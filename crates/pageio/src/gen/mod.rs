@@ -560,8 +560,8 @@ pub fn generate(
 }
 
 /// Is `name` a file a generator writes (a relation segment of the heap or index, or the
-/// manifest and its temporary)?
-fn is_generator_file(name: &str) -> bool {
+/// manifest and its temporary)? Only such files are ever replaced or removed.
+pub fn is_generator_file(name: &str) -> bool {
     let base = name.split('.').next().unwrap_or("");
     base == HEAP_RELFILENODE.to_string()
         || base == INDEX_RELFILENODE.to_string()
