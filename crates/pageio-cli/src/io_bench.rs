@@ -127,6 +127,19 @@ impl Workspace {
                     })?;
                     return Workspace::mark(dir);
                 }
+                // A fresh directory an interrupted run made inside this one: say how to
+                // reuse or remove it rather than calling it foreign data.
+                if let Some(left) = names
+                    .iter()
+                    .find(|n| dir.join(n).join(MARKER_FILE).is_file())
+                {
+                    return Err(format!(
+                        "--dir {}: holds {left}, left by an io-bench that did not finish; remove it, or reuse it with --dir {} --force",
+                        dir.display(),
+                        dir.join(left).display()
+                    )
+                    .into());
+                }
                 let relation_like = names.iter().any(|n| is_relation_like(n));
                 Err(format!(
                     "--dir {}: holds {} io-bench did not make ({}); io-bench writes only into a directory it creates: give a new path (it will be created) or an empty directory",

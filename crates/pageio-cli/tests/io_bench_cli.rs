@@ -95,6 +95,20 @@ fn writes_into_a_directory_it_creates_and_removes_it() {
     let out = io_bench(&empty, &[]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(std::fs::read_dir(&empty).unwrap().count(), 0);
+    // What an interrupted run leaves inside such a directory is named, with the way out.
+    let inner = empty.join("pageio-io-bench-1");
+    std::fs::create_dir(&inner).unwrap();
+    std::fs::write(inner.join(".pageio-io-bench"), b"").unwrap();
+    let out = io_bench(&empty, &[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains(&format!("--dir {} --force", inner.display())),
+        "{}",
+        stderr(&out)
+    );
+    let out = io_bench(&inner, &["--force"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(std::fs::read_dir(&empty).unwrap().count(), 0);
     // A directory an interrupted run left (marker and relation) is reused only with --force.
     let left = tmp.path().join("left");
     std::fs::create_dir(&left).unwrap();

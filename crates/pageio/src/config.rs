@@ -473,7 +473,8 @@ fn read_conf_recursive(
         included_from: included_from.clone(),
         reason,
     };
-    if stack.len() >= CONF_FILE_MAX_DEPTH {
+    // The given file is depth 0; as in PostgreSQL, depth 10 is allowed and 11 is not.
+    if stack.len() > CONF_FILE_MAX_DEPTH {
         return Err(open_err(format!(
             "maximum nesting depth of {CONF_FILE_MAX_DEPTH} include levels exceeded"
         )));
@@ -844,7 +845,18 @@ mod tests {
             .to_string();
         assert!(err.contains("include cycle"), "{err}");
         assert!(err.contains("y.conf\" line 2"), "{err}");
-        // Nesting deeper than PostgreSQL's 10 levels.
+        // Nesting: ten levels of includes are fine, as in PostgreSQL, eleven are not.
+        for i in 0..10 {
+            std::fs::write(
+                d.join(format!("ok{i}.conf")),
+                format!("include 'ok{}.conf'\n", i + 1),
+            )
+            .unwrap();
+        }
+        std::fs::write(d.join("ok10.conf"), "io_workers = 6\n").unwrap();
+        let mut c = IoConfig::default();
+        c.load_file(&d.join("ok0.conf")).unwrap();
+        assert_eq!(c.io_workers, 6);
         for i in 0..12 {
             std::fs::write(
                 d.join(format!("n{i}.conf")),
