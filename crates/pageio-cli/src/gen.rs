@@ -7,6 +7,13 @@
 //!     /data/sets/uniform/manifest.json       what `pageio scan` reads
 //! ```
 //!
+//! Each data set is written into a hidden temporary directory next to its target
+//! (`OUT/.<dataset>.partial-<pid>`) and renamed into place only when every file and the
+//! manifest are written and fsynced; a failure (out of space, out of memory, an I/O error)
+//! removes it, so an interrupted run never leaves partial relation files where a scan would
+//! read them. `--force` replaces an existing data set, but only a directory holding nothing
+//! but generator files.
+//!
 //! Each data set is written through the AIO subsystem with the `--io-method` and other
 //! settings flags, in 1 MB batches, fsynced at the end; one progress bar on stderr covers
 //! all of them. The library module `pageio::gen` explains the data and the layout.
@@ -83,7 +90,11 @@ pub fn run(args: GenArgs) -> CliResult {
                 .map(|mut e| e.next().is_some())
                 .unwrap_or(false);
             if non_empty {
-                return Err(gen::GenError::NotEmpty { path: dir }.into());
+                return Err(format!(
+                    "\"{}\" is not empty: pass --force to replace the data set, or choose another --out directory",
+                    dir.display()
+                )
+                .into());
             }
         }
     }
@@ -110,7 +121,20 @@ pub fn run(args: GenArgs) -> CliResult {
     for d in &datasets {
         bar.set_message(d.name());
         let start = Instant::now();
-        let manifest = gen::generate(&aio, &args.out, *d, &opts, &|bytes| bar.inc(bytes))?;
+        let manifest =
+            gen::generate(&aio, &args.out, *d, &opts, &|bytes| bar.inc(bytes)).map_err(|e| {
+                bar.finish_and_clear();
+                match e {
+                    gen::GenError::NotEmpty { path } => format!(
+                        "\"{}\" is not empty: pass --force to replace the data set, or choose another --out directory",
+                        path.display()
+                    ),
+                    gen::GenError::OutOfMemory { .. } => {
+                        format!("{e}; on the command line: --rows, --scale")
+                    }
+                    other => other.to_string(),
+                }
+            })?;
         let elapsed_s = start.elapsed().as_secs_f64();
         let bytes = (manifest.heap_pages + manifest.index_pages) * pageio::page::BLCKSZ as u64;
         results.push((

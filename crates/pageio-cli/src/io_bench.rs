@@ -13,7 +13,10 @@
 //!       keep N reads in flight ─► shared callback verifies every page ─► MB/s, counters
 //! ```
 //!
-//! No PostgreSQL is needed; it is the command the README runs first.
+//! No PostgreSQL is needed. It writes only where it may: a temporary directory by default;
+//! with `--dir`, a directory it creates (marked with a `.pageio-io-bench` file), never one
+//! inside a PostgreSQL cluster or holding other files (see [`Workspace`]); and it removes
+//! what it wrote when it finishes, also after an error such as running out of space.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -35,6 +38,185 @@ use pageio::Aio;
 use crate::settings::SettingsArgs;
 use crate::CliResult;
 
+/// File name of the generated relation (PostgreSQL's first user relfilenode).
+const RELATION_FILE: &str = "16384";
+
+/// Marker file io-bench writes into every directory it creates, so a later run (with
+/// `--force`) can tell a directory it made from one holding someone else's data.
+const MARKER_FILE: &str = ".pageio-io-bench";
+
+/// Deepest directory walk when looking for a PostgreSQL cluster above `--dir` (path depth is
+/// bounded by PATH_MAX, 4096 bytes, so at most 2048 components; this is far beyond any real
+/// path and keeps the walk finite).
+const MAX_ANCESTORS: usize = 2048;
+
+/// Names shown when refusing a directory for its contents: enough to recognise it.
+const NAMES_SHOWN: usize = 5;
+
+/// The directory io-bench writes into, and the cleanup of what it created there.
+///
+/// ```text
+///   --dir D, D missing                → create D, marker          → remove D at the end
+///   --dir D, D empty                  → create D/pageio-io-bench-<pid>, marker → remove it
+///   --dir D, D has the marker         → refuse, or with --force reuse → remove D at the end
+///   --dir D inside a PostgreSQL cluster (PG_VERSION in D or above)  → refuse
+///   --dir D holding anything else (relation files, other data)      → refuse
+/// ```
+struct Workspace {
+    path: PathBuf,
+}
+
+impl Workspace {
+    fn claim(dir: &std::path::Path, force: bool) -> Result<Workspace, Box<dyn std::error::Error>> {
+        if let Some(cluster) = enclosing_cluster(dir) {
+            return Err(format!(
+                "--dir {}: refusing to write inside a PostgreSQL cluster ({} holds PG_VERSION); io-bench writes relation files of its own and would overwrite the cluster's: choose a directory outside any cluster",
+                dir.display(),
+                cluster.display()
+            )
+            .into());
+        }
+        match std::fs::read_dir(dir) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                std::fs::create_dir_all(dir)
+                    .map_err(|e| format!("--dir {}: could not create it: {e}", dir.display()))?;
+                Workspace::mark(dir)
+            }
+            Err(e) => Err(format!("--dir {}: {e}", dir.display()).into()),
+            Ok(entries) => {
+                let names: Vec<String> = entries
+                    .flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect();
+                if names.is_empty() {
+                    // An existing directory (a mount point, say) is not ours to fill or
+                    // remove: work in a fresh directory inside it.
+                    let inner = dir.join(format!("pageio-io-bench-{}", std::process::id()));
+                    std::fs::create_dir(&inner).map_err(|e| {
+                        format!("--dir {}: could not create it: {e}", inner.display())
+                    })?;
+                    return Workspace::mark(&inner);
+                }
+                if names.iter().any(|n| n == MARKER_FILE) {
+                    let foreign: Vec<&String> = names
+                        .iter()
+                        .filter(|n| *n != MARKER_FILE && !is_relation_segment(n))
+                        .collect();
+                    if !foreign.is_empty() {
+                        return Err(format!(
+                            "--dir {}: holds files io-bench did not make ({}); choose a new directory",
+                            dir.display(),
+                            foreign.iter().take(NAMES_SHOWN).map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
+                        )
+                        .into());
+                    }
+                    if !force {
+                        return Err(format!(
+                            "--dir {}: left by an earlier io-bench that did not finish; pass --force to reuse it, or choose a new directory",
+                            dir.display()
+                        )
+                        .into());
+                    }
+                    // The workspace's drop removes the old relation now, so a shorter run
+                    // does not leave a longer file's tail behind.
+                    drop(Workspace {
+                        path: dir.to_path_buf(),
+                    });
+                    std::fs::create_dir_all(dir).map_err(|e| {
+                        format!("--dir {}: could not create it: {e}", dir.display())
+                    })?;
+                    return Workspace::mark(dir);
+                }
+                // A fresh directory an interrupted run made inside this one: say how to
+                // reuse or remove it rather than calling it foreign data.
+                if let Some(left) = names
+                    .iter()
+                    .find(|n| dir.join(n).join(MARKER_FILE).is_file())
+                {
+                    return Err(format!(
+                        "--dir {}: holds {left}, left by an io-bench that did not finish; remove it, or reuse it with --dir {} --force",
+                        dir.display(),
+                        dir.join(left).display()
+                    )
+                    .into());
+                }
+                let relation_like = names.iter().any(|n| is_relation_like(n));
+                Err(format!(
+                    "--dir {}: holds {} io-bench did not make ({}); io-bench writes only into a directory it creates: give a new path (it will be created) or an empty directory",
+                    dir.display(),
+                    if relation_like { "relation files" } else { "files" },
+                    names.iter().take(NAMES_SHOWN).cloned().collect::<Vec<_>>().join(", ")
+                )
+                .into())
+            }
+        }
+    }
+
+    fn mark(dir: &std::path::Path) -> Result<Workspace, Box<dyn std::error::Error>> {
+        let workspace = Workspace {
+            path: dir.to_path_buf(),
+        };
+        std::fs::write(
+            dir.join(MARKER_FILE),
+            "made by pageio io-bench; removed when it finishes\n",
+        )
+        .map_err(|e| format!("--dir {}: could not write into it: {e}", dir.display()))?;
+        Ok(workspace)
+    }
+}
+
+impl Drop for Workspace {
+    fn drop(&mut self) {
+        // Only what io-bench writes: the relation's segments and the marker. The directory
+        // itself goes last and only if empty, so nothing else is ever deleted.
+        if let Ok(entries) = std::fs::read_dir(&self.path) {
+            for entry in entries.flatten() {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                if is_relation_segment(&name) || name == MARKER_FILE {
+                    let _ = std::fs::remove_file(entry.path());
+                }
+            }
+        }
+        let _ = std::fs::remove_dir(&self.path);
+    }
+}
+
+/// `16384`, `16384.1`, …: the segments io-bench writes.
+fn is_relation_segment(name: &str) -> bool {
+    let mut parts = name.splitn(2, '.');
+    parts.next() == Some(RELATION_FILE)
+        && parts
+            .next()
+            .is_none_or(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// A name PostgreSQL gives relation files: digits, optionally `_fsm`/`_vm`/`_init` and a
+/// segment number.
+fn is_relation_like(name: &str) -> bool {
+    let base = name.split('.').next().unwrap_or("");
+    let node = base
+        .strip_suffix("_fsm")
+        .or_else(|| base.strip_suffix("_vm"))
+        .or_else(|| base.strip_suffix("_init"))
+        .unwrap_or(base);
+    !node.is_empty() && node.bytes().all(|b| b.is_ascii_digit())
+}
+
+/// The PostgreSQL data directory `dir` lies in (PG_VERSION in `dir` or an ancestor), looked
+/// up from the nearest existing directory after resolving symlinks.
+fn enclosing_cluster(dir: &std::path::Path) -> Option<PathBuf> {
+    let absolute = std::path::absolute(dir).ok()?;
+    let mut existing = absolute.as_path();
+    while !existing.exists() {
+        existing = existing.parent()?;
+    }
+    let real = std::fs::canonicalize(existing).ok()?;
+    real.ancestors()
+        .take(MAX_ANCESTORS)
+        .find(|a| a.join("PG_VERSION").is_file())
+        .map(|a| a.to_path_buf())
+}
+
 /// Rows per page of the published data sets: `WITH (fillfactor=25)` leaves room for 18.
 const ROWS_PER_PAGE: usize = 18;
 
@@ -47,9 +229,15 @@ pub struct IoBenchArgs {
     /// Size of the generated relation (e.g. 256MB, 2GB)
     #[arg(long, default_value = "256MB")]
     size: String,
-    /// Directory for the relation file [default: a temporary directory, removed afterwards]
+    /// Where to write the relation: a directory io-bench creates (or, given an existing
+    /// empty directory, a fresh one inside it); removed afterwards. A directory inside a
+    /// PostgreSQL cluster or holding other files is refused [default: a temporary directory]
     #[arg(long)]
     dir: Option<PathBuf>,
+    /// Reuse a directory an earlier, interrupted io-bench left behind (it holds io-bench's
+    /// marker file)
+    #[arg(long)]
+    force: bool,
     /// io_methods to compare, comma-separated [default: sync,worker,io_uring when available]
     #[arg(long, value_delimiter = ',')]
     methods: Vec<String>,
@@ -121,17 +309,22 @@ pub fn run(args: IoBenchArgs) -> CliResult {
     let size_bytes = pageio::config::parse_size_bytes("size", &args.size)?;
     let nblocks = (size_bytes / BLCKSZ).max(1) as u64;
     let tmp;
+    // Removes what this run created when it ends, however it ends (an error such as ENOSPC
+    // included); declared before the relation so it outlives every open file.
+    let _workspace;
     let dir = match &args.dir {
         Some(d) => {
-            std::fs::create_dir_all(d)?;
-            d.clone()
+            let w = Workspace::claim(d, args.force)?;
+            let path = w.path.clone();
+            _workspace = w;
+            path
         }
         None => {
             tmp = tempfile::tempdir()?;
             tmp.path().to_path_buf()
         }
     };
-    let rel = RelFile::new(dir.join("16384"));
+    let rel = RelFile::new(dir.join(RELATION_FILE));
     let methods: Vec<IoMethodKind> = if args.methods.is_empty() {
         let mut m = vec![IoMethodKind::Sync, IoMethodKind::Worker];
         match pageio::aio::method::uring::probe() {
@@ -230,7 +423,12 @@ fn generate(
     let mut block = 0u64;
     while block < nblocks {
         let n = (nblocks - block).min(GEN_CHUNK_BLOCKS as u64) as usize;
-        let mut chunk = IoBuffer::zeroed(n * BLCKSZ);
+        let mut chunk = IoBuffer::try_zeroed(n * BLCKSZ).map_err(|_| {
+            format!(
+                "could not allocate a {} kB write buffer: out of memory (raise the memory limit, e.g. ulimit -v)",
+                n * BLCKSZ / 1024
+            )
+        })?;
         for (i, out) in chunk.as_mut_slice().chunks_exact_mut(BLCKSZ).enumerate() {
             let blkno = block + i as u64;
             let mut page = PageBuilder::new(0)?;
@@ -251,7 +449,12 @@ fn generate(
             set_checksum(&mut bytes, blkno as u32);
             out.copy_from_slice(&bytes);
         }
-        backend.write_blocks(rel, block, chunk)?;
+        backend.write_blocks(rel, block, chunk).map_err(|e| {
+            format!(
+                "{e} (writing the {} MB relation: is its file system full?)",
+                (nblocks * BLCKSZ as u64) >> 20
+            )
+        })?;
         block += n as u64;
         bar.inc((n * BLCKSZ) as u64);
     }

@@ -12,6 +12,9 @@ mod scan;
 mod settings;
 mod verify;
 
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
 use clap::{Parser, Subcommand};
 
 /// PostgreSQL 18's asynchronous I/O, as a standalone engine and tools for data directories.
@@ -44,7 +47,104 @@ enum Command {
     Bench(bench::BenchArgs),
 }
 
+/// Bytes of the most recent allocation the system allocator refused (0: none yet).
+static FAILED_ALLOCATION_BYTES: AtomicUsize = AtomicUsize::new(0);
+
+/// The system allocator, remembering the size of a refused allocation.
+///
+/// Large allocations (the buffer pool, I/O buffers, the index build) are fallible and fail
+/// with an error naming the setting or the size. Any other allocation that fails makes Rust
+/// abort (status 134, a core dump); [`on_abort`] turns that, when an allocation failed, into
+/// the CLI's error status 2 and one line saying what to do.
+struct RecordingAllocator;
+
+// SAFETY: every method forwards to the system allocator unchanged; the only addition is an
+// atomic store when it returns null.
+unsafe impl GlobalAlloc for RecordingAllocator {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: forwarded with the caller's guarantees.
+        let p = unsafe { System.alloc(layout) };
+        if p.is_null() {
+            FAILED_ALLOCATION_BYTES.store(layout.size(), Ordering::Relaxed);
+        }
+        p
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: forwarded with the caller's guarantees.
+        let p = unsafe { System.alloc_zeroed(layout) };
+        if p.is_null() {
+            FAILED_ALLOCATION_BYTES.store(layout.size(), Ordering::Relaxed);
+        }
+        p
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        // SAFETY: forwarded with the caller's guarantees.
+        let p = unsafe { System.realloc(ptr, layout, new_size) };
+        if p.is_null() {
+            FAILED_ALLOCATION_BYTES.store(new_size, Ordering::Relaxed);
+        }
+        p
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: forwarded with the caller's guarantees.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: RecordingAllocator = RecordingAllocator;
+
+/// SIGABRT handler: after a refused allocation, exit with status 2 and a message instead of
+/// dumping core; any other abort keeps its default action. Only async-signal-safe calls.
+extern "C" fn on_abort(_signal: libc::c_int) {
+    let bytes = FAILED_ALLOCATION_BYTES.load(Ordering::Relaxed);
+    if bytes == 0 {
+        // SAFETY: restoring the default action and re-raising are async-signal-safe.
+        unsafe {
+            libc::signal(libc::SIGABRT, libc::SIG_DFL);
+            libc::raise(libc::SIGABRT);
+        }
+        return;
+    }
+    let mut line = [0u8; 256];
+    let mut len = 0;
+    let mut push = |s: &[u8]| {
+        for &b in s {
+            if len < line.len() {
+                line[len] = b;
+                len += 1;
+            }
+        }
+    };
+    push(b"pageio: error: out of memory: an allocation of ");
+    let mut digits = [0u8; 20];
+    let mut n = bytes;
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    push(&digits[at..]);
+    push(b" bytes failed; lower shared_buffers (--shared-buffers) or the data size, or raise the memory limit (ulimit -v)\n");
+    // SAFETY: write(2) and _exit(2) are async-signal-safe; `line` outlives the call.
+    unsafe {
+        libc::write(2, line.as_ptr().cast(), len);
+        libc::_exit(2);
+    }
+}
+
 fn main() {
+    // SAFETY: installing a handler that only calls async-signal-safe functions.
+    unsafe {
+        libc::signal(libc::SIGABRT, on_abort as *const () as libc::sighandler_t);
+    }
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Methods(args) => methods::run(args),
@@ -57,11 +157,54 @@ fn main() {
     match result {
         Ok(code) => std::process::exit(code),
         Err(e) => {
-            eprintln!("pageio: error: {e}");
+            let message = e.to_string();
+            eprintln!("pageio: error: {message}{}", flag_hint(&message));
             std::process::exit(2);
         }
     }
 }
 
+/// The command-line spelling of the settings an error names. The library names settings as
+/// PostgreSQL does (`shared_buffers`); on the command line they are flags
+/// (`--shared-buffers`), so the CLI adds the flag unless the message already gives it.
+fn flag_hint(message: &str) -> String {
+    let is_word_char = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    let flags: Vec<String> = pageio::config::SETTING_NAMES
+        .iter()
+        .filter(|name| {
+            message.match_indices(*name).any(|(at, _)| {
+                let before = message[..at].chars().next_back();
+                let after = message[at + name.len()..].chars().next();
+                !before.is_some_and(is_word_char) && !after.is_some_and(is_word_char)
+            })
+        })
+        .map(|name| format!("--{}", name.replace('_', "-")))
+        .filter(|flag| !message.contains(flag.as_str()))
+        .collect();
+    if flags.is_empty() {
+        String::new()
+    } else {
+        format!(
+            " (on the command line: {}, or --config FILE)",
+            flags.join(", ")
+        )
+    }
+}
+
 /// The error type of every subcommand: a message for the user.
 pub type CliResult = Result<i32, Box<dyn std::error::Error>>;
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn flag_hint_names_the_flags_of_the_settings_in_a_message() {
+        assert_eq!(
+            super::flag_hint(
+                "could not map 1 bytes for shared_buffers: ENOMEM; lower shared_buffers"
+            ),
+            " (on the command line: --shared-buffers, or --config FILE)"
+        );
+        assert_eq!(super::flag_hint("io_max_combine_limit is not ours"), "");
+        assert_eq!(super::flag_hint("use --direct-io off (direct_io)"), "");
+    }
+}

@@ -13,14 +13,25 @@
 //! Each page read past under `--zero-damaged-pages` or `--ignore-checksum-failure` is printed
 //! as PostgreSQL's WARNING is (`invalid page in block 7 of relation base/5/16384; zeroing out
 //! page`) on stderr, and the summary says what was done (`zeroed` or `used anyway`).
+//!
+//! What is read is checked first, by the library: `--heap`/`--index` paths resolve inside
+//! `--pgdata` (or a tablespace linked from `pg_tblspc`) to regular files of the right kind
+//! (`pageio::scan::resolve_relation_path`); a data set's files must match its manifest
+//! (`Manifest::check_files`), and when they do not, or the data set is missing, the hint is
+//! a `pageio gen` command that works as given (with `--force` when the directory holds
+//! files). The predicate is parsed as PostgreSQL would (`Between::parse_on`): float8
+//! literals, NaN at the top of the order, and the key column named.
 
 use std::path::PathBuf;
 
 use clap::Args;
 use pageio::buffer::{BufferPool, PageCheckOptions};
 use pageio::page::heap::ColumnType;
-use pageio::scan::{run_scan, Between, ScanKind, ScanOptions, ScanResult, Table};
-use pageio::storage::{ForkNumber, RelFile};
+use pageio::scan::{
+    resolve_relation_path, run_scan, Between, RelationKind, ScanKind, ScanOptions, ScanResult,
+    Table,
+};
+use pageio::storage::RelFile;
 use pageio::stream::DistancePolicy;
 use pageio::Aio;
 
@@ -52,9 +63,14 @@ pub struct ScanArgs {
     /// Scan type: seq, bitmap or index
     #[arg(long, default_value = "seq")]
     kind: String,
-    /// Predicate on the first column: 'a between LO and HI' [default: all rows]
+    /// Predicate on the first column: 'a between LO and HI' [default: all rows]. Bounds are
+    /// float8 literals ('NaN' and 'Infinity' included, ordered as PostgreSQL orders them)
     #[arg(long = "where", value_name = "PREDICATE")]
     predicate: Option<String>,
+    /// Name of the first column, the one --where filters, for --pgdata tables [default: a;
+    /// a data set's from its manifest]
+    #[arg(long, value_name = "NAME")]
+    key_column: Option<String>,
     /// Column types in order (float8, int4, int8, int2, bool, text, …); the first is the key,
     /// the last is summed [default: float8,text, or the data set's]
     #[arg(long, value_delimiter = ',')]
@@ -102,8 +118,62 @@ fn parse_column(s: &str) -> Result<ColumnType, String> {
     })
 }
 
-/// The table to scan and whether its cluster has checksums.
-fn resolve_table(args: &ScanArgs) -> Result<(Table, bool, String), Box<dyn std::error::Error>> {
+/// The table to scan, whether its cluster has checksums, its label and its key column.
+struct Resolved {
+    table: Table,
+    checksums: bool,
+    label: String,
+    key_column: String,
+}
+
+/// The command that (re)generates a data set into `data_dir`, with `--force` when the
+/// directory already holds files (gen refuses a non-empty directory without it).
+fn gen_command(name: &str, data_dir: &std::path::Path, rows_seed: Option<(u64, u64)>) -> String {
+    let dir = data_dir.join(name);
+    let names: Vec<String> = std::fs::read_dir(&dir)
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    let non_empty = !names.is_empty();
+    let mut cmd = String::new();
+    if names.iter().any(|n| !pageio::gen::is_generator_file(n)) {
+        // gen --force replaces only generator files; anything else must go first.
+        cmd.push_str(&format!(
+            "move the files gen did not write out of {}, then run ",
+            dir.display()
+        ));
+    }
+    cmd.push_str(&format!("pageio gen --dataset {name}"));
+    if let Some((rows, seed)) = rows_seed {
+        cmd.push_str(&format!(" --rows {rows} --seed {seed}"));
+    }
+    cmd.push_str(&format!(
+        " --out {}",
+        shell_quote(&data_dir.display().to_string())
+    ));
+    if non_empty {
+        cmd.push_str(" --force");
+    }
+    cmd
+}
+
+/// Quotes a path for a shell when it needs it.
+fn shell_quote(s: &str) -> String {
+    if !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "/._-+:,@".contains(c))
+    {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}
+
+fn resolve_table(args: &ScanArgs) -> Result<Resolved, Box<dyn std::error::Error>> {
     let explicit: Vec<ColumnType> = args
         .columns
         .iter()
@@ -123,18 +193,27 @@ fn resolve_table(args: &ScanArgs) -> Result<(Table, bool, String), Box<dyn std::
         } else {
             explicit
         };
-        return Ok((
-            Table {
-                heap: RelFile::in_data_dir(pgdata, heap, ForkNumber::Main),
-                index: args
-                    .index
-                    .as_deref()
-                    .map(|i| RelFile::in_data_dir(pgdata, i, ForkNumber::Main)),
+        // Relation paths must lead to regular files inside PGDATA (or a tablespace linked
+        // from pg_tblspc) holding the right kind of relation.
+        let heap_path = resolve_relation_path(pgdata, heap, RelationKind::Heap)
+            .map_err(|e| format!("--heap: {e}"))?;
+        let index = match args.index.as_deref() {
+            Some(i) => Some(RelFile::new(
+                resolve_relation_path(pgdata, i, RelationKind::Btree)
+                    .map_err(|e| format!("--index: {e}"))?,
+            )),
+            None => None,
+        };
+        return Ok(Resolved {
+            table: Table {
+                heap: RelFile::new(heap_path),
+                index,
                 columns,
             },
             checksums,
-            heap.to_string(),
-        ));
+            label: heap.to_string(),
+            key_column: args.key_column.clone().unwrap_or_else(|| "a".into()),
+        });
     }
     let name = args.dataset.as_deref().ok_or(
         "say what to scan: --pgdata DIR --heap PATH, or --dataset NAME (from `pageio gen`)",
@@ -142,8 +221,16 @@ fn resolve_table(args: &ScanArgs) -> Result<(Table, bool, String), Box<dyn std::
     let dir = args.data_dir.join(name);
     let manifest = pageio::gen::Manifest::load(&dir).map_err(|e| {
         format!(
-            "{e}; generate the data set first: pageio gen --dataset {name} --out {}",
-            args.data_dir.display()
+            "{e}; generate the data set first: {}",
+            gen_command(name, &args.data_dir, None)
+        )
+    })?;
+    // The files must be the ones the manifest describes: a truncated or partly rewritten
+    // data set would otherwise scan to a plausible wrong answer.
+    manifest.check_files(&dir).map_err(|e| {
+        format!(
+            "{e}: {}",
+            gen_command(name, &args.data_dir, Some((manifest.rows, manifest.seed)))
         )
     })?;
     let columns = if explicit.is_empty() {
@@ -155,15 +242,29 @@ fn resolve_table(args: &ScanArgs) -> Result<(Table, bool, String), Box<dyn std::
     } else {
         explicit
     };
-    Ok((
-        Table {
+    let key_column = manifest
+        .columns
+        .first()
+        .map(|(n, _)| n.clone())
+        .unwrap_or_else(|| "a".into());
+    if let Some(k) = &args.key_column {
+        if !k.eq_ignore_ascii_case(&key_column) {
+            return Err(format!(
+                "--key-column {k}: the first column of data set {name} is \"{key_column}\""
+            )
+            .into());
+        }
+    }
+    Ok(Resolved {
+        table: Table {
             heap: manifest.heap_file(&dir),
             index: Some(manifest.index_file(&dir)),
             columns,
         },
-        manifest.data_checksums,
-        name.to_string(),
-    ))
+        checksums: manifest.data_checksums,
+        label: name.to_string(),
+        key_column,
+    })
 }
 
 fn drop_caches() -> Result<(), Box<dyn std::error::Error>> {
@@ -183,10 +284,7 @@ pub fn evict(rel: &RelFile) -> Result<(), Box<dyn std::error::Error>> {
 pub fn run(args: ScanArgs) -> CliResult {
     let config = args.settings.to_config()?;
     let kind: ScanKind = args.kind.parse()?;
-    let predicate = match &args.predicate {
-        Some(p) => Between::parse(p)?,
-        None => Between::ALL,
-    };
+
     let policy = match args.distance_policy.to_ascii_lowercase().as_str() {
         "adaptive" | "pg19" => DistancePolicy::Adaptive,
         "pg18" => DistancePolicy::Pg18,
@@ -196,7 +294,25 @@ pub fn run(args: ScanArgs) -> CliResult {
             )
         }
     };
-    let (table, cluster_checksums, label) = resolve_table(&args)?;
+    let Resolved {
+        table,
+        checksums: cluster_checksums,
+        label,
+        key_column,
+    } = resolve_table(&args)?;
+    let predicate = match &args.predicate {
+        Some(p) => Between::parse_on(p, &key_column).map_err(|e| {
+            if args.pgdata.is_some()
+                && args.key_column.is_none()
+                && e.starts_with("the predicate is on column")
+            {
+                format!("{e} (name the table's first column with --key-column)")
+            } else {
+                e
+            }
+        })?,
+        None => Between::ALL,
+    };
     let checksums = match args.checksums.as_str() {
         "auto" => cluster_checksums,
         v => pageio::config::parse_bool("checksums", v)?,
@@ -243,9 +359,23 @@ pub fn run(args: ScanArgs) -> CliResult {
             ))?
         );
     } else {
-        print_text(&aio, &pool, &label, kind, &predicate, &result);
+        let filter = args
+            .predicate
+            .is_some()
+            .then_some((key_column.as_str(), &predicate));
+        print_text(&aio, &pool, &label, kind, filter, &result);
     }
     Ok(0)
+}
+
+/// A bound in JSON: a number, or PostgreSQL's spelling for NaN and the infinities (JSON has
+/// no such numbers).
+fn json_float8(v: f64) -> serde_json::Value {
+    if v.is_finite() {
+        serde_json::json!(v)
+    } else {
+        serde_json::json!(float8_text(v).trim_matches('\''))
+    }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -264,8 +394,8 @@ fn json_report(
     serde_json::json!({
         "relation": label,
         "scan": kind,
-        "lo": predicate.lo,
-        "hi": predicate.hi,
+        "lo": json_float8(predicate.lo),
+        "hi": json_float8(predicate.hi),
         "rows": r.rows,
         "sum_octet_length": r.sum_octet_length,
         "heap_pages": r.heap_pages,
@@ -292,12 +422,23 @@ fn json_report(
     })
 }
 
+/// A float8 as PostgreSQL prints it (`NaN`, `Infinity`, `-Infinity`, or the number).
+fn float8_text(v: f64) -> String {
+    if v.is_nan() {
+        "'NaN'".into()
+    } else if v.is_infinite() {
+        if v > 0.0 { "'Infinity'" } else { "'-Infinity'" }.into()
+    } else {
+        v.to_string()
+    }
+}
+
 fn print_text(
     aio: &Aio,
     pool: &BufferPool,
     label: &str,
     kind: ScanKind,
-    predicate: &Between,
+    filter: Option<(&str, &Between)>,
     r: &ScanResult,
 ) {
     let node = match kind {
@@ -310,8 +451,12 @@ fn print_text(
         "{node} on {label}  (actual time={ms:.3} ms rows={})",
         r.rows
     );
-    if predicate.lo.is_finite() || predicate.hi.is_finite() {
-        let cond = format!("(a >= {} AND a <= {})", predicate.lo, predicate.hi);
+    if let Some((column, predicate)) = filter {
+        let cond = format!(
+            "({column} >= {} AND {column} <= {})",
+            float8_text(predicate.lo),
+            float8_text(predicate.hi)
+        );
         match kind {
             ScanKind::Seq => println!("  Filter: {cond}"),
             _ => println!("  Index Cond: {cond}  (index pages read={})", r.index_pages),

@@ -52,6 +52,8 @@ impl SettingsArgs {
     pub fn to_config(&self) -> Result<IoConfig, pageio::config::ConfigError> {
         let mut c = IoConfig::default();
         if let Some(path) = &self.config {
+            // Settings pageio does not use (max_connections, …) are ignored, so a cluster's
+            // own postgresql.conf can be passed as it is.
             c.load_file(path)?;
         }
         let flags: [(&str, &Option<String>); 9] = [
@@ -94,13 +96,12 @@ impl SettingsArgs {
         let Some(path) = &self.config else {
             return false;
         };
-        // The file has already been parsed successfully by to_config; unreadable lines here
-        // simply do not count.
-        std::fs::read_to_string(path).is_ok_and(|text| {
-            text.lines().any(|line| {
-                matches!(pageio::config::parse_conf_line(line),
-                    Ok(Some((n, _))) if n.eq_ignore_ascii_case(name))
-            })
+        // The file (and its includes) has already been read successfully by to_config;
+        // a failure here simply does not count.
+        pageio::config::read_conf_file(path).is_ok_and(|entries| {
+            entries
+                .iter()
+                .any(|e| pageio::config::canonical_setting_name(&e.name) == Some(name))
         })
     }
 }

@@ -15,6 +15,15 @@
 //!   io_method = 'worker'  # comment  ──parse_conf──► ("io_method", "worker")
 //! ```
 //!
+//! A configuration file is read as PostgreSQL reads `postgresql.conf` ([`read_conf_file`]),
+//! so a cluster's own file can be passed as it is: `#` comments, optional `=`, quoted values
+//! with `''` and backslash escapes, and `include` / `include_if_exists` / `include_dir`
+//! resolved against the including file's directory, at most [`CONF_FILE_MAX_DEPTH`] levels
+//! deep, a cycle reported with its chain. Settings pageio does not use (`max_connections`,
+//! …) are ignored and listed in the [`ConfLoad`] report; a name within two edits of one of
+//! pageio's settings (`io_wrokers`) is an error rather than silently ignored. Errors name
+//! the file and line (and, for an include, the including file and line).
+//!
 //! Every value is checked against the same bounds PostgreSQL uses (`io_combine_limit` at most
 //! 128 blocks, `io_workers` 1..=32, …) and an out-of-range value names the setting, the bound
 //! and the fix.
@@ -149,16 +158,33 @@ pub enum ConfigError {
         /// The known names, for the message.
         known: String,
     },
-    /// A configuration file could not be read or has a malformed line.
+    /// A configuration file has a malformed or invalid line.
     #[error("configuration file \"{path}\" line {line}: {reason}")]
     File {
         /// File path.
         path: String,
-        /// 1-based line number (0 when the file could not be opened).
+        /// 1-based line number.
         line: usize,
         /// What is wrong.
         reason: String,
     },
+    /// A configuration file (given, or named by an `include` line) could not be read.
+    #[error("could not open configuration file \"{path}\": {reason}{}", included_from_text(.included_from))]
+    Open {
+        /// The file as resolved (relative includes are resolved against the including file).
+        path: String,
+        /// The including file and the line of the `include`, when there is one.
+        included_from: Option<(String, usize)>,
+        /// What is wrong (the OS error, a nesting or cycle problem).
+        reason: String,
+    },
+}
+
+fn included_from_text(from: &Option<(String, usize)>) -> String {
+    match from {
+        Some((path, line)) => format!(" (included from \"{path}\" line {line})"),
+        None => String::new(),
+    }
 }
 
 /// The engine's settings, named as in PostgreSQL. See `DESIGN.md` for the table.
@@ -276,30 +302,40 @@ impl IoConfig {
         Ok(())
     }
 
-    /// Applies every `name = value` line of a `postgresql.conf`-syntax file.
-    pub fn load_file(&mut self, path: &Path) -> Result<(), ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|e| ConfigError::File {
-            path: path.display().to_string(),
-            line: 0,
-            reason: e.to_string(),
-        })?;
-        for (index, line) in text.lines().enumerate() {
-            let Some((name, value)) =
-                parse_conf_line(line).map_err(|reason| ConfigError::File {
-                    path: path.display().to_string(),
-                    line: index + 1,
-                    reason,
-                })?
-            else {
-                continue;
-            };
-            self.set(&name, &value).map_err(|e| ConfigError::File {
-                path: path.display().to_string(),
-                line: index + 1,
-                reason: e.to_string(),
-            })?;
+    /// Applies a `postgresql.conf`-syntax file: the settings pageio uses are set (a later
+    /// line overrides an earlier one, as in PostgreSQL), every other setting is ignored, and
+    /// `include`, `include_if_exists` and `include_dir` are followed (see [`read_conf_file`]).
+    /// Returns what was applied and what was ignored.
+    pub fn load_file(&mut self, path: &Path) -> Result<ConfLoad, ConfigError> {
+        let entries = read_conf_file(path)?;
+        let mut report = ConfLoad::default();
+        for entry in entries {
+            match canonical_setting_name(&entry.name) {
+                Some(_) => {
+                    self.set(&entry.name, &entry.value)
+                        .map_err(|e| ConfigError::File {
+                            path: entry.path.display().to_string(),
+                            line: entry.line,
+                            reason: e.to_string(),
+                        })?;
+                    report.applied.push(entry);
+                }
+                None => {
+                    if let Some(near) = near_setting_name(&entry.name) {
+                        return Err(ConfigError::File {
+                            path: entry.path.display().to_string(),
+                            line: entry.line,
+                            reason: format!(
+                                "unrecognized configuration parameter \"{}\": did you mean \"{near}\"?",
+                                entry.name
+                            ),
+                        });
+                    }
+                    report.ignored.push(entry);
+                }
+            }
         }
-        Ok(())
+        Ok(report)
     }
 
     /// `io_combine_limit` in bytes.
@@ -343,9 +379,176 @@ impl IoConfig {
     }
 }
 
+/// Deepest nesting of `include` directives, as PostgreSQL's `CONF_FILE_MAX_DEPTH` (10): a
+/// deeper chain is almost certainly a mistake, and the bound keeps the reader finite even
+/// when the cycle check is defeated (for example through bind mounts).
+pub const CONF_FILE_MAX_DEPTH: usize = 10;
+
+/// One `name = value` line of a configuration file, with where it came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfEntry {
+    /// Setting name as written.
+    pub name: String,
+    /// Value, unquoted.
+    pub value: String,
+    /// The file holding the line.
+    pub path: std::path::PathBuf,
+    /// 1-based line number.
+    pub line: usize,
+}
+
+/// What [`IoConfig::load_file`] did with a configuration file.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ConfLoad {
+    /// Lines that set a setting pageio uses, in the order applied.
+    pub applied: Vec<ConfEntry>,
+    /// Lines naming settings pageio does not use (`max_connections`, `log_timezone`, …).
+    pub ignored: Vec<ConfEntry>,
+}
+
+/// The pageio setting a configuration name sets (`max_files_per_process` sets
+/// `max_open_files`, `debug_io_direct` sets `direct_io`), or `None` for a setting pageio does
+/// not use. Dashes count as underscores and case is ignored, as [`IoConfig::set`] does.
+pub fn canonical_setting_name(name: &str) -> Option<&'static str> {
+    let key = name.trim().to_ascii_lowercase().replace('-', "_");
+    match key.as_str() {
+        "max_files_per_process" => Some("max_open_files"),
+        "debug_io_direct" => Some("direct_io"),
+        k => SETTING_NAMES.iter().copied().find(|n| *n == k),
+    }
+}
+
+/// Edit distance up to which an unknown name is taken for a misspelt pageio setting. Two
+/// catches a dropped, doubled or swapped letter; no PostgreSQL 18 setting is that close to
+/// one of pageio's (the nearest, `io_max_combine_limit`, is four away from
+/// `io_combine_limit`).
+const MISSPELLING_DISTANCE: usize = 2;
+
+/// The pageio setting `name` looks like a misspelling of, if any.
+fn near_setting_name(name: &str) -> Option<&'static str> {
+    let key = name.trim().to_ascii_lowercase().replace('-', "_");
+    SETTING_NAMES
+        .iter()
+        .copied()
+        .find(|known| edit_distance(&key, known) <= MISSPELLING_DISTANCE)
+}
+
+/// Levenshtein distance (names are short, so the quadratic table is fine).
+fn edit_distance(a: &str, b: &str) -> usize {
+    let a: Vec<char> = a.chars().collect();
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.iter().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let substitute = prev[j] + usize::from(ca != cb);
+            cur[j + 1] = substitute.min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+/// Reads a `postgresql.conf`-syntax file as PostgreSQL's configuration reader does: every
+/// `name = value` line in order, following `include 'file'` (an error when missing),
+/// `include_if_exists 'file'` (skipped when missing) and `include_dir 'dir'` (its `*.conf`
+/// files not starting with `.`, in name order). A relative include is resolved against the
+/// directory of the file that names it. Nesting is bounded by [`CONF_FILE_MAX_DEPTH`], and a
+/// file that includes itself, directly or not, is reported as a cycle naming the chain.
+pub fn read_conf_file(path: &Path) -> Result<Vec<ConfEntry>, ConfigError> {
+    let mut out = Vec::new();
+    let mut stack = Vec::new();
+    read_conf_recursive(path, None, &mut stack, &mut out)?;
+    Ok(out)
+}
+
+fn read_conf_recursive(
+    path: &Path,
+    included_from: Option<(String, usize)>,
+    stack: &mut Vec<std::path::PathBuf>,
+    out: &mut Vec<ConfEntry>,
+) -> Result<(), ConfigError> {
+    let open_err = |reason: String| ConfigError::Open {
+        path: path.display().to_string(),
+        included_from: included_from.clone(),
+        reason,
+    };
+    // The given file is depth 0; as in PostgreSQL, depth 10 is allowed and 11 is not.
+    if stack.len() > CONF_FILE_MAX_DEPTH {
+        return Err(open_err(format!(
+            "maximum nesting depth of {CONF_FILE_MAX_DEPTH} include levels exceeded"
+        )));
+    }
+    let text = std::fs::read_to_string(path).map_err(|e| open_err(e.to_string()))?;
+    // The canonical path identifies the file however it was named, for the cycle check.
+    let canonical = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    if let Some(first) = stack.iter().position(|p| *p == canonical) {
+        let chain: Vec<String> = stack[first..]
+            .iter()
+            .chain(std::iter::once(&canonical))
+            .map(|p| p.display().to_string())
+            .collect();
+        return Err(open_err(format!(
+            "include cycle: {}",
+            chain.join(" includes ")
+        )));
+    }
+    stack.push(canonical);
+    let base = path.parent().unwrap_or(Path::new("."));
+    for (index, line) in text.lines().enumerate() {
+        let line_no = index + 1;
+        let here = Some((path.display().to_string(), line_no));
+        let file_err = |reason: String| ConfigError::File {
+            path: path.display().to_string(),
+            line: line_no,
+            reason,
+        };
+        let Some((name, value)) = parse_conf_line(line).map_err(file_err)? else {
+            continue;
+        };
+        let target = base.join(&value);
+        match name.to_ascii_lowercase().as_str() {
+            "include" => read_conf_recursive(&target, here, stack, out)?,
+            "include_if_exists" => {
+                if target.exists() {
+                    read_conf_recursive(&target, here, stack, out)?;
+                }
+            }
+            "include_dir" => {
+                let entries = std::fs::read_dir(&target).map_err(|e| ConfigError::Open {
+                    path: target.display().to_string(),
+                    included_from: here.clone(),
+                    reason: e.to_string(),
+                })?;
+                let mut files: Vec<std::path::PathBuf> = entries
+                    .flatten()
+                    .map(|e| e.path())
+                    .filter(|p| {
+                        let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+                        !name.starts_with('.') && name.ends_with(".conf") && p.is_file()
+                    })
+                    .collect();
+                // PostgreSQL sorts by name with strcmp, so the order is byte order.
+                files.sort();
+                for file in files {
+                    read_conf_recursive(&file, here.clone(), stack, out)?;
+                }
+            }
+            _ => out.push(ConfEntry {
+                name,
+                value,
+                path: path.to_path_buf(),
+                line: line_no,
+            }),
+        }
+    }
+    stack.pop();
+    Ok(())
+}
+
 /// Parses one `postgresql.conf` line into `(name, value)`; `Ok(None)` for blank and comment
-/// lines. Values may be bare or single-quoted (`''` inside quotes is one quote); `=` is
-/// optional, as in PostgreSQL.
+/// lines. Values may be bare or single-quoted (`''` or `\'` inside quotes is one quote, and
+/// an empty quoted value is allowed); `=` is optional, as in PostgreSQL.
 pub fn parse_conf_line(line: &str) -> Result<Option<(String, String)>, String> {
     let line = line.trim();
     if line.is_empty() || line.starts_with('#') {
@@ -364,7 +567,16 @@ pub fn parse_conf_line(line: &str) -> Result<Option<(String, String)>, String> {
         let mut chars = quoted.chars().peekable();
         let mut closed = false;
         while let Some(c) = chars.next() {
-            if c == '\'' {
+            if c == '\\' {
+                // PostgreSQL's GUC_scanstr escapes.
+                match chars.next() {
+                    Some('n') => out.push('\n'),
+                    Some('t') => out.push('\t'),
+                    Some('r') => out.push('\r'),
+                    Some(other) => out.push(other),
+                    None => {}
+                }
+            } else if c == '\'' {
                 if chars.peek() == Some(&'\'') {
                     chars.next();
                     out.push('\'');
@@ -379,7 +591,12 @@ pub fn parse_conf_line(line: &str) -> Result<Option<(String, String)>, String> {
         if !closed {
             return Err(format!("unterminated quoted value for \"{name}\""));
         }
-        out
+        let trailing: String = chars.collect();
+        let trailing = trailing.trim_start();
+        if name.is_empty() || !(trailing.is_empty() || trailing.starts_with('#')) {
+            return Err(format!("expected \"name = value\", got \"{line}\""));
+        }
+        return Ok(Some((name.to_string(), out)));
     } else {
         rest.split('#').next().unwrap_or("").trim().to_string()
     };
@@ -550,6 +767,124 @@ mod tests {
         assert!(
             err.contains("line 1") && err.contains("io_workers"),
             "{err}"
+        );
+    }
+
+    #[test]
+    fn conf_file_like_postgresql() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        std::fs::create_dir_all(d.join("conf.d")).unwrap();
+        std::fs::create_dir_all(d.join("sub")).unwrap();
+        std::fs::write(
+            d.join("postgresql.conf"),
+            "max_connections = 100\t\t\t# (change requires restart)\n\
+             shared_buffers = 128MB\n\
+             log_timezone = 'Etc/UTC'\n\
+             shared_preload_libraries = ''\n\
+             io_workers 5\n\
+             include 'sub/extra.conf'\n\
+             include_if_exists 'missing.conf'\n\
+             include_dir 'conf.d'\n",
+        )
+        .unwrap();
+        // Relative to the including file (sub/), not to the working directory.
+        std::fs::write(d.join("sub/extra.conf"), "include 'deeper.conf'\n").unwrap();
+        std::fs::write(d.join("sub/deeper.conf"), "io_method = 'sync'\n").unwrap();
+        std::fs::write(d.join("conf.d/01-a.conf"), "io_workers = 7\n").unwrap();
+        std::fs::write(d.join("conf.d/02-b.conf"), "io_workers = 9 # last wins\n").unwrap();
+        std::fs::write(d.join("conf.d/.hidden.conf"), "io_workers = 1\n").unwrap();
+        std::fs::write(d.join("conf.d/notes.txt"), "io_workers = 2\n").unwrap();
+        let mut c = IoConfig::default();
+        let report = c.load_file(&d.join("postgresql.conf")).unwrap();
+        assert_eq!(c.io_workers, 9);
+        assert_eq!(c.io_method, IoMethodKind::Sync);
+        assert_eq!(c.shared_buffers_bytes, 128 << 20);
+        let ignored: Vec<&str> = report.ignored.iter().map(|e| e.name.as_str()).collect();
+        assert_eq!(
+            ignored,
+            [
+                "max_connections",
+                "log_timezone",
+                "shared_preload_libraries"
+            ]
+        );
+        assert_eq!(report.applied.len(), 5);
+        assert_eq!(report.applied[1].line, 5);
+        assert!(report.applied[2].path.ends_with("sub/deeper.conf"));
+    }
+
+    #[test]
+    fn conf_file_errors_name_file_and_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        // A missing file: no "line 0".
+        let err = IoConfig::default()
+            .load_file(&d.join("nope.conf"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("could not open configuration file") && err.contains("nope.conf"),
+            "{err}"
+        );
+        assert!(!err.contains("line 0"), "{err}");
+        // A missing include names the including file and line.
+        std::fs::write(d.join("a.conf"), "# first\ninclude 'gone.conf'\n").unwrap();
+        let err = IoConfig::default()
+            .load_file(&d.join("a.conf"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("gone.conf"), "{err}");
+        assert!(err.contains("a.conf\" line 2"), "{err}");
+        // A cycle is named as one.
+        std::fs::write(d.join("x.conf"), "include 'y.conf'\n").unwrap();
+        std::fs::write(d.join("y.conf"), "io_workers = 4\ninclude 'x.conf'\n").unwrap();
+        let err = IoConfig::default()
+            .load_file(&d.join("x.conf"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("include cycle"), "{err}");
+        assert!(err.contains("y.conf\" line 2"), "{err}");
+        // Nesting: ten levels of includes are fine, as in PostgreSQL, eleven are not.
+        for i in 0..10 {
+            std::fs::write(
+                d.join(format!("ok{i}.conf")),
+                format!("include 'ok{}.conf'\n", i + 1),
+            )
+            .unwrap();
+        }
+        std::fs::write(d.join("ok10.conf"), "io_workers = 6\n").unwrap();
+        let mut c = IoConfig::default();
+        c.load_file(&d.join("ok0.conf")).unwrap();
+        assert_eq!(c.io_workers, 6);
+        for i in 0..12 {
+            std::fs::write(
+                d.join(format!("n{i}.conf")),
+                format!("include 'n{}.conf'\n", i + 1),
+            )
+            .unwrap();
+        }
+        std::fs::write(d.join("n12.conf"), "io_workers = 4\n").unwrap();
+        let err = IoConfig::default()
+            .load_file(&d.join("n0.conf"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("maximum nesting depth of 10"), "{err}");
+        // A misspelt pageio setting is an error, not silently ignored.
+        std::fs::write(d.join("typo.conf"), "io_wrokers = 4\n").unwrap();
+        let err = IoConfig::default()
+            .load_file(&d.join("typo.conf"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("line 1") && err.contains("did you mean \"io_workers\""),
+            "{err}"
+        );
+        // Junk after a quoted value.
+        assert!(parse_conf_line("io_method = 'sync' extra").is_err());
+        assert_eq!(
+            parse_conf_line("x = ''").unwrap(),
+            Some(("x".into(), String::new()))
         );
     }
 }

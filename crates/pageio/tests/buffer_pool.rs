@@ -30,7 +30,7 @@ fn all_buffers_pinned_is_an_error_not_a_hang() {
         matches!(err, BufferError::NoUnpinnedBuffers { nbuffers: 16 }),
         "{err:?}"
     );
-    assert!(err.to_string().contains("--shared-buffers"), "{err}");
+    assert!(err.to_string().contains("raise shared_buffers"), "{err}");
     drop(pins);
     // With the pins gone the same block can be read.
     assert!(matches!(
@@ -60,7 +60,7 @@ fn huge_pages_on_without_reserved_pages_names_the_sysctl() {
     assert!(
         msg.contains("huge pages")
             && msg.contains("vm.nr_hugepages")
-            && msg.contains("--huge-pages try"),
+            && msg.contains("huge_pages = try"),
         "{msg}"
     );
     // `try` falls back to normal pages and says so.

@@ -411,7 +411,7 @@ fn refuses_to_overwrite_without_permission() {
         &|_| {},
     )
     .unwrap_err();
-    assert!(err.to_string().contains("--force"), "{err}");
+    assert!(err.to_string().contains("overwrite"), "{err}");
     // With overwrite the old, larger files are replaced, not partly overwritten.
     let m = generate(dir.path(), DataSet::Linear, 500, 1);
     let len = std::fs::metadata(dir.path().join("linear/16384"))
@@ -487,4 +487,60 @@ fn distributions_look_right() {
         .sum::<f64>()
         / n as f64;
     assert!((var.sqrt() - 10_000.0).abs() < 300.0, "{}", var.sqrt());
+}
+
+#[test]
+fn writes_through_a_temporary_directory_and_never_deletes_foreign_files() {
+    let dir = tempfile::tempdir().unwrap();
+    // A leftover of a killed run (a process id that cannot be running) is cleaned up.
+    let stale = dir.path().join(".uniform.partial-2147483646");
+    std::fs::create_dir_all(&stale).unwrap();
+    std::fs::write(stale.join("16384"), vec![0u8; 8192]).unwrap();
+    let m = generate(dir.path(), DataSet::Uniform, 100, 1);
+    assert!(!stale.exists(), "stale temporary directory removed");
+    let names: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names, ["uniform"], "only the finished data set is visible");
+    m.check_files(&dir.path().join("uniform")).unwrap();
+
+    // A directory holding someone else's file is not replaced, even with overwrite.
+    std::fs::write(dir.path().join("uniform/notes.txt"), b"mine").unwrap();
+    let opts = GenOptions {
+        rows: 50,
+        overwrite: true,
+        ..GenOptions::default()
+    };
+    let err = gen::generate(
+        &aio(IoMethodKind::Sync),
+        dir.path(),
+        DataSet::Uniform,
+        &opts,
+        &|_| {},
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("notes.txt") && err.contains("not a data-set directory"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read(dir.path().join("uniform/notes.txt")).unwrap(),
+        b"mine"
+    );
+    assert_eq!(
+        Manifest::load(&dir.path().join("uniform")).unwrap().rows,
+        100,
+        "the old data set is untouched"
+    );
+    let names: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(
+        names,
+        ["uniform"],
+        "no temporary directory left after the refusal"
+    );
 }

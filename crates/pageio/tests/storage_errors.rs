@@ -81,7 +81,7 @@ fn o_direct_refused_by_the_file_system_names_path_and_fix() {
         }
         let msg = err.to_string();
         assert!(msg.contains(&*path.to_string_lossy()), "{msg}");
-        assert!(msg.contains("--direct-io off"), "{msg}");
+        assert!(msg.contains("direct_io = off"), "{msg}");
     }
     // Buffered I/O on the same file system works: nothing silently changed.
     let cache = FileCache::new(8, false).unwrap();
@@ -122,7 +122,16 @@ fn descriptor_limits_too_low_are_explained() {
         matches!(err, StorageError::FdLimitTooLow { limit: 40, .. }),
         "{err:?}"
     );
-    assert!(err.to_string().contains("ulimit -n"), "{err}");
+    assert!(
+        err.to_string().contains("max_open_files = 1000")
+            && err.to_string().contains("ulimit -n 1064"),
+        "{err}"
+    );
+    let err = FileCache::new(100, false).unwrap_err().to_string();
+    assert!(
+        err.contains("max_open_files = 100") && err.contains("ulimit -n 164"),
+        "{err}"
+    );
     let err = Aio::new(IoConfig {
         io_method: IoMethodKind::Sync,
         ..IoConfig::default()
@@ -171,7 +180,10 @@ fn descriptor_limits_too_low_are_explained() {
     );
     let msg = err.to_string();
     assert!(
-        msg.contains("f2") && msg.contains("ulimit -n") && msg.contains("--max-open-files"),
+        msg.contains("f2")
+            && msg.contains("ulimit -n")
+            && msg.contains("max_open_files = 1000")
+            && msg.contains("keeps up to"),
         "{msg}"
     );
     drop(hog);

@@ -136,3 +136,57 @@ pub fn pageio_bounded(args: &[&str], bound_secs: u64) -> Output {
         stderr: stderr_reader.join().unwrap(),
     }
 }
+
+/// True when the test may change machine-wide state (mounts, rlimits): running as root.
+/// Otherwise prints why the test is skipped — or, under `CI`, fails it.
+pub fn have_root(test: &str) -> bool {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        return true;
+    }
+    if std::env::var_os("CI").is_some() {
+        panic!("{test} needs root (it mounts a small tmpfs); CI is set, so this is a failure, not a skip");
+    }
+    eprintln!("SKIP {test}: needs root (it mounts a small tmpfs)");
+    false
+}
+
+/// A tmpfs of `size` (e.g. "2m") mounted on a fresh directory, unmounted on drop: a real
+/// file system that runs out of space.
+pub struct SmallTmpfs {
+    dir: tempfile::TempDir,
+}
+
+impl SmallTmpfs {
+    /// Mounts it (root only; see [`have_root`]).
+    pub fn mount(size: &str) -> SmallTmpfs {
+        let dir = tempfile::tempdir().unwrap();
+        let ok = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir.path())
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "mount a {size} tmpfs on {}", dir.path().display());
+        SmallTmpfs { dir }
+    }
+
+    /// The mount point.
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Names in the mount point (nothing should be left after a failed command).
+    pub fn entries(&self) -> Vec<String> {
+        std::fs::read_dir(self.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect()
+    }
+}
+
+impl Drop for SmallTmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(self.dir.path()).status();
+    }
+}

@@ -89,7 +89,7 @@ pub enum BufferError {
         fix: String,
     },
     /// Every buffer is pinned.
-    #[error("no unpinned buffers available (shared_buffers has {nbuffers} buffers, all pinned); raise --shared-buffers or lower the number of concurrent scans")]
+    #[error("no unpinned buffers available (shared_buffers has {nbuffers} buffers, all pinned); raise shared_buffers or lower the number of concurrent scans")]
     NoUnpinnedBuffers {
         /// Pool size.
         nbuffers: u32,
@@ -243,7 +243,7 @@ fn map_memory(size_bytes: usize, huge_pages: HugePages) -> Result<PoolMemory, Bu
                 huge: true,
                 reason: std::io::Error::last_os_error().to_string(),
                 fix: format!(
-                    "reserve at least {} huge pages (sysctl -w vm.nr_hugepages={}), or use --huge-pages try",
+                    "reserve at least {} huge pages (sysctl -w vm.nr_hugepages={}), or set huge_pages = try",
                     len / HUGE_PAGE_BYTES,
                     len / HUGE_PAGE_BYTES
                 ),
@@ -266,7 +266,7 @@ fn map_memory(size_bytes: usize, huge_pages: HugePages) -> Result<PoolMemory, Bu
             size_bytes,
             huge: false,
             reason: std::io::Error::last_os_error().to_string(),
-            fix: "lower --shared-buffers".into(),
+            fix: "lower shared_buffers, or raise the memory limit (ulimit -v)".into(),
         });
     }
     Ok(PoolMemory {

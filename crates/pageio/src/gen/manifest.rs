@@ -20,7 +20,9 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::GenError;
-use crate::storage::RelFile;
+use crate::page::btree::BtMetaPage;
+use crate::page::BLCKSZ;
+use crate::storage::{RelFile, RELSEG_SIZE_BLOCKS};
 
 /// File name of the manifest inside a data-set directory.
 pub const MANIFEST_FILE: &str = "manifest.json";
@@ -92,6 +94,98 @@ impl Manifest {
     /// The btree relation of the data set in `dir`.
     pub fn index_file(&self, dir: &Path) -> RelFile {
         RelFile::new(dir.join(self.index_relfilenode.to_string()))
+    }
+
+    /// Checks the files of the data set in `dir` against the manifest before they are
+    /// trusted: every segment of the heap and the index has the size the page counts give
+    /// (and no segment lies beyond them), and the btree metapage names the manifest's root
+    /// and level. A disagreement — a truncated or partly rewritten data set — is an error
+    /// naming the file.
+    pub fn check_files(&self, dir: &Path) -> Result<(), GenError> {
+        let manifest = dir.join(MANIFEST_FILE);
+        let mismatch = |path: PathBuf, problem: String| GenError::ManifestMismatch {
+            path,
+            manifest: manifest.clone(),
+            problem,
+        };
+        for (relfilenode, pages, what) in [
+            (self.heap_relfilenode, self.heap_pages, "heap_pages"),
+            (self.index_relfilenode, self.index_pages, "index_pages"),
+        ] {
+            let segment_blocks = RELSEG_SIZE_BLOCKS as u64;
+            let segments = pages.div_ceil(segment_blocks).max(1);
+            // One past the expected segments, to catch a longer relation.
+            for segno in 0..=segments {
+                let name = if segno == 0 {
+                    relfilenode.to_string()
+                } else {
+                    format!("{relfilenode}.{segno}")
+                };
+                let path = dir.join(name);
+                let expected_bytes = if segno < segments {
+                    pages
+                        .saturating_sub(segno * segment_blocks)
+                        .min(segment_blocks)
+                        * BLCKSZ as u64
+                } else {
+                    0
+                };
+                let actual_bytes = match std::fs::metadata(&path) {
+                    Ok(m) => Some(m.len()),
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+                    Err(source) => {
+                        return Err(GenError::Io {
+                            op: "stat",
+                            path,
+                            source,
+                        })
+                    }
+                };
+                match actual_bytes {
+                    None if segno < segments => {
+                        return Err(mismatch(
+                            path,
+                            format!("the file is missing ({what} = {pages})"),
+                        ))
+                    }
+                    Some(bytes)
+                        if segno == segments && bytes > 0
+                            || bytes != expected_bytes && segno < segments =>
+                    {
+                        return Err(mismatch(
+                            path,
+                            format!("{bytes} bytes, expected {expected_bytes} ({what} = {pages})"),
+                        ))
+                    }
+                    _ => {}
+                }
+            }
+        }
+        let index = dir.join(self.index_relfilenode.to_string());
+        let mut page = vec![0u8; BLCKSZ];
+        std::fs::File::open(&index)
+            .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut page))
+            .map_err(|source| GenError::Io {
+                op: "read the metapage of",
+                path: index.clone(),
+                source,
+            })?;
+        let meta = BtMetaPage::parse(&page).map_err(|e| {
+            mismatch(
+                index.clone(),
+                format!("block 0 is not a btree metapage: {e}"),
+            )
+        })?;
+        if meta.btm_root != self.index_root || meta.btm_level != self.index_level {
+            return Err(mismatch(
+                index,
+                format!(
+                    "the metapage has root block {} at level {}, the manifest index_root {} at index_level {}",
+                    meta.btm_root, meta.btm_level, self.index_root, self.index_level
+                ),
+            ));
+        }
+        Ok(())
     }
 
     /// Writes the manifest to `dir` atomically (temporary file, fsync, rename).

@@ -105,10 +105,43 @@ pub enum GenError {
         problem: String,
     },
     /// The target directory already holds files.
-    #[error("\"{path}\" is not empty: pass --force to overwrite the data set, or choose another --out directory")]
+    #[error("\"{path}\" is not empty: generate with overwrite set to replace the data set, or choose another output directory")]
     NotEmpty {
         /// The data-set directory.
         path: PathBuf,
+    },
+    /// The target directory holds files the generator does not write, so replacing it would
+    /// delete someone else's data.
+    #[error("\"{path}\" holds files a generator does not write ({files}): it is not a data-set directory to replace; move them away or choose another output directory")]
+    Foreign {
+        /// The data-set directory.
+        path: PathBuf,
+        /// Some of the foreign file names.
+        files: String,
+    },
+    /// Memory for a large buffer could not be had.
+    #[error("could not allocate {size_bytes} bytes for {what}: out of memory (lower the row count, or raise the memory limit, e.g. ulimit -v)")]
+    OutOfMemory {
+        /// What the memory was for.
+        what: String,
+        /// How much was asked for.
+        size_bytes: u64,
+    },
+    /// The generator's worker threads could not be started.
+    #[error("could not start the generator's threads: {problem} (a memory or process limit? check ulimit -v and ulimit -u)")]
+    Threads {
+        /// rayon's message.
+        problem: String,
+    },
+    /// The files of a generated data set disagree with its manifest.
+    #[error("\"{path}\" does not match its manifest {manifest}: {problem} (the data set is incomplete or was changed after it was generated; generate it again)")]
+    ManifestMismatch {
+        /// The file that disagrees.
+        path: PathBuf,
+        /// The manifest.
+        manifest: PathBuf,
+        /// What disagrees.
+        problem: String,
     },
     /// A file-system operation failed.
     #[error("could not {op} \"{path}\": {source}")]
@@ -143,7 +176,7 @@ pub enum GenError {
         source: std::io::Error,
     },
     /// `manifest.json` is not valid.
-    #[error("invalid manifest \"{path}\": {problem} (regenerate the data set with `pageio gen --force`)")]
+    #[error("invalid manifest \"{path}\": {problem} (generate the data set again)")]
     ManifestParse {
         /// The manifest path.
         path: PathBuf,
@@ -400,20 +433,44 @@ pub fn generate(
     if rows > MAX_ROWS {
         return Err(GenError::InvalidOptions {
             problem: format!(
-                "{dataset} would have {rows} rows; at most {MAX_ROWS} are supported (lower --rows or --scale)"
+                "{dataset} would have {rows} rows; at most {MAX_ROWS} are supported (lower the row count or the scale)"
             ),
         });
     }
     if dataset == DataSet::PgbenchAccounts && rows > i32::MAX as u64 {
         return Err(GenError::InvalidOptions {
             problem: format!(
-                "--scale {} overflows aid (integer); use at most 21474",
+                "scale {} overflows aid (integer); use at most 21474",
                 opts.scale
             ),
         });
     }
-    let dir = out_dir.join(dataset.name());
-    prepare_dir(&dir, opts.overwrite)?;
+    let target = out_dir.join(dataset.name());
+    check_target(&target, opts.overwrite)?;
+    // Everything is written into a temporary directory next to the target and renamed into
+    // place when complete: an interrupted or failed run (ENOSPC, a crash) never leaves
+    // partial relation files where a scan would find them. The guard removes the temporary
+    // directory on every early return.
+    let staging = Staging::create(out_dir, dataset)?;
+    let dir = staging.path.clone();
+    // The index build holds one (key, TID) pair per row. Reserve it before writing anything,
+    // so a memory limit fails at once with a message instead of aborting after the heap.
+    let mut entries: Vec<(f64, u64)> = Vec::new();
+    entries
+        .try_reserve_exact(rows as usize)
+        .map_err(|_| GenError::OutOfMemory {
+            what: format!("the index build of {dataset} ({rows} rows, 16 bytes per row)"),
+            size_bytes: rows.saturating_mul(16),
+        })?;
+
+    // A pool of our own rather than rayon's global one, whose failure to start threads (a
+    // memory or process limit) is a panic; here it is an error with the cause.
+    let pool = rayon::ThreadPoolBuilder::new()
+        .thread_name(|i| format!("pageio-gen-{i}"))
+        .build()
+        .map_err(|e| GenError::Threads {
+            problem: e.to_string(),
+        })?;
 
     let mut backend = aio.backend().map_err(|source| GenError::Write {
         what: format!("{dataset}: no AIO backend"),
@@ -423,28 +480,25 @@ pub fn generate(
     let index_rel = RelFile::new(dir.join(INDEX_RELFILENODE.to_string()));
     let rows_per_page = dataset.rows_per_page();
     let heap_pages = write_heap(
+        &pool,
         &mut backend,
         &heap_rel,
         dataset,
         opts.seed,
         rows,
-        rows_per_page,
         progress,
     )?;
 
     // (key, heap TID) of every row, sorted as the btree orders them: key, then TID.
     let k = rows_per_page as u64;
-    let mut entries: Vec<(f64, u64)> = (0..rows)
-        .into_par_iter()
-        .map(|i| {
+    // The capacity reserved above is enough: an indexed parallel extend writes in place.
+    pool.install(|| {
+        entries.par_extend((0..rows).into_par_iter().map(|i| {
             let tid = ((i / k) << 16) | (i % k + 1);
             (dataset.row(opts.seed, rows, i).key(), tid)
-        })
-        .collect();
-    entries.par_sort_unstable_by(|a, b| {
-        a.0.partial_cmp(&b.0)
-            .unwrap_or(std::cmp::Ordering::Equal)
-            .then(a.1.cmp(&b.1))
+        }));
+        // float8 btree order (NaN after every number, -0 = 0), then TID.
+        entries.par_sort_unstable_by(|a, b| crate::scan::float8_cmp(a.0, b.0).then(a.1.cmp(&b.1)));
     });
     let mut writer = RunWriter {
         backend: &mut backend,
@@ -501,59 +555,192 @@ pub fn generate(
     };
     manifest.store(&dir)?;
     sync_dir(&dir)?;
+    staging.commit(&target, opts.overwrite)?;
     Ok(manifest)
 }
 
-/// Creates `dir`, or empties it of a previous data set when `overwrite` is set.
-fn prepare_dir(dir: &Path, overwrite: bool) -> Result<(), GenError> {
-    let io = |op: &'static str, path: &Path| {
-        let path = path.to_path_buf();
-        move |source| GenError::Io { op, path, source }
+/// Is `name` a file a generator writes (a relation segment of the heap or index, or the
+/// manifest and its temporary)? Only such files are ever replaced or removed.
+pub fn is_generator_file(name: &str) -> bool {
+    let base = name.split('.').next().unwrap_or("");
+    base == HEAP_RELFILENODE.to_string()
+        || base == INDEX_RELFILENODE.to_string()
+        || name.starts_with(MANIFEST_FILE)
+}
+
+/// Refuses a target that holds files, unless `overwrite` is set and every file in it is one
+/// a generator writes. Nothing is written by this check.
+fn check_target(dir: &Path, overwrite: bool) -> Result<(), GenError> {
+    let entries: Vec<String> = match std::fs::read_dir(dir) {
+        Ok(entries) => entries
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(source) => {
+            return Err(GenError::Io {
+                op: "read directory",
+                path: dir.to_path_buf(),
+                source,
+            })
+        }
     };
-    if dir.exists() {
-        let entries: Vec<PathBuf> = std::fs::read_dir(dir)
-            .map_err(io("read directory", dir))?
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .collect();
-        if !entries.is_empty() {
-            if !overwrite {
-                return Err(GenError::NotEmpty {
-                    path: dir.to_path_buf(),
-                });
-            }
-            // Only files a generator writes are removed: anything else in the directory
-            // was put there by someone else and is not ours to delete.
-            for path in entries {
-                let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-                let base = name.split('.').next().unwrap_or("");
-                let ours = base == HEAP_RELFILENODE.to_string()
-                    || base == INDEX_RELFILENODE.to_string()
-                    || name.starts_with(MANIFEST_FILE);
-                if ours {
-                    std::fs::remove_file(&path).map_err(io("remove", &path))?;
+    if entries.is_empty() {
+        return Ok(());
+    }
+    if !overwrite {
+        return Err(GenError::NotEmpty {
+            path: dir.to_path_buf(),
+        });
+    }
+    let foreign: Vec<&str> = entries
+        .iter()
+        .map(String::as_str)
+        .filter(|n| !is_generator_file(n))
+        .collect();
+    if !foreign.is_empty() {
+        return Err(GenError::Foreign {
+            path: dir.to_path_buf(),
+            files: foreign
+                .iter()
+                .take(FOREIGN_NAMES_SHOWN)
+                .copied()
+                .collect::<Vec<_>>()
+                .join(", "),
+        });
+    }
+    Ok(())
+}
+
+/// How many foreign file names an error lists: enough to recognise the directory.
+const FOREIGN_NAMES_SHOWN: usize = 5;
+
+/// Prefix of the temporary directories `generate` writes in (`.<dataset>.partial-<pid>`),
+/// hidden so that nothing mistakes one for a data set.
+const STAGING_PREFIX: &str = ".partial-";
+
+/// A temporary data-set directory next to the target, removed on drop unless committed.
+struct Staging {
+    path: PathBuf,
+    committed: bool,
+}
+
+impl Staging {
+    fn create(out_dir: &Path, dataset: DataSet) -> Result<Staging, GenError> {
+        let io = |op: &'static str, path: &Path| {
+            let path = path.to_path_buf();
+            move |source| GenError::Io { op, path, source }
+        };
+        std::fs::create_dir_all(out_dir).map_err(io("create directory", out_dir))?;
+        // Leftovers of runs that were killed (their process is gone) are ours by name.
+        let prefix = format!(".{}{STAGING_PREFIX}", dataset.name());
+        if let Ok(entries) = std::fs::read_dir(out_dir) {
+            for entry in entries.flatten() {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                let Some(pid) = name
+                    .strip_prefix(&prefix)
+                    .and_then(|p| p.parse::<i32>().ok())
+                else {
+                    continue;
+                };
+                if !process_alive(pid) {
+                    remove_staging(&entry.path());
                 }
             }
         }
+        let path = out_dir.join(format!("{prefix}{}", std::process::id()));
+        if path.exists() {
+            remove_staging(&path);
+        }
+        std::fs::create_dir(&path).map_err(io("create directory", &path))?;
+        Ok(Staging {
+            path,
+            committed: false,
+        })
     }
-    std::fs::create_dir_all(dir).map_err(io("create directory", dir))
+
+    /// Renames the finished directory to `target`, replacing a previous data set there
+    /// (checked by [`check_target`] to hold only generator files) when `overwrite` is set.
+    fn commit(mut self, target: &Path, overwrite: bool) -> Result<(), GenError> {
+        // Checked again: another process may have filled the target meanwhile.
+        check_target(target, overwrite)?;
+        let parent = target.parent().unwrap_or(Path::new("."));
+        let old = if target.exists() {
+            let old = parent.join(format!(
+                ".{}.old-{}",
+                target.file_name().unwrap_or_default().to_string_lossy(),
+                std::process::id()
+            ));
+            std::fs::rename(target, &old).map_err(|source| GenError::Io {
+                op: "move aside",
+                path: target.to_path_buf(),
+                source,
+            })?;
+            Some(old)
+        } else {
+            None
+        };
+        std::fs::rename(&self.path, target).map_err(|source| GenError::Io {
+            op: "rename into place",
+            path: target.to_path_buf(),
+            source,
+        })?;
+        self.committed = true;
+        if let Some(old) = old {
+            remove_staging(&old);
+        }
+        sync_dir(parent)
+    }
+}
+
+impl Drop for Staging {
+    fn drop(&mut self) {
+        if !self.committed {
+            remove_staging(&self.path);
+        }
+    }
+}
+
+/// Removes a temporary or replaced data-set directory: only generator files in it, then the
+/// directory itself (which fails, harmlessly, if anything else is there).
+fn remove_staging(dir: &Path) {
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for entry in entries.flatten() {
+            if is_generator_file(&entry.file_name().to_string_lossy()) {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
+    }
+    let _ = std::fs::remove_dir(dir);
+}
+
+/// Whether process `pid` exists (`kill(pid, 0)` succeeds or is refused for permission).
+fn process_alive(pid: i32) -> bool {
+    // SAFETY: signal 0 only checks for the process; nothing is delivered.
+    let rc = unsafe { libc::kill(pid, 0) };
+    rc == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
 }
 
 /// Generates the heap in parallel chunks and writes them in order through `backend`.
 fn write_heap(
+    pool: &rayon::ThreadPool,
     backend: &mut Backend,
     rel: &RelFile,
     dataset: DataSet,
     seed: u64,
     rows: u64,
-    rows_per_page: usize,
     progress: &dyn Fn(u64),
 ) -> Result<u64, GenError> {
+    let rows_per_page = dataset.rows_per_page();
     let heap_pages = rows.div_ceil(rows_per_page as u64);
     let chunks = heap_pages.div_ceil(CHUNK_BLOCKS as u64);
-    let build_chunk = |chunk: u64| -> Result<(u64, IoBuffer), PageError> {
+    let build_chunk = |chunk: u64| -> Result<(u64, IoBuffer), GenError> {
         let first = chunk * CHUNK_BLOCKS as u64;
         let n = (heap_pages - first).min(CHUNK_BLOCKS as u64) as usize;
-        let mut buf = IoBuffer::zeroed(n * BLCKSZ);
+        let mut buf = IoBuffer::try_zeroed(n * BLCKSZ).map_err(|_| GenError::OutOfMemory {
+            what: "a heap write buffer".into(),
+            size_bytes: (n * BLCKSZ) as u64,
+        })?;
         for (j, out) in buf.as_mut_slice().chunks_exact_mut(BLCKSZ).enumerate() {
             heap::build_page(
                 dataset,
@@ -569,19 +756,27 @@ fn write_heap(
     std::thread::scope(|scope| -> Result<u64, GenError> {
         // Bounded: the generator runs at most PIPELINE_CHUNKS ahead of the writes.
         let (tx, rx) = std::sync::mpsc::sync_channel(PIPELINE_CHUNKS);
-        scope.spawn(move || {
-            let mut next = 0u64;
-            while next < chunks {
-                let end = (next + PIPELINE_CHUNKS as u64).min(chunks);
-                let built: Vec<_> = (next..end).into_par_iter().map(build_chunk).collect();
-                for item in built {
-                    if tx.send(item).is_err() {
-                        return; // the writer stopped on an error
+        let spawned = std::thread::Builder::new()
+            .name("pageio-gen-heap".into())
+            .spawn_scoped(scope, move || {
+                let mut next = 0u64;
+                while next < chunks {
+                    let end = (next + PIPELINE_CHUNKS as u64).min(chunks);
+                    let built: Vec<_> =
+                        pool.install(|| (next..end).into_par_iter().map(build_chunk).collect());
+                    for item in built {
+                        if tx.send(item).is_err() {
+                            return; // the writer stopped on an error
+                        }
                     }
+                    next = end;
                 }
-                next = end;
-            }
-        });
+            });
+        if let Err(e) = spawned {
+            return Err(GenError::Threads {
+                problem: e.to_string(),
+            });
+        }
         for item in rx {
             let (first, buf) = item?;
             let len_bytes = buf.len() as u64;
@@ -622,7 +817,11 @@ impl RunWriter<'_> {
             while end < self.pending.len() && self.pending[end].0 == self.pending[end - 1].0 + 1 {
                 end += 1;
             }
-            let mut buf = IoBuffer::zeroed((end - start) * BLCKSZ);
+            let len_bytes = (end - start) * BLCKSZ;
+            let mut buf = IoBuffer::try_zeroed(len_bytes).map_err(|_| GenError::OutOfMemory {
+                what: "an index write buffer".into(),
+                size_bytes: len_bytes as u64,
+            })?;
             for (out, (_, page)) in buf
                 .as_mut_slice()
                 .chunks_exact_mut(BLCKSZ)

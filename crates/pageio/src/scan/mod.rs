@@ -103,6 +103,11 @@ use crate::storage::{RelFile, StorageError, RELSEG_SIZE_BLOCKS};
 use crate::stream::{DistancePolicy, ReadStream, StreamOptions, StreamStats};
 use crate::Backend;
 
+mod predicate;
+mod relpath;
+pub use predicate::{float8_cmp, parse_float8};
+pub use relpath::{resolve_relation_path, RelPathError, RelationKind};
+
 /// Which scan to run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -149,54 +154,36 @@ pub struct Between {
 }
 
 impl Between {
-    /// Everything.
+    /// Everything: NaN is the top of PostgreSQL's float8 order, so it is the upper bound.
     pub const ALL: Between = Between {
         lo: f64::NEG_INFINITY,
-        hi: f64::INFINITY,
+        hi: f64::NAN,
     };
 
-    /// Parses `a between LO and HI` (case-insensitive; the column name is not checked
-    /// beyond being a word).
+    /// Parses `a between LO and HI` (see [`Between::parse_on`] for another key column).
     pub fn parse(s: &str) -> Result<Between, String> {
-        let words: Vec<&str> = s.split_whitespace().collect();
-        let bad = || {
-            format!("cannot parse \"{s}\": expected 'a between LO and HI', e.g. 'a between 100 and 200'")
-        };
-        if words.len() != 5
-            || !words[1].eq_ignore_ascii_case("between")
-            || !words[3].eq_ignore_ascii_case("and")
-        {
-            return Err(bad());
-        }
-        let lo: f64 = words[2].parse().map_err(|_| bad())?;
-        let hi: f64 = words[4].parse().map_err(|_| bad())?;
-        Ok(Between { lo, hi })
+        Between::parse_on(s, "a")
     }
 
     fn matches(&self, key: &Datum<'_>) -> bool {
         match *key {
-            // Integers compare exactly against the bounds rounded inward.
-            Datum::Int4(v) => self.matches_int(v as i64),
-            Datum::Int8(v) => self.matches_int(v),
-            Datum::Int2(v) => self.matches_int(v as i64),
-            Datum::Float8(v) => v >= self.lo && v <= self.hi,
-            Datum::Float4(v) => (v as f64) >= self.lo && (v as f64) <= self.hi,
+            Datum::Int4(v) => self.contains_int(v as i64),
+            Datum::Int8(v) => self.contains_int(v),
+            Datum::Int2(v) => self.contains_int(v as i64),
+            Datum::Float8(v) => self.contains_float8(v),
+            Datum::Float4(v) => self.contains_float8(v as f64),
             _ => false,
         }
     }
 
-    fn matches_int(&self, v: i64) -> bool {
-        let lo = self.lo.ceil();
-        let hi = self.hi.floor();
-        (lo <= i64::MIN as f64 || v >= lo as i64) && (hi >= i64::MAX as f64 || v <= hi as i64)
-    }
-
     fn below(&self, key: &Datum<'_>) -> bool {
-        key.as_f64().is_some_and(|v| v < self.lo)
+        key.as_f64()
+            .is_some_and(|v| float8_cmp(v, self.lo) == std::cmp::Ordering::Less)
     }
 
     fn above(&self, key: &Datum<'_>) -> bool {
-        key.as_f64().is_some_and(|v| v > self.hi)
+        key.as_f64()
+            .is_some_and(|v| float8_cmp(v, self.hi) == std::cmp::Ordering::Greater)
     }
 }
 

@@ -157,6 +157,27 @@ impl IoBuffer {
         IoBuffer { ptr, len_bytes }
     }
 
+    /// Like [`IoBuffer::zeroed`], but a failed allocation (a memory limit such as
+    /// `ulimit -v`) is an error the caller can report instead of an abort.
+    pub fn try_zeroed(len_bytes: usize) -> Result<IoBuffer, std::collections::TryReserveError> {
+        if len_bytes == 0 {
+            return Ok(IoBuffer::zeroed(0));
+        }
+        let layout = Layout::from_size_align(len_bytes, DEFAULT_DIO_ALIGNMENT_BYTES)
+            .map_err(|_| Self::alloc_error())?;
+        // SAFETY: layout has non-zero size.
+        let raw = unsafe { alloc_zeroed(layout) };
+        let ptr = NonNull::new(raw).ok_or_else(Self::alloc_error)?;
+        Ok(IoBuffer { ptr, len_bytes })
+    }
+
+    /// A `TryReserveError` (it has no public constructor; an impossible reservation makes one).
+    fn alloc_error() -> std::collections::TryReserveError {
+        Vec::<u8>::new()
+            .try_reserve(usize::MAX)
+            .expect_err("reserving usize::MAX bytes always fails")
+    }
+
     /// Copies a slice into a new aligned buffer.
     pub fn from_slice(data: &[u8]) -> IoBuffer {
         let mut buf = IoBuffer::zeroed(data.len());

@@ -210,6 +210,8 @@ pub struct FileCache {
     bound: usize,
     direct: bool,
     nofile_limit: u64,
+    /// The `max_open_files` setting the cache was made with, for messages.
+    max_open_files: usize,
 }
 
 impl std::fmt::Debug for FileCache {
@@ -240,10 +242,12 @@ impl FileCache {
         let usable = limit.saturating_sub(RESERVED_FDS);
         if usable < MIN_CACHED_FILES {
             return Err(StorageError::FdLimitTooLow {
+                max_open_files,
                 limit,
                 usable,
                 needed: MIN_CACHED_FILES,
-                needed_limit: RESERVED_FDS + 1024,
+                // Enough for the setting actually in force (and never below the minimum).
+                needed_limit: RESERVED_FDS + (max_open_files as u64).max(MIN_CACHED_FILES),
             });
         }
         let bound = (max_open_files as u64).min(usable).max(1) as usize;
@@ -258,6 +262,7 @@ impl FileCache {
             bound,
             direct,
             nofile_limit: limit,
+            max_open_files,
         })
     }
 
@@ -383,6 +388,8 @@ impl FileCache {
                 Some(libc::EMFILE) | Some(libc::ENFILE) => StorageError::TooManyOpenFiles {
                     path: path.to_path_buf(),
                     limit: self.nofile_limit,
+                    max_open_files: self.max_open_files,
+                    bound: self.bound,
                 },
                 Some(libc::EINVAL) if self.direct => StorageError::DirectIoUnsupported {
                     path: path.to_path_buf(),

@@ -75,7 +75,7 @@ pub enum StorageError {
         path: PathBuf,
     },
     /// The file system refused `O_DIRECT`.
-    #[error("could not open file \"{path}\" with O_DIRECT: the file system does not support direct I/O ({source}); use --direct-io off")]
+    #[error("could not open file \"{path}\" with O_DIRECT: the file system does not support direct I/O ({source}); set direct_io = off")]
     DirectIoUnsupported {
         /// File path.
         path: PathBuf,
@@ -83,16 +83,22 @@ pub enum StorageError {
         source: std::io::Error,
     },
     /// The process ran out of file descriptors even after closing cached ones.
-    #[error("could not open file \"{path}\": too many open files (RLIMIT_NOFILE soft limit is {limit}); raise it with `ulimit -n`, or lower --max-open-files")]
+    #[error("could not open file \"{path}\": too many open files: the file cache keeps up to {bound} open (max_open_files = {max_open_files}{}) and the rest of the process holds the others of RLIMIT_NOFILE {limit}; raise the limit with `ulimit -n`, or lower max_open_files", if bound < max_open_files { format!(", capped by RLIMIT_NOFILE {limit} minus {} reserved", fd_cache::RESERVED_FDS) } else { String::new() })]
     TooManyOpenFiles {
         /// File path.
         path: PathBuf,
         /// The soft limit in force.
         limit: u64,
+        /// The `max_open_files` setting in force.
+        max_open_files: usize,
+        /// Files the cache keeps open at most (`max_open_files`, capped by the limit).
+        bound: usize,
     },
     /// The descriptor limit leaves too little room for the cache.
-    #[error("RLIMIT_NOFILE soft limit {limit} leaves only {usable} file descriptors for the file cache (at least {needed} needed); raise it with `ulimit -n {needed_limit}`")]
+    #[error("RLIMIT_NOFILE soft limit {limit} leaves only {usable} file descriptors for the file cache (at least {needed} needed; max_open_files = {max_open_files}); raise it with `ulimit -n {needed_limit}` to keep {max_open_files} files open")]
     FdLimitTooLow {
+        /// The `max_open_files` setting in force.
+        max_open_files: usize,
         /// Soft limit.
         limit: u64,
         /// Descriptors left after the reserve.

@@ -166,6 +166,16 @@ pub enum VerifyError {
         /// The OS error.
         source: std::io::Error,
     },
+    /// A `pg_tblspc/<oid>` link leads to a location without a PostgreSQL 18 directory.
+    #[error("tablespace {oid} at \"{}\" has no PG_18_… directory (it holds: {found}): is it a tablespace of another PostgreSQL version, or a link left behind by a dropped tablespace?", location.display())]
+    NoTablespaceVersionDirectory {
+        /// The tablespace's OID (the link's name in pg_tblspc).
+        oid: String,
+        /// Where the link leads.
+        location: PathBuf,
+        /// What the location holds instead (a few names, or "nothing").
+        found: String,
+    },
     /// A relation file name has a segment suffix that is not a positive number.
     #[error("invalid segment number 0 in file name \"{}\"", path.display())]
     InvalidSegmentNumber {

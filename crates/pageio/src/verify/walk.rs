@@ -35,7 +35,7 @@
 
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::VerifyError;
@@ -192,16 +192,78 @@ fn find_version_dir(tablespace: &OsStr) -> Result<OsString, VerifyError> {
             return Ok(name);
         }
     }
-    let missing = join(tablespace, OsStr::new("PG_18_*"));
-    Err(VerifyError::Stat {
-        path: PathBuf::from(missing),
-        source: std::io::Error::from(std::io::ErrorKind::NotFound),
+    // Say what is wrong rather than "could not stat PG_18_*": name the tablespace, where it
+    // leads and what is there instead (another version's directory, typically).
+    let link = Path::new(tablespace);
+    let location = std::fs::read_link(link)
+        .map(|target| match link.parent() {
+            Some(parent) if target.is_relative() => parent.join(target),
+            _ => target,
+        })
+        .unwrap_or_else(|_| link.to_path_buf());
+    let mut names: Vec<String> = std::fs::read_dir(tablespace)
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    let found = if names.is_empty() {
+        "nothing".to_string()
+    } else {
+        names
+            .iter()
+            .take(TABLESPACE_NAMES_SHOWN)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    Err(VerifyError::NoTablespaceVersionDirectory {
+        oid: link
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        location,
+        found,
     })
 }
+
+/// Names listed when a tablespace holds no PostgreSQL 18 directory: enough to show which
+/// version's directory is there.
+const TABLESPACE_NAMES_SHOWN: usize = 5;
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tablespace_of_another_version_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        for sub in [
+            "data/global",
+            "data/base",
+            "data/pg_tblspc",
+            "ts/PG_17_202307071/5",
+        ] {
+            std::fs::create_dir_all(d.join(sub)).unwrap();
+        }
+        std::os::unix::fs::symlink(d.join("ts"), d.join("data/pg_tblspc/16400")).unwrap();
+        let err = walk_cluster(d.join("data").as_os_str(), None)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("tablespace 16400 at")
+                && err.contains("/ts\"")
+                && err.contains("no PG_18_… directory")
+                && err.contains("PG_17_202307071")
+                && err.contains("another PostgreSQL version"),
+            "{err}"
+        );
+        assert!(!err.contains("PG_18_*"), "{err}");
+    }
 
     #[test]
     fn skip_list() {

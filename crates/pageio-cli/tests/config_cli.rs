@@ -1,0 +1,160 @@
+//! `--config FILE`: a real PostgreSQL 18 `postgresql.conf` (as `initdb` writes it) is
+//! accepted as it is — settings pageio does not use are ignored, includes are followed
+//! relative to the including file — and real errors name the file and line.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+const PG_USER: &str = "pgtest";
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// `initdb` into `dir/data` (as the unprivileged user when root: PostgreSQL refuses root).
+fn initdb(bin: &Path, dir: &Path) -> std::path::PathBuf {
+    let data = dir.join("data");
+    if is_root() {
+        let ok = Command::new("chown")
+            .args(["-R", PG_USER])
+            .arg(dir)
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "chown {}", dir.display());
+    }
+    let exe = bin.join("initdb");
+    let mut cmd = if is_root() {
+        let mut c = Command::new("runuser");
+        c.args(["-u", PG_USER, "--"]).arg(&exe);
+        c
+    } else {
+        Command::new(&exe)
+    };
+    let out = cmd
+        .args(["-k", "-U", "postgres", "-D"])
+        .arg(&data)
+        .current_dir("/tmp")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "initdb failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    data
+}
+
+fn stderr(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn initdb_postgresql_conf_with_includes_is_accepted() {
+    let Some(bin) = common::pg_bin() else { return };
+    common::with_watchdog("config_cli", 120, move || {
+        let dir = tempfile::Builder::new()
+            .prefix("pageio-config-")
+            .tempdir_in("/tmp")
+            .unwrap();
+        std::fs::set_permissions(
+            dir.path(),
+            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+        )
+        .unwrap();
+        let data = initdb(&bin, dir.path());
+        let conf = data.join("postgresql.conf");
+        let text = std::fs::read_to_string(&conf).unwrap();
+        assert!(
+            text.contains("max_connections = 100"),
+            "initdb's file changed?"
+        );
+        // Includes relative to the including file, as PostgreSQL resolves them.
+        std::fs::create_dir_all(data.join("conf.d")).unwrap();
+        std::fs::write(
+            data.join("conf.d/10-io.conf"),
+            "io_method = 'sync'\neffective_io_concurrency = 4\n",
+        )
+        .unwrap();
+        std::fs::write(
+            data.join("pageio.conf"),
+            "io_combine_limit 64kB   # blocks or units\n",
+        )
+        .unwrap();
+        std::fs::write(
+            &conf,
+            format!("{text}\ninclude_dir 'conf.d'\ninclude_if_exists 'absent.conf'\ninclude 'pageio.conf'\n"),
+        )
+        .unwrap();
+
+        let tmp = tempfile::tempdir().unwrap();
+        let pgdata = common::unpack_fixture(tmp.path());
+        let out = common::pageio_bounded(
+            &[
+                "scan",
+                "--pgdata",
+                pgdata.to_str().unwrap(),
+                "--heap",
+                "base/5/16384",
+                "--json",
+                "--config",
+                conf.to_str().unwrap(),
+            ],
+            60,
+        );
+        assert!(out.status.success(), "{}", stderr(&out));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["io_method"], "sync");
+        assert_eq!(v["effective_io_concurrency"], 4);
+        assert_eq!(v["io_combine_limit_blocks"], 8);
+        assert_eq!(v["shared_buffers_bytes"], 128u64 << 20);
+        assert_eq!(v["rows"], 20000);
+
+        // A real error names the file and the line; the flag hint is added by the CLI.
+        std::fs::write(data.join("pageio.conf"), "# io\nio_combine_limit = 4MB\n").unwrap();
+        let out = common::pageio_bounded(
+            &[
+                "scan",
+                "--pgdata",
+                pgdata.to_str().unwrap(),
+                "--heap",
+                "base/5/16384",
+                "--config",
+                conf.to_str().unwrap(),
+            ],
+            60,
+        );
+        assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+        let err = stderr(&out);
+        assert!(err.contains("pageio.conf\" line 2"), "{err}");
+        assert!(err.contains("io_combine_limit"), "{err}");
+    });
+}
+
+#[test]
+fn missing_config_file_is_named_without_line_zero() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("nowhere.conf");
+    let out = common::pageio_bounded(
+        &[
+            "scan",
+            "--dataset",
+            "uniform",
+            "--config",
+            missing.to_str().unwrap(),
+        ],
+        60,
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(
+        err.contains("could not open configuration file")
+            && err.contains("nowhere.conf")
+            && err.contains("No such file"),
+        "{err}"
+    );
+    assert!(!err.contains("line 0"), "{err}");
+}

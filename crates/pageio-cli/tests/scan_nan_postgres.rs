@@ -1,0 +1,176 @@
+//! `pageio scan --where` gives PostgreSQL 18's own answers where float8 ordering is unusual:
+//! a table holding NaN, ±Infinity, -0 and 0 (with a btree) is queried by PostgreSQL, then
+//! scanned by pageio on the stopped cluster's files with every scan type and io_method.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const PG_USER: &str = "pgtest";
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+fn pg_ok(bin: &Path, program: &str, args: &[&str]) -> String {
+    let exe = bin.join(program);
+    let mut cmd = if is_root() {
+        let mut c = Command::new("runuser");
+        c.args(["-u", PG_USER, "--"]).arg(&exe);
+        c
+    } else {
+        Command::new(&exe)
+    };
+    let out: Output = cmd.args(args).current_dir("/tmp").output().unwrap();
+    assert!(
+        out.status.success(),
+        "{program} {args:?}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Stops the server when dropped, so a failing test never leaves one running.
+struct Running {
+    bin: PathBuf,
+    data: String,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        pg_ok(
+            &self.bin,
+            "pg_ctl",
+            &["-D", &self.data, "-m", "fast", "-w", "stop"],
+        );
+    }
+}
+
+/// The predicates, as SQL and as pageio's --where.
+const PREDICATES: [&str; 8] = [
+    "a between 0 and 'NaN'",
+    "a between 'NaN' and 'NaN'",
+    "a between '-0' and '0'",
+    "a between '-Infinity' and 'Infinity'",
+    "a between 'Infinity' and 'NaN'",
+    "a between 5 and 500",
+    "a between 'NaN' and 0",
+    "a between '-Infinity' and '-0'",
+];
+
+#[test]
+fn nan_infinity_and_zeroes_scan_to_postgresqls_answers() {
+    let Some(bin) = common::pg_bin() else { return };
+    common::with_watchdog("nan_postgres", 300, move || {
+        let dir = tempfile::Builder::new()
+            .prefix("pageio-nan-")
+            .tempdir_in("/tmp")
+            .unwrap();
+        let root = dir.path();
+        std::fs::set_permissions(root, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        if is_root() {
+            assert!(Command::new("chown")
+                .args(["-R", PG_USER])
+                .arg(root)
+                .status()
+                .unwrap()
+                .success());
+        }
+        let data = root.join("data").display().to_string();
+        pg_ok(&bin, "initdb", &["-k", "-U", "postgres", "-D", &data]);
+        let opts = format!("-k {} -c listen_addresses='' -c port=5432", root.display());
+        let log = root.join("log").display().to_string();
+        pg_ok(
+            &bin,
+            "pg_ctl",
+            &["-D", &data, "-o", &opts, "-l", &log, "-w", "start"],
+        );
+        let running = Running {
+            bin: bin.clone(),
+            data: data.clone(),
+        };
+        let host = root.display().to_string();
+        let psql = |sql: &str| {
+            pg_ok(
+                &bin,
+                "psql",
+                &[
+                    "-h",
+                    &host,
+                    "-U",
+                    "postgres",
+                    "-X",
+                    "-qAt",
+                    "-v",
+                    "ON_ERROR_STOP=1",
+                    "-c",
+                    sql,
+                ],
+            )
+        };
+        psql("CREATE TABLE t (a double precision, b text) WITH (fillfactor = 25)");
+        psql(
+            "INSERT INTO t SELECT CASE g % 10 \
+               WHEN 0 THEN 'NaN'::float8 WHEN 1 THEN '-Infinity' WHEN 2 THEN '-0' \
+               WHEN 3 THEN '0' WHEN 4 THEN 'Infinity' WHEN 5 THEN 'NaN' \
+               ELSE g END, 'xyz' FROM generate_series(1, 5000) g",
+        );
+        psql("CREATE INDEX t_a ON t (a)");
+        psql("VACUUM FREEZE t");
+        psql("CHECKPOINT");
+        let paths = psql("SELECT pg_relation_filepath('t') || ' ' || pg_relation_filepath('t_a')");
+        let mut it = paths.split_whitespace();
+        let (heap, index) = (
+            it.next().unwrap().to_string(),
+            it.next().unwrap().to_string(),
+        );
+        let answers: Vec<u64> = PREDICATES
+            .iter()
+            .map(|p| {
+                psql(&format!("SELECT count(*) FROM t WHERE {p}"))
+                    .trim()
+                    .parse()
+                    .unwrap()
+            })
+            .collect();
+        drop(running);
+        // PostgreSQL's own answers show the order: NaN on top, -0 = 0.
+        assert_eq!(answers[1], 1000, "two NaN per ten rows");
+        assert_eq!(answers[2], 1000, "-0 and 0");
+
+        for (p, want) in PREDICATES.iter().zip(&answers) {
+            for (kind, method) in [("seq", "sync"), ("bitmap", "worker"), ("index", "io_uring")] {
+                let out = common::pageio_bounded(
+                    &[
+                        "scan",
+                        "--pgdata",
+                        &data,
+                        "--heap",
+                        &heap,
+                        "--index",
+                        &index,
+                        "--kind",
+                        kind,
+                        "--io-method",
+                        method,
+                        "--where",
+                        p,
+                        "--json",
+                    ],
+                    60,
+                );
+                assert!(
+                    out.status.success(),
+                    "{p} {kind}: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+                assert_eq!(v["rows"].as_u64(), Some(*want), "{p} ({kind}, {method})");
+            }
+        }
+    });
+}
