@@ -4,10 +4,13 @@
 //! instantiates all of them for `sync`, `worker` and `io_uring` (buffered), plus a direct-I/O
 //! round for each method, so the three methods cannot drift apart.
 
+mod common;
+
 use std::sync::{Arc, Barrier};
 
 use pageio::aio::{
-    AioCallbacks, AioError, Fault, FaultPlan, IoBuffer, IoOp, IoStatus, IoTarget, SharedCompletion,
+    AioCallbacks, AioError, Fault, FaultPlan, IoBuffer, IoOp, IoPipeline, IoStatus, IoTarget,
+    PipelineDriver, PipelineIo, SharedCompletion,
 };
 use pageio::config::{IoConfig, IoMethodKind, BLCKSZ};
 use pageio::storage::{OpenMode, RelFile, StorageError};
@@ -653,24 +656,376 @@ fn concurrent_backend_registration_never_shares_a_slot(method: IoMethodKind) {
     }
 }
 
+/// Seconds any one conformance test may take before the watchdog fails it: the slowest (eight
+/// threads × 10,000 I/Os) takes a few seconds on 2 cores; a hang is caught well before the
+/// harness would notice.
+const WATCHDOG_SECS: u64 = 120;
+
+/// Runs a conformance case under the watchdog, named after the method and the case.
+fn watched(name: &str, method: IoMethodKind, case: fn(IoMethodKind)) {
+    common::with_watchdog(&format!("{method}:{name}"), WATCHDOG_SECS, move || {
+        case(method)
+    });
+}
+
+/// After a failed request, nothing of it may be left behind: no handle in flight, every
+/// handle idle, and the backend still able to do I/O.
+fn assert_nothing_pending(backend: &Backend, aio: &Aio) {
+    assert_eq!(backend.in_flight(), 0, "I/O left in flight");
+    assert_eq!(backend.idle_handles(), aio.config().io_max_concurrency);
+    assert!(aio.snapshot().is_empty(), "{:?}", aio.snapshot());
+}
+
+/// The README's own example on a file that does not exist: it used to spin forever.
+fn read_of_a_missing_file_is_an_error_not_a_hang(method: IoMethodKind) {
+    let dir = tempfile::tempdir().unwrap();
+    let aio = aio(method);
+    let mut backend = aio.backend().unwrap();
+    let rel = RelFile::new(dir.path().join("missing"));
+    let err = backend
+        .read_blocks(&rel, 0, IoBuffer::zeroed(64 * BLCKSZ))
+        .unwrap_err();
+    assert_eq!(err.errno(), Some(libc::ENOENT), "{err:?}");
+    let msg = err.to_string();
+    assert!(
+        msg.contains("could not open file") && msg.contains("missing"),
+        "{msg}"
+    );
+    assert_nothing_pending(&backend, &aio);
+    // The first range of a longer request failing to open is the same error, not a hang.
+    let err = backend
+        .write_blocks(
+            &RelFile::new(dir.path().join("no/such/dir/16384")),
+            0,
+            IoBuffer::zeroed(40 * BLCKSZ),
+        )
+        .unwrap_err();
+    assert_eq!(err.errno(), Some(libc::ENOENT), "{err:?}");
+    assert_nothing_pending(&backend, &aio);
+}
+
+/// Restores the thread's file-system uid (root's) when dropped.
+struct FsUidGuard(Option<libc::uid_t>);
+
+impl Drop for FsUidGuard {
+    fn drop(&mut self) {
+        if let Some(uid) = self.0 {
+            // SAFETY: setfsuid has no memory-safety preconditions; it affects this thread.
+            unsafe { libc::setfsuid(uid) };
+        }
+    }
+}
+
+/// `pageio gen` / `io-bench --dir D` with D existing but not writable used to busy-loop.
+fn write_into_an_unwritable_directory_is_an_error_not_a_hang(method: IoMethodKind) {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let locked = dir.path().join("datasets");
+    std::fs::create_dir(&locked).unwrap();
+    std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o555)).unwrap();
+    let aio = aio(method);
+    let mut backend = aio.backend().unwrap();
+    // Root ignores directory permissions; a file-system uid of nobody (this thread only —
+    // files are opened by the thread that stages the I/O) makes them count.
+    // SAFETY: geteuid/setfsuid have no memory-safety preconditions.
+    let _fsuid = FsUidGuard(
+        (unsafe { libc::geteuid() } == 0).then(|| unsafe { libc::setfsuid(65534) } as libc::uid_t),
+    );
+    let rel = RelFile::new(locked.join("16384"));
+    let err = backend
+        .write_blocks(&rel, 0, IoBuffer::from_slice(&image(48)))
+        .unwrap_err();
+    assert_eq!(err.errno(), Some(libc::EACCES), "{err:?}");
+    assert!(
+        err.to_string().contains("datasets/16384"),
+        "names the file: {err}"
+    );
+    assert_nothing_pending(&backend, &aio);
+    assert!(!locked.join("16384").exists(), "nothing written");
+}
+
+/// An EIO in the middle of a 600-block request: the error names the failing range, the
+/// ranges already in flight are waited for, and nothing is left pending.
+fn an_error_in_the_middle_of_a_long_request_stops_it_cleanly(method: IoMethodKind) {
+    let dir = tempfile::tempdir().unwrap();
+    let aio = aio(method);
+    let mut backend = aio.backend().unwrap();
+    let rel = make_rel(&mut backend, dir.path(), "16384", 600);
+    let plan =
+        Arc::new(FaultPlan::new().on_block(IoOp::Readv, "16384", 300, Fault::Errno(libc::EIO), 1));
+    aio.set_fault_injector(Some(plan.clone()));
+    let before = backend.counters();
+    let err = backend
+        .read_blocks(&rel, 0, IoBuffer::zeroed(600 * BLCKSZ))
+        .unwrap_err();
+    assert_eq!(plan.fired(), 1);
+    match &err {
+        AioError::Io { op, errno, target } => {
+            assert_eq!((*op, *errno), (IoOp::Readv, libc::EIO));
+            assert!(
+                target.first_block <= 300 && 300 < target.first_block + target.nblocks as u64,
+                "{target}"
+            );
+        }
+        other => panic!("expected an I/O error, got {other:?}"),
+    }
+    assert!(err.to_string().contains("Input/output error"), "{err}");
+    assert_eq!(backend.counters().errors - before.errors, 1);
+    assert_nothing_pending(&backend, &aio);
+    // Writes stop the same way.
+    let plan = Arc::new(FaultPlan::new().on_block(
+        IoOp::Writev,
+        "16384",
+        450,
+        Fault::Errno(libc::ENOSPC),
+        1,
+    ));
+    aio.set_fault_injector(Some(plan));
+    let err = backend
+        .write_blocks(&rel, 0, IoBuffer::from_slice(&image(600)))
+        .unwrap_err();
+    assert_eq!(err.errno(), Some(libc::ENOSPC), "{err:?}");
+    assert!(err
+        .target()
+        .is_some_and(|t| t.first_block <= 450 && 450 < t.first_block + t.nblocks as u64));
+    assert_nothing_pending(&backend, &aio);
+    aio.set_fault_injector(None);
+    let back = backend
+        .read_blocks(&rel, 0, IoBuffer::zeroed(600 * BLCKSZ))
+        .unwrap();
+    assert!(
+        back.as_slice() == &image(600)[..],
+        "the backend still reads"
+    );
+}
+
+/// Short reads in a long request: re-issued (and then complete), or — when the re-issue
+/// gets nothing — an error naming the first missing block; a request past the end of the
+/// file names the blocks that are not there.
+fn partial_reads_in_a_long_request_are_reissued_or_named(method: IoMethodKind) {
+    let dir = tempfile::tempdir().unwrap();
+    let aio = aio(method);
+    let mut backend = aio.backend().unwrap();
+    let rel = make_rel(&mut backend, dir.path(), "16384", 200);
+    // Three ranges come back short once each; every rest is re-issued and succeeds.
+    let plan = Arc::new(
+        FaultPlan::new()
+            .on_block(IoOp::Readv, "16384", 37, Fault::Short { bytes: 0 }, 1)
+            .on_block(IoOp::Readv, "16384", 101, Fault::Short { bytes: 100 }, 1)
+            .on_block(IoOp::Readv, "16384", 190, Fault::Short { bytes: 0 }, 1),
+    );
+    aio.set_fault_injector(Some(plan.clone()));
+    let before = backend.counters();
+    let back = backend
+        .read_blocks(&rel, 0, IoBuffer::zeroed(200 * BLCKSZ))
+        .unwrap();
+    assert_eq!(plan.fired(), 3);
+    assert!(back.as_slice() == &image(200)[..]);
+    assert_eq!(backend.counters().partials - before.partials, 3);
+    assert_nothing_pending(&backend, &aio);
+    // Block 101 never arrives: the re-issue of 101.. gets nothing either.
+    let plan = Arc::new(FaultPlan::new().on_block(
+        IoOp::Readv,
+        "16384",
+        101,
+        Fault::Short { bytes: 0 },
+        2,
+    ));
+    aio.set_fault_injector(Some(plan));
+    let err = backend
+        .read_blocks(&rel, 0, IoBuffer::zeroed(200 * BLCKSZ))
+        .unwrap_err();
+    assert!(
+        matches!(err, AioError::Short { ref target, bytes: 0, .. } if target.first_block == 101),
+        "{err:?}"
+    );
+    assert_nothing_pending(&backend, &aio);
+    aio.set_fault_injector(None);
+    // A real end of file in the middle of the request.
+    let err = backend
+        .read_blocks(&rel, 150, IoBuffer::zeroed(100 * BLCKSZ))
+        .unwrap_err();
+    assert!(
+        matches!(err, AioError::Short { ref target, bytes: 0, .. } if target.first_block == 200),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("16384"), "{err}");
+    assert_nothing_pending(&backend, &aio);
+}
+
+/// A fault injector that panics on one I/O, as a buggy shared callback would.
+struct PanicOnBlock(u64);
+
+impl pageio::aio::FaultInjector for PanicOnBlock {
+    fn inject(&self, _op: IoOp, target: &IoTarget) -> Option<Fault> {
+        let range = target.first_block..target.first_block + target.nblocks as u64;
+        if range.contains(&self.0) {
+            panic!("injected panic at block {}", self.0);
+        }
+        None
+    }
+}
+
+/// A panic in completion (in whichever thread completes the I/O) fails that I/O with an
+/// error naming it; the request stops cleanly and the memory and the backend stay usable.
+fn a_panicking_completion_fails_the_io_and_leaves_nothing_pending(method: IoMethodKind) {
+    let dir = tempfile::tempdir().unwrap();
+    let aio = aio(method);
+    let mut backend = aio.backend().unwrap();
+    let rel = make_rel(&mut backend, dir.path(), "16384", 100);
+    aio.set_fault_injector(Some(Arc::new(PanicOnBlock(70))));
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        backend.read_blocks(&rel, 0, IoBuffer::zeroed(100 * BLCKSZ))
+    }));
+    let err = outcome
+        .expect("the panic is turned into an I/O error")
+        .unwrap_err();
+    match &err {
+        AioError::CallbackPanicked { target, message } => {
+            assert!(target.first_block <= 70 && 70 < target.first_block + target.nblocks as u64);
+            assert_eq!(message, "injected panic at block 70");
+        }
+        other => panic!("expected CallbackPanicked, got {other:?}"),
+    }
+    assert!(err.to_string().contains("panicked"), "{err}");
+    assert_nothing_pending(&backend, &aio);
+    aio.set_fault_injector(None);
+    let back = backend
+        .read_blocks(&rel, 0, IoBuffer::zeroed(100 * BLCKSZ))
+        .unwrap();
+    assert!(back.as_slice() == &image(100)[..]);
+    // Under worker the panic ran on an I/O worker: the pool is still whole.
+    assert_eq!(aio.counters().errors, 1);
+}
+
+/// A pipeline driver that reads 4-block ranges into borrowed memory and panics when the
+/// second completion arrives — while the other ranges are still in flight.
+struct PanickingDriver<'a> {
+    rel: &'a RelFile,
+    memory: &'a mut [u8],
+    next_block: u64,
+    completed: usize,
+}
+
+impl PipelineDriver for PanickingDriver<'_> {
+    type Tag = ();
+
+    fn next_io(&mut self, _backend: &mut Backend) -> Option<PipelineIo<()>> {
+        let total = (self.memory.len() / BLCKSZ) as u64;
+        (self.next_block < total).then(|| {
+            let io = PipelineIo {
+                first_block: self.next_block,
+                nblocks: 4,
+                tag: (),
+            };
+            self.next_block += 4;
+            io
+        })
+    }
+
+    fn stage(
+        &mut self,
+        backend: &mut Backend,
+        io: &PipelineIo<()>,
+    ) -> Result<pageio::aio::WaitRef, AioError> {
+        let (file, offset) = self.rel.locate(
+            backend.aio().files(),
+            io.first_block,
+            io.nblocks,
+            OpenMode::Read,
+        )?;
+        let at = io.first_block as usize * BLCKSZ;
+        let iov = libc::iovec {
+            iov_base: self.memory[at..at + io.nblocks as usize * BLCKSZ]
+                .as_mut_ptr()
+                .cast(),
+            iov_len: io.nblocks as usize * BLCKSZ,
+        };
+        let target = IoTarget {
+            path: self.rel.display_name().clone(),
+            first_block: io.first_block,
+            nblocks: io.nblocks,
+        };
+        let mut handle = backend.acquire()?;
+        handle.keep_result();
+        // SAFETY: `memory` outlives the pipeline run, which waits for every I/O before it
+        // returns or unwinds; nothing touches it meanwhile.
+        unsafe { handle.stage(IoOp::Readv, file, offset, &[iov], target) }
+    }
+
+    fn complete(
+        &mut self,
+        _io: &PipelineIo<()>,
+        completion: pageio::aio::IoCompletion,
+    ) -> Result<(), AioError> {
+        assert!(completion.result.is_ok());
+        self.completed += 1;
+        if self.completed == 2 {
+            panic!("driver panicked with I/O in flight");
+        }
+        Ok(())
+    }
+}
+
+/// The pipeline's guard: a panic while I/Os into borrowed memory are in flight unwinds only
+/// after every one of them has completed, so the memory is never freed under the kernel.
+fn a_panicking_pipeline_driver_unwinds_only_after_its_ios_end(method: IoMethodKind) {
+    let dir = tempfile::tempdir().unwrap();
+    let aio = aio(method);
+    let mut backend = aio.backend().unwrap();
+    let rel = make_rel(&mut backend, dir.path(), "16384", 64);
+    let mut memory = vec![0u8; 64 * BLCKSZ];
+    let mut driver = PanickingDriver {
+        rel: &rel,
+        memory: &mut memory,
+        next_block: 0,
+        completed: 0,
+    };
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        IoPipeline::new(16).run(&mut backend, &mut driver)
+    }));
+    let panic = outcome.expect_err("the driver's panic reaches the caller");
+    assert_eq!(
+        panic.downcast_ref::<&str>(),
+        Some(&"driver panicked with I/O in flight")
+    );
+    assert_eq!(driver.next_block, 64, "all sixteen ranges were staged");
+    // Every range staged was waited for before the unwind passed: all bytes are there.
+    assert_nothing_pending(&backend, &aio);
+    assert!(
+        memory == image(64),
+        "every staged read landed before the unwind"
+    );
+    // And the backend is not stuck in batch mode: a lone staged read goes out at once.
+    let wref = stage_read(&mut backend, &rel, 0, 1);
+    assert!(aio.snapshot().iter().all(|row| row.state != "STAGED"));
+    assert!(backend.wait(wref).unwrap().result.is_ok());
+}
+
 macro_rules! conformance {
     ($($name:ident),* $(,)?) => {
         mod sync {
-            $( #[test] fn $name() { super::$name(pageio::IoMethodKind::Sync) } )*
+            $( #[test] fn $name() {
+                super::watched(stringify!($name), pageio::IoMethodKind::Sync, super::$name)
+            } )*
             #[test] fn writes_and_reads_land_the_right_bytes_direct() {
-                super::writes_and_reads_land_the_right_bytes(pageio::IoMethodKind::Sync, true)
+                super::watched("direct", pageio::IoMethodKind::Sync, super::writes_and_reads_land_the_right_bytes_direct)
             }
         }
         mod worker {
-            $( #[test] fn $name() { super::$name(pageio::IoMethodKind::Worker) } )*
+            $( #[test] fn $name() {
+                super::watched(stringify!($name), pageio::IoMethodKind::Worker, super::$name)
+            } )*
             #[test] fn writes_and_reads_land_the_right_bytes_direct() {
-                super::writes_and_reads_land_the_right_bytes(pageio::IoMethodKind::Worker, true)
+                super::watched("direct", pageio::IoMethodKind::Worker, super::writes_and_reads_land_the_right_bytes_direct)
             }
         }
         mod io_uring {
-            $( #[test] fn $name() { super::$name(pageio::IoMethodKind::IoUring) } )*
+            $( #[test] fn $name() {
+                super::watched(stringify!($name), pageio::IoMethodKind::IoUring, super::$name)
+            } )*
             #[test] fn writes_and_reads_land_the_right_bytes_direct() {
-                super::writes_and_reads_land_the_right_bytes(pageio::IoMethodKind::IoUring, true)
+                super::watched("direct", pageio::IoMethodKind::IoUring, super::writes_and_reads_land_the_right_bytes_direct)
             }
         }
     };
@@ -678,6 +1033,10 @@ macro_rules! conformance {
 
 fn writes_and_reads_land_the_right_bytes_buffered(method: IoMethodKind) {
     writes_and_reads_land_the_right_bytes(method, false)
+}
+
+fn writes_and_reads_land_the_right_bytes_direct(method: IoMethodKind) {
+    writes_and_reads_land_the_right_bytes(method, true)
 }
 
 conformance!(
@@ -694,4 +1053,10 @@ conformance!(
     snapshot_shows_ios_in_flight_like_pg_aios,
     direct_io_rejects_misaligned_memory,
     concurrent_backend_registration_never_shares_a_slot,
+    read_of_a_missing_file_is_an_error_not_a_hang,
+    write_into_an_unwritable_directory_is_an_error_not_a_hang,
+    an_error_in_the_middle_of_a_long_request_stops_it_cleanly,
+    partial_reads_in_a_long_request_are_reissued_or_named,
+    a_panicking_completion_fails_the_io_and_leaves_nothing_pending,
+    a_panicking_pipeline_driver_unwinds_only_after_its_ios_end,
 );

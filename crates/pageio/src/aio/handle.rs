@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 
 use super::callbacks::{AioCallbacks, SharedCompletion};
 use super::fault::{Fault, FaultInjector};
-use super::result::{IoOp, IoResult, IoStatus, IoTarget};
+use super::result::{AioError, IoOp, IoResult, IoStatus, IoTarget};
 use super::stats::BackendCounters;
 use crate::storage::{IoBuffer, SegmentFile};
 
@@ -73,6 +73,31 @@ impl HandleState {
             6 => HandleState::CompletedShared,
             _ => HandleState::CompletedLocal,
         }
+    }
+
+    /// Whether a handle may go from `self` to `to` — PostgreSQL's `pgaio_io_update_state`
+    /// transitions as this engine uses them:
+    ///
+    /// * IDLE → HANDED_OUT (acquire); HANDED_OUT → IDLE (released without staging);
+    /// * HANDED_OUT → DEFINED → STAGED → SUBMITTED (DEFINED → SUBMITTED directly too: PostgreSQL
+    ///   submits an I/O it executes synchronously without staging it);
+    /// * SUBMITTED → COMPLETED_IO → COMPLETED_SHARED (the completer);
+    /// * COMPLETED_SHARED → COMPLETED_LOCAL → IDLE (the owner reclaims).
+    pub fn can_become(self, to: HandleState) -> bool {
+        use HandleState::*;
+        matches!(
+            (self, to),
+            (Idle, HandedOut)
+                | (HandedOut, Defined)
+                | (HandedOut, Idle)
+                | (Defined, Staged)
+                | (Defined, Submitted)
+                | (Staged, Submitted)
+                | (Submitted, CompletedIo)
+                | (CompletedIo, CompletedShared)
+                | (CompletedShared, CompletedLocal)
+                | (CompletedLocal, Idle)
+        )
     }
 
     /// `pg_aios.state` spelling.
@@ -214,8 +239,18 @@ impl HandleShared {
         HandleState::from_u8(self.state.load(Ordering::Acquire))
     }
 
-    pub fn set_state(&self, s: HandleState) {
-        self.state.store(s as u8, Ordering::Release);
+    /// Moves the handle to state `to`. Debug builds check the transition against the state
+    /// machine ([`HandleState::can_become`]): an illegal one is a bookkeeping bug that would
+    /// otherwise surface much later as a hang or a reused buffer.
+    pub fn set_state(&self, to: HandleState) {
+        let from = self.state();
+        debug_assert!(
+            from.can_become(to),
+            "illegal AIO handle state transition {} -> {}",
+            from.as_str(),
+            to.as_str()
+        );
+        self.state.store(to as u8, Ordering::Release);
     }
 
     /// True when the I/O of `generation` no longer needs waiting for.
@@ -297,38 +332,32 @@ impl BackendShared {
         );
         handle.set_state(HandleState::CompletedIo);
         let op = d.op.unwrap_or(IoOp::Readv);
-        let mut raw = raw_result;
-        let injector = self
-            .hooks
-            .fault
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
-        if let Some(injector) = injector {
-            match injector.inject(op, &d.target) {
-                Some(Fault::Errno(e)) => raw = -(e as i64),
-                Some(Fault::Short { bytes }) if raw >= 0 => raw = raw.min(bytes as i64),
-                Some(Fault::FlipBit { byte_offset, bit })
-                    if op == IoOp::Readv && raw > byte_offset as i64 =>
-                {
-                    flip_bit(&d.iovecs, byte_offset, bit);
-                }
-                _ => {}
-            }
-        }
         d.f_sync |= executed_sync;
-        let mut result = IoResult::distill(op, &d.target, raw);
-        if let Some(cb) = d.callbacks.clone() {
-            let data = &mut *d;
-            let mut ctx = SharedCompletion {
-                op,
-                target: &data.target,
-                handle_data: &data.handle_data,
-                result: &mut result,
-                iovecs: &data.iovecs,
-            };
-            cb.complete_shared(&mut ctx);
-        }
+        // The fault injector and the shared callback are caller code running in whichever
+        // thread completes the I/O — an I/O worker, another backend reaping a ring. A panic
+        // there must not leave the handle short of COMPLETED_SHARED (every waiter would hang)
+        // nor kill an I/O worker: it becomes this I/O's error instead.
+        let shared_work = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.run_shared_completion(&mut d, op, raw_result)
+        }));
+        let (result, raw) = match shared_work {
+            Ok(done) => done,
+            Err(panic) => {
+                let error = AioError::CallbackPanicked {
+                    target: d.target.clone(),
+                    message: panic_message(&*panic),
+                };
+                (
+                    IoResult {
+                        status: IoStatus::Error,
+                        raw_result,
+                        blocks_done: 0,
+                        error: Some(error),
+                    },
+                    raw_result,
+                )
+            }
+        };
         let c = &self.counters;
         match result.status {
             IoStatus::Error => {
@@ -353,6 +382,47 @@ impl BackendShared {
         if d.sleepers > 0 {
             handle.cond.notify_all();
         }
+    }
+
+    /// Applies an injected fault, distils the result and runs the shared callback; returns
+    /// the result and the raw result as (possibly) changed by the fault.
+    fn run_shared_completion(
+        &self,
+        d: &mut HandleData,
+        op: IoOp,
+        raw_result: i64,
+    ) -> (IoResult, i64) {
+        let mut raw = raw_result;
+        let injector = self
+            .hooks
+            .fault
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        if let Some(injector) = injector {
+            match injector.inject(op, &d.target) {
+                Some(Fault::Errno(e)) => raw = -(e as i64),
+                Some(Fault::Short { bytes }) if raw >= 0 => raw = raw.min(bytes as i64),
+                Some(Fault::FlipBit { byte_offset, bit })
+                    if op == IoOp::Readv && raw > byte_offset as i64 =>
+                {
+                    flip_bit(&d.iovecs, byte_offset, bit);
+                }
+                _ => {}
+            }
+        }
+        let mut result = IoResult::distill(op, &d.target, raw);
+        if let Some(callbacks) = d.callbacks.clone() {
+            let mut ctx = SharedCompletion {
+                op,
+                target: &d.target,
+                handle_data: &d.handle_data,
+                result: &mut result,
+                iovecs: &d.iovecs,
+            };
+            callbacks.complete_shared(&mut ctx);
+        }
+        (result, raw)
     }
 
     /// Waits until the I/O `(index, generation)` has completed shared. Spins first, then
@@ -413,6 +483,17 @@ pub(crate) fn spin_until(budget: Duration, done: impl Fn() -> bool) -> bool {
             }
             yielding = elapsed > PURE_SPIN;
         }
+    }
+}
+
+/// The text of a caught panic (`panic!` payloads are `&str` or `String`).
+pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    if let Some(text) = panic.downcast_ref::<&str>() {
+        (*text).to_string()
+    } else if let Some(text) = panic.downcast_ref::<String>() {
+        text.clone()
+    } else {
+        "(a panic without a message)".to_string()
     }
 }
 

@@ -44,12 +44,14 @@ pub mod callbacks;
 pub mod fault;
 mod handle;
 pub mod method;
+pub mod pipeline;
 pub mod result;
 pub mod stats;
 
 pub use callbacks::{AioCallbacks, LocalCompletion, SharedCompletion};
 pub use fault::{Fault, FaultInjector, FaultPlan};
 pub use handle::{HandleState, WaitRef};
+pub use pipeline::{IoPipeline, PipelineDriver, PipelineIo};
 pub use result::{AioError, IoOp, IoResult, IoStatus, IoTarget};
 pub use stats::IoCounters;
 
@@ -609,14 +611,20 @@ impl Backend {
                 d.keep_result,
             )
         };
-        if let Some(cb) = &callbacks {
-            cb.complete_local(&LocalCompletion {
-                op,
-                target: &target,
-                handle_data: &handle_data,
-                result: &result,
-            });
-        }
+        // The local callback is the owner's code, run in the owner's thread: a panic in it
+        // goes on to the owner — but only after the handle is back in the pool, so the
+        // backend's bookkeeping stays whole for whoever catches it.
+        let local_callback = callbacks.as_ref().and_then(|callbacks| {
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                callbacks.complete_local(&LocalCompletion {
+                    op,
+                    target: &target,
+                    handle_data: &handle_data,
+                    result: &result,
+                })
+            }))
+            .err()
+        });
         {
             let mut d = h.lock();
             h.set_state(HandleState::CompletedLocal);
@@ -639,6 +647,9 @@ impl Backend {
                     target,
                 },
             );
+        }
+        if let Some(panic) = local_callback {
+            std::panic::resume_unwind(panic);
         }
     }
 
@@ -679,92 +690,94 @@ impl Backend {
                 buf.len()
             )));
         }
-        let total = (buf.len() / BLCKSZ) as u64;
-        let combine = self.core.config.io_combine_limit_blocks as u64;
-        let mode = match op {
+        let mut driver = BlocksIo {
+            op,
+            rel,
+            first_block: block,
+            total_blocks: (buf.len() / BLCKSZ) as u64,
+            next_offset_blocks: 0,
+            combine_blocks: self.core.config.io_combine_limit_blocks.max(1) as u64,
+            base: buf.as_mut_ptr(),
+        };
+        // Every handle may be in flight at once; the pipeline waits for all of them before
+        // returning or unwinding, so `buf` outlives every I/O into it.
+        let depth = self.shared.handles.len();
+        IoPipeline::new(depth).run(self, &mut driver)?;
+        Ok(buf)
+    }
+}
+
+/// The pipeline driver behind [`Backend::read_blocks`] and [`Backend::write_blocks`]: the
+/// request split at segment boundaries and `io_combine_limit`, each piece staged straight
+/// into (or out of) the caller's buffer.
+struct BlocksIo<'r> {
+    op: IoOp,
+    rel: &'r RelFile,
+    /// Block of `rel` at the start of the buffer.
+    first_block: u64,
+    total_blocks: u64,
+    /// Blocks of the request already handed to the pipeline.
+    next_offset_blocks: u64,
+    combine_blocks: u64,
+    /// Start of the caller's buffer; it outlives the pipeline run.
+    base: *mut u8,
+}
+
+impl PipelineDriver for BlocksIo<'_> {
+    type Tag = ();
+
+    fn next_io(&mut self, _backend: &mut Backend) -> Option<PipelineIo<()>> {
+        if self.next_offset_blocks >= self.total_blocks {
+            return None;
+        }
+        let first_block = self.first_block + self.next_offset_blocks;
+        let nblocks = (self.total_blocks - self.next_offset_blocks)
+            .min(self.combine_blocks)
+            .min(RelFile::blocks_in_segment(first_block) as u64);
+        self.next_offset_blocks += nblocks;
+        Some(PipelineIo {
+            first_block,
+            nblocks: nblocks as u32,
+            tag: (),
+        })
+    }
+
+    fn stage(&mut self, backend: &mut Backend, io: &PipelineIo<()>) -> Result<WaitRef, AioError> {
+        let mode = match self.op {
             IoOp::Readv => OpenMode::Read,
             IoOp::Writev => OpenMode::ReadWriteCreate,
         };
-        let base = buf.as_mut_ptr();
-        // Ranges still to do: (first block offset within the request, block count).
-        let mut todo: VecDeque<(u64, u64)> = VecDeque::new();
-        let mut done = 0u64;
-        while done < total {
-            let n = (total - done)
-                .min(combine)
-                .min(RelFile::blocks_in_segment(block + done) as u64);
-            todo.push_back((done, n));
-            done += n;
-        }
-        let mut first_error: Option<AioError> = None;
-        let mut pending: VecDeque<(WaitRef, u64, u64)> = VecDeque::new();
-        while !todo.is_empty() || !pending.is_empty() {
-            if first_error.is_none() && !todo.is_empty() {
-                self.enter_batch_mode();
-                while let Some((off, n)) = todo.pop_front() {
-                    let staged = (|| -> Result<WaitRef, AioError> {
-                        let (file, offset) =
-                            rel.locate(&self.core.files, block + off, n as u32, mode)?;
-                        let target = IoTarget {
-                            path: rel.display_name().clone(),
-                            first_block: block + off,
-                            nblocks: n as u32,
-                        };
-                        let iov = libc::iovec {
-                            // SAFETY: inside `buf`, which outlives every I/O: this function
-                            // waits for all of them before returning.
-                            iov_base: unsafe { base.add(off as usize * BLCKSZ) }.cast(),
-                            iov_len: n as usize * BLCKSZ,
-                        };
-                        let mut h = self.acquire()?;
-                        h.keep_result();
-                        h.set_local_memory(true);
-                        // SAFETY: see above; nothing reads or writes `buf` until all I/Os end.
-                        unsafe { h.stage(op, file, offset, &[iov], target) }
-                    })();
-                    match staged {
-                        Ok(wref) => pending.push_back((wref, off, n)),
-                        Err(e) => {
-                            first_error = Some(e);
-                            break;
-                        }
-                    }
-                }
-                self.exit_batch_mode();
-            }
-            let Some((wref, off, n)) = pending.pop_front() else {
-                continue;
-            };
-            let completion = match self.wait(wref) {
-                Some(c) => c,
-                None => match self.take_completion(wref) {
-                    Some(c) => c,
-                    None => {
-                        first_error.get_or_insert(AioError::Internal(
-                            "completion of a kept I/O went missing".into(),
-                        ));
-                        continue;
-                    }
-                },
-            };
-            match completion.result.status {
-                IoStatus::Ok => {}
-                IoStatus::Partial if first_error.is_none() => {
-                    let k = completion.result.blocks_done as u64;
-                    todo.push_back((off + k, n - k));
-                }
-                _ => {
-                    if first_error.is_none() {
-                        first_error = Some(completion.result.error.unwrap_or_else(|| {
-                            AioError::Internal("I/O failed without an error".into())
-                        }));
-                    }
-                }
-            }
-        }
-        match first_error {
-            Some(e) => Err(e),
-            None => Ok(buf),
+        let (file, offset) =
+            self.rel
+                .locate(&backend.core.files, io.first_block, io.nblocks, mode)?;
+        let target = IoTarget {
+            path: self.rel.display_name().clone(),
+            first_block: io.first_block,
+            nblocks: io.nblocks,
+        };
+        let offset_in_buffer_bytes = (io.first_block - self.first_block) as usize * BLCKSZ;
+        let iov = libc::iovec {
+            // SAFETY: the range lies inside the caller's buffer (the driver never yields a
+            // block past `total_blocks`, and a re-issued rest lies inside its range).
+            iov_base: unsafe { self.base.add(offset_in_buffer_bytes) }.cast(),
+            iov_len: io.nblocks as usize * BLCKSZ,
+        };
+        let mut handle = backend.acquire()?;
+        handle.keep_result();
+        handle.set_local_memory(true);
+        // SAFETY: the buffer outlives every I/O into it — the pipeline waits for all of them
+        // before `blocks_io` returns or unwinds — and nothing reads or writes it meanwhile.
+        unsafe { handle.stage(self.op, file, offset, &[iov], target) }
+    }
+
+    fn complete(&mut self, _io: &PipelineIo<()>, completion: IoCompletion) -> Result<(), AioError> {
+        match completion.result.status {
+            // PARTIAL: the pipeline re-issues the rest.
+            IoStatus::Ok | IoStatus::Partial => Ok(()),
+            IoStatus::Error | IoStatus::Unknown => Err(completion
+                .result
+                .error
+                .unwrap_or_else(|| AioError::Internal("an I/O failed without saying why".into()))),
         }
     }
 }
