@@ -1002,6 +1002,188 @@ fn a_panicking_pipeline_driver_unwinds_only_after_its_ios_end(method: IoMethodKi
     assert!(backend.wait(wref).unwrap().result.is_ok());
 }
 
+/// Stages one-block reads of blocks 0, 2, 4, 6 in one batch: four kernel I/Os (nothing to
+/// merge), four SQEs under io_uring, submitted together when the batch ends.
+fn stage_four_separate_reads(backend: &mut Backend, rel: &RelFile) -> Vec<pageio::aio::WaitRef> {
+    backend.enter_batch_mode();
+    let refs = (0..4).map(|i| stage_read(backend, rel, i * 2, 1)).collect();
+    refs
+}
+
+/// The outcome of each of `refs`, in order: the status and the errno.
+fn outcomes(backend: &mut Backend, refs: &[pageio::aio::WaitRef]) -> Vec<(IoStatus, Option<i32>)> {
+    refs.iter()
+        .map(|&wref| {
+            let c = backend.wait(wref).expect("kept result");
+            (c.result.status, c.result.error.and_then(|e| e.errno()))
+        })
+        .collect()
+}
+
+/// A refused `io_uring_enter` (injected through the fault plan, after the SQEs are really in
+/// the ring) fails the I/Os with its errno instead of leaving them pending; transient
+/// refusals are retried within a bound; a partial submission submits the rest or fails
+/// exactly the SQEs the kernel did not take; and the backend goes on working afterwards.
+/// Sync and worker submit without a system call and never consult the hook.
+fn refused_submissions_fail_the_ios_with_the_errno(method: IoMethodKind) {
+    use pageio::aio::method::uring::MAX_SUBMIT_ATTEMPTS;
+    use pageio::aio::SubmitFault;
+    let dir = tempfile::tempdir().unwrap();
+    let aio = aio(method);
+    let mut backend = aio.backend().unwrap();
+    let rel = make_rel(&mut backend, dir.path(), "16384", 8);
+    let uring = method == IoMethodKind::IoUring;
+    let ok = (IoStatus::Ok, None);
+    let failed = |errno| (IoStatus::Error, Some(errno));
+
+    // A hard error: every I/O of the batch fails with it, at once.
+    let plan = Arc::new(FaultPlan::new().on_submit(SubmitFault::Errno(libc::EINVAL), 1));
+    aio.set_fault_injector(Some(plan.clone()));
+    let refs = stage_four_separate_reads(&mut backend, &rel);
+    backend.exit_batch_mode();
+    let got = outcomes(&mut backend, &refs);
+    if uring {
+        assert_eq!(got, vec![failed(libc::EINVAL); 4]);
+        assert_eq!(plan.fired(), 1);
+        // The error names file and block like any I/O error.
+        let wref = {
+            let refs = stage_four_separate_reads(&mut backend, &rel);
+            aio.set_fault_injector(Some(Arc::new(
+                FaultPlan::new().on_submit(SubmitFault::Errno(libc::EINVAL), 1),
+            )));
+            backend.exit_batch_mode();
+            refs
+        };
+        let c = backend.wait(wref[1]).unwrap();
+        let msg = c.result.error.unwrap().to_string();
+        assert!(
+            msg.contains("could not read block 2 in file") && msg.contains("Invalid argument"),
+            "{msg}"
+        );
+        for &other in &wref {
+            backend.wait(other);
+        }
+    } else {
+        assert_eq!(got, vec![ok; 4]);
+        assert_eq!(plan.fired(), 0, "{method} has no submission system call");
+    }
+    assert_nothing_pending(&backend, &aio);
+
+    // Transient refusals are retried: three EAGAINs, then the kernel takes the batch.
+    let plan = Arc::new(FaultPlan::new().on_submit(SubmitFault::Errno(libc::EAGAIN), 3));
+    aio.set_fault_injector(Some(plan.clone()));
+    let refs = stage_four_separate_reads(&mut backend, &rel);
+    backend.exit_batch_mode();
+    assert_eq!(outcomes(&mut backend, &refs), vec![ok; 4]);
+    assert_eq!(plan.fired(), if uring { 3 } else { 0 });
+
+    // A refusal that persists is retried a bounded number of times, then fails the I/Os.
+    let plan = Arc::new(FaultPlan::new().on_submit(SubmitFault::Errno(libc::EBUSY), 1000));
+    aio.set_fault_injector(Some(plan.clone()));
+    let refs = stage_four_separate_reads(&mut backend, &rel);
+    backend.exit_batch_mode();
+    let got = outcomes(&mut backend, &refs);
+    if uring {
+        assert_eq!(got, vec![failed(libc::EBUSY); 4]);
+        assert_eq!(plan.fired(), MAX_SUBMIT_ATTEMPTS as u64);
+    } else {
+        assert_eq!(got, vec![ok; 4]);
+    }
+    assert_nothing_pending(&backend, &aio);
+
+    // The kernel takes one SQE, then (no more faults) the rest.
+    let plan = Arc::new(FaultPlan::new().on_submit(SubmitFault::Partial { submitted: 1 }, 1));
+    aio.set_fault_injector(Some(plan));
+    let refs = stage_four_separate_reads(&mut backend, &rel);
+    backend.exit_batch_mode();
+    assert_eq!(outcomes(&mut backend, &refs), vec![ok; 4]);
+
+    // The kernel takes two SQEs, then refuses: exactly the two it never saw fail.
+    let plan = Arc::new(
+        FaultPlan::new()
+            .on_submit(SubmitFault::Partial { submitted: 2 }, 1)
+            .on_submit(SubmitFault::Errno(libc::ENOMEM), 1),
+    );
+    aio.set_fault_injector(Some(plan));
+    let refs = stage_four_separate_reads(&mut backend, &rel);
+    backend.exit_batch_mode();
+    let got = outcomes(&mut backend, &refs);
+    if uring {
+        assert_eq!(
+            got,
+            vec![ok, ok, failed(libc::ENOMEM), failed(libc::ENOMEM)]
+        );
+    } else {
+        assert_eq!(got, vec![ok; 4]);
+    }
+    assert_nothing_pending(&backend, &aio);
+
+    // A kernel that keeps taking nothing: bounded, then EAGAIN.
+    let plan = Arc::new(FaultPlan::new().on_submit(SubmitFault::Partial { submitted: 0 }, 1000));
+    aio.set_fault_injector(Some(plan));
+    let refs = stage_four_separate_reads(&mut backend, &rel);
+    backend.exit_batch_mode();
+    let got = outcomes(&mut backend, &refs);
+    if uring {
+        assert_eq!(got, vec![failed(libc::EAGAIN); 4]);
+    } else {
+        assert_eq!(got, vec![ok; 4]);
+    }
+
+    // Afterwards the backend reads normally (under io_uring, on a fresh ring).
+    aio.set_fault_injector(None);
+    let back = backend
+        .read_blocks(&rel, 0, IoBuffer::zeroed(8 * BLCKSZ))
+        .unwrap();
+    assert_eq!(back.as_slice(), &image(8)[..]);
+    assert_nothing_pending(&backend, &aio);
+}
+
+/// Another thread waits on I/O the owner has only staged; the owner's submission is then
+/// refused. The waiter must return (the I/O failed) instead of sleeping in the kernel for a
+/// completion of an SQE that never reached it — and when the owner's submission works, the
+/// waiter returns as soon as the read is done.
+fn a_waiter_on_an_unsubmitted_io_returns(method: IoMethodKind) {
+    use pageio::aio::SubmitFault;
+    let dir = tempfile::tempdir().unwrap();
+    let aio = aio(method);
+    let mut owner = aio.backend().unwrap();
+    let rel = make_rel(&mut owner, dir.path(), "16384", 8);
+    for refuse in [true, false] {
+        if refuse {
+            aio.set_fault_injector(Some(Arc::new(
+                FaultPlan::new().on_submit(SubmitFault::Errno(libc::EINVAL), 1),
+            )));
+        } else {
+            aio.set_fault_injector(None);
+        }
+        let refs = stage_four_separate_reads(&mut owner, &rel);
+        let started = Arc::new(Barrier::new(2));
+        let waiter = {
+            let (aio, started, wref) = (aio.clone(), started.clone(), refs[3]);
+            std::thread::spawn(move || {
+                started.wait();
+                // Nothing is in the kernel yet: the I/O is staged in the owner's batch.
+                aio.wait(wref);
+                assert!(aio.poll(wref));
+            })
+        };
+        started.wait();
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        owner.exit_batch_mode();
+        waiter.join().unwrap();
+        let got = outcomes(&mut owner, &refs);
+        let want = if refuse && method == IoMethodKind::IoUring {
+            (IoStatus::Error, Some(libc::EINVAL))
+        } else {
+            (IoStatus::Ok, None)
+        };
+        assert_eq!(got, vec![want; 4], "refuse={refuse}");
+    }
+    aio.set_fault_injector(None);
+    assert_nothing_pending(&owner, &aio);
+}
+
 macro_rules! conformance {
     ($($name:ident),* $(,)?) => {
         mod sync {
@@ -1059,4 +1241,6 @@ conformance!(
     partial_reads_in_a_long_request_are_reissued_or_named,
     a_panicking_completion_fails_the_io_and_leaves_nothing_pending,
     a_panicking_pipeline_driver_unwinds_only_after_its_ios_end,
+    refused_submissions_fail_the_ios_with_the_errno,
+    a_waiter_on_an_unsubmitted_io_returns,
 );

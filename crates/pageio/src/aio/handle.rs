@@ -277,8 +277,8 @@ impl AioHooks {
     }
 }
 
-/// The part of a backend other threads can see: its handles, counters and (for io_uring)
-/// its ring.
+/// The part of a backend other threads can see: its handles and counters. Method-specific
+/// state (io_uring's ring) belongs to the method, indexed by `id`.
 pub(crate) struct BackendShared {
     pub id: u32,
     pub handles: Box<[HandleShared]>,
@@ -287,7 +287,6 @@ pub(crate) struct BackendShared {
     pub tid: AtomicI32,
     pub active: std::sync::atomic::AtomicBool,
     pub direct: bool,
-    pub ring: Option<super::method::uring::Ring>,
 }
 
 impl BackendShared {
@@ -297,7 +296,6 @@ impl BackendShared {
         iovec_capacity: usize,
         hooks: Arc<AioHooks>,
         direct: bool,
-        ring: Option<super::method::uring::Ring>,
     ) -> BackendShared {
         let handles = (0..handle_count)
             .map(|_| HandleShared {
@@ -315,7 +313,6 @@ impl BackendShared {
             tid: AtomicI32::new(0),
             active: std::sync::atomic::AtomicBool::new(false),
             direct,
-            ring,
         }
     }
 
@@ -425,19 +422,12 @@ impl BackendShared {
         (result, raw)
     }
 
-    /// Waits until the I/O `(index, generation)` has completed shared. Spins first, then
-    /// reaps the ring (io_uring) or sleeps on the handle (sync, worker).
+    /// Waits until the I/O `(index, generation)` has completed shared: spins first, then
+    /// sleeps on the handle's condition variable until the completer wakes it. For methods
+    /// whose completer is a running thread (sync, worker); io_uring waits through its ring.
     pub fn wait_done(&self, index: u32, generation: u64) {
         let handle = &self.handles[index as usize];
         if handle.is_done(generation) {
-            return;
-        }
-        if let Some(ring) = &self.ring {
-            // Under io_uring nothing changes the state until someone reaps the ring, so
-            // spinning would only delay that: reap (and if need be sleep in the kernel) now.
-            while !handle.is_done(generation) {
-                ring.wait_for_completions(self, || handle.is_done(generation));
-            }
             return;
         }
         if spin_until(WAIT_SPIN, || handle.is_done(generation)) {
@@ -449,6 +439,30 @@ impl BackendShared {
             d = handle.cond.wait(d).unwrap_or_else(|p| p.into_inner());
             d.sleepers -= 1;
         }
+    }
+
+    /// Sleeps on the handle's condition variable until the I/O `(index, generation)` has
+    /// completed shared or `timeout` has passed; returns whether it is done. For waiters
+    /// that must re-check something else now and then (io_uring: whether anything is in
+    /// the kernel to wait for).
+    pub fn wait_done_timeout(&self, index: u32, generation: u64, timeout: Duration) -> bool {
+        let handle = &self.handles[index as usize];
+        let deadline = Instant::now() + timeout;
+        let mut d = handle.lock();
+        while !handle.is_done(generation) {
+            let now = Instant::now();
+            if now >= deadline {
+                return false;
+            }
+            d.sleepers += 1;
+            d = handle
+                .cond
+                .wait_timeout(d, deadline - now)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+            d.sleepers -= 1;
+        }
+        true
     }
 }
 

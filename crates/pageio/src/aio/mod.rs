@@ -49,7 +49,7 @@ pub mod result;
 pub mod stats;
 
 pub use callbacks::{AioCallbacks, LocalCompletion, SharedCompletion};
-pub use fault::{Fault, FaultInjector, FaultPlan};
+pub use fault::{Fault, FaultInjector, FaultPlan, SubmitFault};
 pub use handle::{HandleState, WaitRef};
 pub use pipeline::{IoPipeline, PipelineDriver, PipelineIo};
 pub use result::{AioError, IoOp, IoResult, IoStatus, IoTarget};
@@ -131,7 +131,9 @@ impl Aio {
             IoMethodKind::Worker => {
                 Box::new(method::worker::WorkerMethod::start(config.io_workers)?)
             }
-            IoMethodKind::IoUring | IoMethodKind::Auto => Box::new(method::uring::UringMethod),
+            IoMethodKind::IoUring | IoMethodKind::Auto => {
+                Box::new(method::uring::UringMethod::new(config.io_max_concurrency))
+            }
         };
         debug_assert_eq!(method.kind(), method_kind);
         let files = FileCache::new(config.max_open_files, config.direct_io)?;
@@ -206,21 +208,16 @@ impl Aio {
                     if slots.len() >= MAX_BACKENDS {
                         return Err(AioError::TooManyBackends(MAX_BACKENDS));
                     }
-                    let ring = if self.core.method_kind == IoMethodKind::IoUring {
-                        Some(method::uring::Ring::new(
-                            self.core.config.io_max_concurrency,
-                        )?)
-                    } else {
-                        None
-                    };
                     let b = Arc::new(BackendShared::new(
                         slots.len() as u32,
                         self.core.config.io_max_concurrency,
                         self.core.config.io_combine_limit_blocks,
                         self.core.hooks.clone(),
                         self.core.config.direct_io,
-                        ring,
                     ));
+                    if let Err(e) = self.core.method.attach_backend(&b) {
+                        return Err(e);
+                    }
                     b.active.store(true, Ordering::Release);
                     slots.push(b.clone());
                     b
@@ -258,7 +255,7 @@ impl Aio {
     /// [`Backend::wait`] instead, which first submits its own staged I/O.
     pub fn wait(&self, wref: WaitRef) {
         if let Some(b) = self.backend_shared(wref.backend_id) {
-            b.wait_done(wref.index, wref.generation);
+            self.core.method.wait_for(&b, wref.index, wref.generation);
         }
     }
 
@@ -569,7 +566,7 @@ impl Backend {
         }
         if !h.is_done(generation) {
             let start = Instant::now();
-            self.shared.wait_done(index, generation);
+            self.core.method.wait_for(&self.shared, index, generation);
             self.account_wait(start);
         }
         if h.generation.load(Ordering::Acquire) == generation
@@ -581,9 +578,7 @@ impl Backend {
 
     /// Reclaims every handle whose I/O has completed shared.
     pub fn reclaim_completed(&mut self) {
-        if let Some(ring) = &self.shared.ring {
-            ring.reap(&self.shared);
-        }
+        self.core.method.reap(&self.shared);
         let ready: Vec<u32> = self
             .in_flight
             .iter()

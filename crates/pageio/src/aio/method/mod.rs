@@ -25,7 +25,7 @@ pub mod worker;
 use std::sync::Arc;
 
 use super::handle::{BackendShared, HandleState};
-use super::result::IoOp;
+use super::result::{AioError, IoOp};
 use crate::config::IoMethodKind;
 
 /// Most iovecs in one kernel I/O. The kernel's `IOV_MAX` is 1024; merging stops there.
@@ -34,12 +34,37 @@ pub(crate) const MAX_IOVECS_PER_IO: usize = 1024;
 /// One kernel I/O: a leader handle and the handles merged behind it, in file order.
 pub(crate) type Group = Vec<u32>;
 
-/// The interface between the AIO layer and a method.
+/// The interface between the AIO layer and a method. The generic layer knows nothing of
+/// rings or queues: per-backend state a method needs (io_uring's ring) is the method's own,
+/// indexed by backend id, as PostgreSQL keeps `pgaio_uring_contexts` per process.
 pub(crate) trait IoMethodImpl: Send + Sync {
     /// Which method this is.
     fn kind(&self) -> IoMethodKind;
-    /// Starts execution of `groups` of `backend`'s handles (all in state SUBMITTED).
+
+    /// Prepares whatever the method keeps per backend for the backend in slot
+    /// `backend.id` (called when a thread registers; slots are reused).
+    fn attach_backend(&self, backend: &BackendShared) -> Result<(), AioError> {
+        let _ = backend;
+        Ok(())
+    }
+
+    /// Starts execution of `groups` of `backend`'s handles (all in state SUBMITTED). Every
+    /// handle ends up completed — by the kernel, or failed with an errno — never stranded.
     fn submit(&self, backend: &Arc<BackendShared>, groups: Vec<Group>);
+
+    /// Waits until the I/O `(index, generation)` of `backend` has completed shared. Every
+    /// sleep inside is bounded; the loop ends because the I/O completes (it was submitted,
+    /// or is being submitted by its owner, who never waits on another backend before
+    /// submitting its own staged I/O).
+    fn wait_for(&self, backend: &BackendShared, index: u32, generation: u64) {
+        backend.wait_done(index, generation);
+    }
+
+    /// Completes whatever has finished without waiting (io_uring: drains the ring's
+    /// completion queue). Nothing to do for methods whose completer is the executing thread.
+    fn reap(&self, backend: &BackendShared) {
+        let _ = backend;
+    }
 }
 
 /// Merges `staged` (handle indices, in staging order) into groups of contiguous same-file,
