@@ -525,3 +525,63 @@ fn flip_bit(iovecs: &[libc::iovec], byte_offset: usize, bit: u8) {
         skip -= iov.iov_len;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn handle() -> HandleShared {
+        HandleShared {
+            state: AtomicU8::new(HandleState::Idle as u8),
+            generation: AtomicU64::new(0),
+            data: Mutex::new(HandleData::new(1)),
+            cond: Condvar::new(),
+        }
+    }
+
+    #[test]
+    fn a_handle_walks_the_state_machine() {
+        use HandleState::*;
+        let h = handle();
+        // Read completed asynchronously, then released unused.
+        for state in [
+            HandedOut,
+            Defined,
+            Staged,
+            Submitted,
+            CompletedIo,
+            CompletedShared,
+            CompletedLocal,
+            Idle,
+            HandedOut,
+            Idle,
+        ] {
+            h.set_state(state);
+            assert_eq!(h.state(), state);
+        }
+        // Every state can be left, and none goes back to where the owner cannot follow.
+        assert!(
+            Defined.can_become(Submitted),
+            "PostgreSQL's synchronous path"
+        );
+        assert!(
+            !Submitted.can_become(Idle),
+            "an I/O in flight is never just dropped"
+        );
+        assert!(
+            !CompletedShared.can_become(Idle),
+            "the owner reclaims first"
+        );
+        assert!(!Idle.can_become(Submitted));
+        assert!(!Staged.can_become(Staged));
+    }
+
+    /// Proves debug assertions run: an illegal transition through the test-only path (a
+    /// bare handle) panics naming both states.
+    #[cfg(debug_assertions)]
+    #[test]
+    #[should_panic(expected = "illegal AIO handle state transition IDLE -> SUBMITTED")]
+    fn an_illegal_transition_panics_in_debug_builds() {
+        handle().set_state(HandleState::Submitted);
+    }
+}

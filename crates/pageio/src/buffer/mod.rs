@@ -604,15 +604,25 @@ impl BufferPool {
 
     fn release_victim(&self, id: BufferId) {
         let d = self.desc(id);
+        debug_assert!(
+            d.refcount.load(Ordering::Acquire) >= 1,
+            "releasing victim buffer {id} that holds no pin"
+        );
         d.flags.store(0, Ordering::Release);
         d.usage.store(0, Ordering::Relaxed);
         d.refcount.fetch_sub(1, Ordering::AcqRel);
     }
 
-    /// Drops one pin.
+    /// Drops one pin. Unpinning a buffer nobody pinned is a caller bug: debug builds panic
+    /// on it; release builds leave the count at zero rather than wrap it to 4 billion pins,
+    /// which would keep the buffer from ever being evicted.
     pub fn unpin(&self, id: BufferId) {
-        let prev = self.desc(id).refcount.fetch_sub(1, Ordering::AcqRel);
-        debug_assert!(prev > 0, "unpin of unpinned buffer {id}");
+        let refcount = &self.desc(id).refcount;
+        let pins_before = refcount.fetch_sub(1, Ordering::AcqRel);
+        if pins_before == 0 {
+            refcount.fetch_add(1, Ordering::AcqRel);
+            debug_assert!(false, "unpin of unpinned buffer {id}");
+        }
     }
 
     /// Whether a pinned buffer holds a valid page.

@@ -369,6 +369,12 @@ impl<'p, D, F: FnMut() -> Option<(u64, D)>> ReadStream<'p, D, F> {
         n: usize,
         block: u64,
     ) -> Result<(), BufferError> {
+        debug_assert!(
+            n >= 1 && at + n <= self.queue.len(),
+            "read stream issue of queue entries {at}..{} outside the queue of {}",
+            at + n,
+            self.queue.len()
+        );
         let buffers: Vec<BufferId> = self.queue.range(at..at + n).map(|e| e.buffer).collect();
         let wref = self.pool.stage_read(backend, self.rel, block, &buffers)?;
         let seq = self.next_seq;
@@ -446,9 +452,41 @@ impl<'p, D, F: FnMut() -> Option<(u64, D)>> ReadStream<'p, D, F> {
 
     fn look_ahead(&mut self, backend: &mut Backend) -> Result<(), BufferError> {
         backend.enter_batch_mode();
-        let r = self.look_ahead_batched(backend);
+        let looked = self.look_ahead_batched(backend);
         backend.exit_batch_mode();
-        r
+        self.assert_bookkeeping();
+        looked
+    }
+
+    /// The stream's invariants, as `read_stream.c` asserts them: the buffers it pins plus
+    /// the blocks of the pending run never exceed the pin limit (`max_distance`), and both
+    /// distances stay within their bounds. Debug builds only; the checks are O(1).
+    fn assert_bookkeeping(&self) {
+        debug_assert!(
+            self.queue.len() + self.pending.len() <= self.max_distance,
+            "read stream holds {} pinned buffers + {} pending blocks, over its pin limit {}",
+            self.queue.len(),
+            self.pending.len(),
+            self.max_distance
+        );
+        debug_assert!(
+            (1..=self.max_distance).contains(&self.distance),
+            "read stream distance {} outside 1..={}",
+            self.distance,
+            self.max_distance
+        );
+        debug_assert!(
+            (1..=self.combine_limit.max(1)).contains(&self.combine_distance),
+            "read stream combine distance {} outside 1..={}",
+            self.combine_distance,
+            self.combine_limit
+        );
+        debug_assert!(
+            self.pending.len() <= self.combine_limit,
+            "read stream pending run of {} blocks over io_combine_limit {}",
+            self.pending.len(),
+            self.combine_limit
+        );
     }
 
     fn look_ahead_batched(&mut self, backend: &mut Backend) -> Result<(), BufferError> {

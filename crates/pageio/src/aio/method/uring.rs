@@ -381,7 +381,12 @@ impl Ring {
             if done.is_empty() {
                 return;
             }
-            self.in_kernel.fetch_sub(done.len(), Ordering::AcqRel);
+            let in_kernel_before = self.in_kernel.fetch_sub(done.len(), Ordering::AcqRel);
+            debug_assert!(
+                in_kernel_before >= done.len(),
+                "reaped {} completions with only {in_kernel_before} SQEs in the kernel",
+                done.len()
+            );
             for (leader, raw) in done {
                 let followers = {
                     let mut d = backend.handles[leader as usize].lock();
