@@ -321,27 +321,27 @@ impl BackendShared {
     /// thread finished the I/O.
     pub fn complete(&self, index: u32, raw_result: i64, executed_sync: bool) {
         let handle = &self.handles[index as usize];
-        let mut d = handle.lock();
+        let mut data = handle.lock();
         debug_assert_eq!(
             handle.state(),
             HandleState::Submitted,
             "completing a handle twice"
         );
         handle.set_state(HandleState::CompletedIo);
-        let op = d.op.unwrap_or(IoOp::Readv);
-        d.f_sync |= executed_sync;
+        let op = data.op.unwrap_or(IoOp::Readv);
+        data.f_sync |= executed_sync;
         // The fault injector and the shared callback are caller code running in whichever
         // thread completes the I/O — an I/O worker, another backend reaping a ring. A panic
         // there must not leave the handle short of COMPLETED_SHARED (every waiter would hang)
         // nor kill an I/O worker: it becomes this I/O's error instead.
         let shared_work = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            self.run_shared_completion(&mut d, op, raw_result)
+            self.run_shared_completion(&mut data, op, raw_result)
         }));
         let (result, raw) = match shared_work {
             Ok(done) => done,
             Err(panic) => {
                 let error = AioError::CallbackPanicked {
-                    target: d.target.clone(),
+                    target: data.target.clone(),
                     message: panic_message(&*panic),
                 };
                 (
@@ -355,28 +355,29 @@ impl BackendShared {
                 )
             }
         };
-        let c = &self.counters;
+        let counters = &self.counters;
         match result.status {
             IoStatus::Error => {
-                c.errors.fetch_add(1, Ordering::Relaxed);
+                counters.errors.fetch_add(1, Ordering::Relaxed);
             }
             IoStatus::Partial => {
-                c.partials.fetch_add(1, Ordering::Relaxed);
+                counters.partials.fetch_add(1, Ordering::Relaxed);
             }
             _ => {}
         }
         if raw > 0 {
-            c.bytes.fetch_add(raw as u64, Ordering::Relaxed);
+            counters.bytes.fetch_add(raw as u64, Ordering::Relaxed);
         }
-        c.blocks
+        counters
+            .blocks
             .fetch_add(result.blocks_done as u64, Ordering::Relaxed);
-        c.io_ns.fetch_add(
-            self.hooks.now_ns().saturating_sub(d.submit_ns),
+        counters.io_ns.fetch_add(
+            self.hooks.now_ns().saturating_sub(data.submit_ns),
             Ordering::Relaxed,
         );
-        d.result = result;
+        data.result = result;
         handle.set_state(HandleState::CompletedShared);
-        if d.sleepers > 0 {
+        if data.sleepers > 0 {
             handle.cond.notify_all();
         }
     }
@@ -385,7 +386,7 @@ impl BackendShared {
     /// the result and the raw result as (possibly) changed by the fault.
     fn run_shared_completion(
         &self,
-        d: &mut HandleData,
+        data: &mut HandleData,
         op: IoOp,
         raw_result: i64,
     ) -> (IoResult, i64) {
@@ -397,25 +398,25 @@ impl BackendShared {
             .unwrap_or_else(|p| p.into_inner())
             .clone();
         if let Some(injector) = injector {
-            match injector.inject(op, &d.target) {
+            match injector.inject(op, &data.target) {
                 Some(Fault::Errno(e)) => raw = -(e as i64),
                 Some(Fault::Short { bytes }) if raw >= 0 => raw = raw.min(bytes as i64),
                 Some(Fault::FlipBit { byte_offset, bit })
                     if op == IoOp::Readv && raw > byte_offset as i64 =>
                 {
-                    flip_bit(&d.iovecs, byte_offset, bit);
+                    flip_bit(&data.iovecs, byte_offset, bit);
                 }
                 _ => {}
             }
         }
-        let mut result = IoResult::distill(op, &d.target, raw);
-        if let Some(callbacks) = d.callbacks.clone() {
+        let mut result = IoResult::distill(op, &data.target, raw);
+        if let Some(callbacks) = data.callbacks.clone() {
             let mut ctx = SharedCompletion {
                 op,
-                target: &d.target,
-                handle_data: &d.handle_data,
+                target: &data.target,
+                handle_data: &data.handle_data,
                 result: &mut result,
-                iovecs: &d.iovecs,
+                iovecs: &data.iovecs,
             };
             callbacks.complete_shared(&mut ctx);
         }
@@ -433,11 +434,11 @@ impl BackendShared {
         if spin_until(WAIT_SPIN, || handle.is_done(generation)) {
             return;
         }
-        let mut d = handle.lock();
+        let mut data = handle.lock();
         while !handle.is_done(generation) {
-            d.sleepers += 1;
-            d = handle.cond.wait(d).unwrap_or_else(|p| p.into_inner());
-            d.sleepers -= 1;
+            data.sleepers += 1;
+            data = handle.cond.wait(data).unwrap_or_else(|p| p.into_inner());
+            data.sleepers -= 1;
         }
     }
 
@@ -448,19 +449,19 @@ impl BackendShared {
     pub fn wait_done_timeout(&self, index: u32, generation: u64, timeout: Duration) -> bool {
         let handle = &self.handles[index as usize];
         let deadline = Instant::now() + timeout;
-        let mut d = handle.lock();
+        let mut data = handle.lock();
         while !handle.is_done(generation) {
             let now = Instant::now();
             if now >= deadline {
                 return false;
             }
-            d.sleepers += 1;
-            d = handle
+            data.sleepers += 1;
+            data = handle
                 .cond
-                .wait_timeout(d, deadline - now)
+                .wait_timeout(data, deadline - now)
                 .unwrap_or_else(|p| p.into_inner())
                 .0;
-            d.sleepers -= 1;
+            data.sleepers -= 1;
         }
         true
     }
@@ -530,7 +531,7 @@ fn flip_bit(iovecs: &[libc::iovec], byte_offset: usize, bit: u8) {
 mod tests {
     use super::*;
 
-    fn handle() -> HandleShared {
+    fn bare_handle() -> HandleShared {
         HandleShared {
             state: AtomicU8::new(HandleState::Idle as u8),
             generation: AtomicU64::new(0),
@@ -542,7 +543,7 @@ mod tests {
     #[test]
     fn a_handle_walks_the_state_machine() {
         use HandleState::*;
-        let h = handle();
+        let handle = bare_handle();
         // Read completed asynchronously, then released unused.
         for state in [
             HandedOut,
@@ -556,8 +557,8 @@ mod tests {
             HandedOut,
             Idle,
         ] {
-            h.set_state(state);
-            assert_eq!(h.state(), state);
+            handle.set_state(state);
+            assert_eq!(handle.state(), state);
         }
         // Every state can be left, and none goes back to where the owner cannot follow.
         assert!(
@@ -582,6 +583,6 @@ mod tests {
     #[test]
     #[should_panic(expected = "illegal AIO handle state transition IDLE -> SUBMITTED")]
     fn an_illegal_transition_panics_in_debug_builds() {
-        handle().set_state(HandleState::Submitted);
+        bare_handle().set_state(HandleState::Submitted);
     }
 }

@@ -196,31 +196,32 @@ impl Aio {
             // register at the same moment must never share one slot's handles.
             let free = slots
                 .iter()
-                .find(|b| {
-                    b.active
+                .find(|backend_shared| {
+                    backend_shared
+                        .active
                         .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
                         .is_ok()
                 })
                 .cloned();
             match free {
-                Some(b) => b,
+                Some(backend_shared) => backend_shared,
                 None => {
                     if slots.len() >= MAX_BACKENDS {
                         return Err(AioError::TooManyBackends(MAX_BACKENDS));
                     }
-                    let b = Arc::new(BackendShared::new(
+                    let backend_shared = Arc::new(BackendShared::new(
                         slots.len() as u32,
                         self.core.config.io_max_concurrency,
                         self.core.config.io_combine_limit_blocks,
                         self.core.hooks.clone(),
                         self.core.config.direct_io,
                     ));
-                    if let Err(e) = self.core.method.attach_backend(&b) {
+                    if let Err(e) = self.core.method.attach_backend(&backend_shared) {
                         return Err(e);
                     }
-                    b.active.store(true, Ordering::Release);
-                    slots.push(b.clone());
-                    b
+                    backend_shared.active.store(true, Ordering::Release);
+                    slots.push(backend_shared.clone());
+                    backend_shared
                 }
             }
         };
@@ -228,12 +229,12 @@ impl Aio {
         shared
             .tid
             .store(unsafe { libc::gettid() }, Ordering::Relaxed);
-        let n = shared.handles.len() as u32;
+        let handle_count = shared.handles.len() as u32;
         Ok(Backend {
             core: self.core.clone(),
             shared,
-            idle: (0..n).rev().collect(),
-            in_flight: VecDeque::with_capacity(n as usize),
+            idle: (0..handle_count).rev().collect(),
+            in_flight: VecDeque::with_capacity(handle_count as usize),
             staged: Vec::with_capacity(MAX_BATCH_IOS),
             batch_depth: 0,
             kept: HashMap::new(),
@@ -254,15 +255,19 @@ impl Aio {
     /// the handle has since been reused. A thread that is a backend should call
     /// [`Backend::wait`] instead, which first submits its own staged I/O.
     pub fn wait(&self, wref: WaitRef) {
-        if let Some(b) = self.backend_shared(wref.backend_id) {
-            self.core.method.wait_for(&b, wref.index, wref.generation);
+        if let Some(backend_shared) = self.backend_shared(wref.backend_id) {
+            self.core
+                .method
+                .wait_for(&backend_shared, wref.index, wref.generation);
         }
     }
 
     /// True when the I/O behind `wref` needs no more waiting (completed or recycled).
     pub fn poll(&self, wref: WaitRef) -> bool {
         match self.backend_shared(wref.backend_id) {
-            Some(b) => b.handles[wref.index as usize].is_done(wref.generation),
+            Some(backend_shared) => {
+                backend_shared.handles[wref.index as usize].is_done(wref.generation)
+            }
             None => true,
         }
     }
@@ -277,22 +282,22 @@ impl Aio {
             .clone();
         let per_backend = self.core.config.io_max_concurrency;
         let mut rows = Vec::new();
-        for b in backends {
-            for (i, h) in b.handles.iter().enumerate() {
-                if h.state() == HandleState::Idle {
+        for backend_shared in backends {
+            for (i, handle) in backend_shared.handles.iter().enumerate() {
+                if handle.state() == HandleState::Idle {
                     continue;
                 }
-                let d = h.lock();
-                let state = h.state();
+                let data = handle.lock();
+                let state = handle.state();
                 if state == HandleState::Idle {
                     continue;
                 }
                 rows.push(AioRow::from_handle(
-                    &b,
-                    (b.id as usize * per_backend + i) as u32,
-                    h.generation.load(Ordering::Acquire),
+                    &backend_shared,
+                    (backend_shared.id as usize * per_backend + i) as u32,
+                    handle.generation.load(Ordering::Acquire),
                     state,
-                    &d,
+                    &data,
                 ));
             }
         }
@@ -306,8 +311,8 @@ impl Aio {
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .iter()
-            .map(|b| b.counters.snapshot())
-            .fold(IoCounters::default(), |a, b| a + b)
+            .map(|backend_shared| backend_shared.counters.snapshot())
+            .fold(IoCounters::default(), |total, counters| total + counters)
     }
 }
 
@@ -348,29 +353,29 @@ pub struct AioRow {
 
 impl AioRow {
     fn from_handle(
-        b: &BackendShared,
+        backend_shared: &BackendShared,
         io_id: u32,
         generation: u64,
         state: HandleState,
-        d: &HandleData,
+        data: &HandleData,
     ) -> AioRow {
         let known = state >= HandleState::CompletedIo;
         AioRow {
-            pid: b.tid.load(Ordering::Relaxed),
+            pid: backend_shared.tid.load(Ordering::Relaxed),
             io_id,
             io_generation: generation,
             state: state.as_str(),
-            operation: d.op.map(IoOp::as_str).unwrap_or("invalid"),
-            off: d.offset_bytes,
-            length: d.len_bytes() as u64,
+            operation: data.op.map(IoOp::as_str).unwrap_or("invalid"),
+            off: data.offset_bytes,
+            length: data.len_bytes() as u64,
             target: "smgr",
-            handle_data_len: d.handle_data.len() as u32,
-            raw_result: known.then_some(d.result.raw_result),
-            result: d.result.status.as_str(),
-            target_desc: d.target.desc(),
-            f_sync: d.f_sync,
-            f_localmem: d.f_localmem,
-            f_buffered: !b.direct,
+            handle_data_len: data.handle_data.len() as u32,
+            raw_result: known.then_some(data.result.raw_result),
+            result: data.result.status.as_str(),
+            target_desc: data.target.desc(),
+            f_sync: data.f_sync,
+            f_localmem: data.f_localmem,
+            f_buffered: !backend_shared.direct,
         }
     }
 }
@@ -443,9 +448,9 @@ impl Backend {
     pub fn acquire(&mut self) -> Result<AioHandle<'_>, AioError> {
         loop {
             if let Some(index) = self.idle.pop() {
-                let h = &self.shared.handles[index as usize];
-                debug_assert_eq!(h.state(), HandleState::Idle);
-                h.set_state(HandleState::HandedOut);
+                let handle = &self.shared.handles[index as usize];
+                debug_assert_eq!(handle.state(), HandleState::Idle);
+                handle.set_state(HandleState::HandedOut);
                 return Ok(AioHandle {
                     backend: self,
                     index,
@@ -494,12 +499,15 @@ impl Backend {
         }
         let staged = std::mem::take(&mut self.staged);
         let groups: Vec<Group> = method::plan_groups(&self.shared, &staged);
-        let c = &self.shared.counters;
-        c.ios_issued
+        let counters = &self.shared.counters;
+        counters
+            .ios_issued
             .fetch_add(staged.len() as u64, Ordering::Relaxed);
-        c.kernel_ios
+        counters
+            .kernel_ios
             .fetch_add(groups.len() as u64, Ordering::Relaxed);
-        c.ios_merged
+        counters
+            .ios_merged
             .fetch_add((staged.len() - groups.len()) as u64, Ordering::Relaxed);
         method::mark_submitted(&self.shared, &groups, self.shared.hooks.now_ns());
         self.core.method.submit(&self.shared, groups);
@@ -549,28 +557,29 @@ impl Backend {
     }
 
     fn account_wait(&self, start: Instant) {
-        let c = &self.shared.counters;
-        c.wait_ns
+        let counters = &self.shared.counters;
+        counters
+            .wait_ns
             .fetch_add(start.elapsed().as_nanos() as u64, Ordering::Relaxed);
-        c.waits.fetch_add(1, Ordering::Relaxed);
+        counters.waits.fetch_add(1, Ordering::Relaxed);
     }
 
     fn wait_local(&mut self, index: u32, generation: u64) {
         let shared = self.shared.clone();
-        let h = &shared.handles[index as usize];
-        if h.generation.load(Ordering::Acquire) != generation {
+        let handle = &shared.handles[index as usize];
+        if handle.generation.load(Ordering::Acquire) != generation {
             return;
         }
-        if h.state() == HandleState::Staged {
+        if handle.state() == HandleState::Staged {
             self.submit_staged();
         }
-        if !h.is_done(generation) {
+        if !handle.is_done(generation) {
             let start = Instant::now();
             self.core.method.wait_for(&self.shared, index, generation);
             self.account_wait(start);
         }
-        if h.generation.load(Ordering::Acquire) == generation
-            && h.state() == HandleState::CompletedShared
+        if handle.generation.load(Ordering::Acquire) == generation
+            && handle.state() == HandleState::CompletedShared
         {
             self.reclaim(index);
         }
@@ -591,19 +600,19 @@ impl Backend {
     }
 
     fn reclaim(&mut self, index: u32) {
-        let h = &self.shared.handles[index as usize];
-        debug_assert_eq!(h.state(), HandleState::CompletedShared);
-        let generation = h.generation.load(Ordering::Acquire);
+        let handle = &self.shared.handles[index as usize];
+        debug_assert_eq!(handle.state(), HandleState::CompletedShared);
+        let generation = handle.generation.load(Ordering::Acquire);
         let (callbacks, result, target, op, handle_data, buffer, keep) = {
-            let mut d = h.lock();
+            let mut data = handle.lock();
             (
-                d.callbacks.take(),
-                d.result.clone(),
-                d.target.clone(),
-                d.op.unwrap_or(IoOp::Readv),
-                std::mem::take(&mut d.handle_data),
-                d.owned_buffer.take(),
-                d.keep_result,
+                data.callbacks.take(),
+                data.result.clone(),
+                data.target.clone(),
+                data.op.unwrap_or(IoOp::Readv),
+                std::mem::take(&mut data.handle_data),
+                data.owned_buffer.take(),
+                data.keep_result,
             )
         };
         // The local callback is the owner's code, run in the owner's thread: a panic in it
@@ -621,13 +630,13 @@ impl Backend {
             .err()
         });
         {
-            let mut d = h.lock();
-            h.set_state(HandleState::CompletedLocal);
-            d.reset();
-            d.handle_data = handle_data;
-            d.handle_data.clear();
-            h.generation.fetch_add(1, Ordering::AcqRel);
-            h.set_state(HandleState::Idle);
+            let mut data = handle.lock();
+            handle.set_state(HandleState::CompletedLocal);
+            data.reset();
+            data.handle_data = handle_data;
+            data.handle_data.clear();
+            handle.generation.fetch_add(1, Ordering::AcqRel);
+            handle.set_state(HandleState::Idle);
         }
         if let Some(pos) = self.in_flight.iter().position(|&i| i == index) {
             self.in_flight.remove(pos);
@@ -813,10 +822,10 @@ impl AioHandle<'_> {
     /// Registers completion callbacks and their handle data (at most `io_combine_limit`
     /// values, typically buffer ids).
     pub fn set_callbacks(&mut self, callbacks: Arc<dyn AioCallbacks>, handle_data: &[u64]) {
-        let mut d = self.shared().lock();
-        d.callbacks = Some(callbacks);
-        d.handle_data.clear();
-        d.handle_data.extend_from_slice(handle_data);
+        let mut data = self.shared().lock();
+        data.callbacks = Some(callbacks);
+        data.handle_data.clear();
+        data.handle_data.extend_from_slice(handle_data);
     }
 
     /// Asks for the completion to be kept for [`Backend::wait`] / [`Backend::take_completion`].
@@ -845,7 +854,7 @@ impl AioHandle<'_> {
         target: IoTarget,
     ) -> Result<WaitRef, AioError> {
         let combine_bytes = self.backend.core.config.io_combine_limit_bytes();
-        let len: usize = iovecs.iter().map(|v| v.iov_len).sum();
+        let len: usize = iovecs.iter().map(|iov| iov.iov_len).sum();
         if len != target.len_bytes() || len == 0 {
             return Err(AioError::InvalidRequest(format!(
                 "{} covers {} bytes but its iovecs describe {len}",
@@ -870,21 +879,21 @@ impl AioHandle<'_> {
             check_direct_alignment(&file, offset_bytes, iovecs)?;
         }
         let wref = {
-            let h = self.shared();
-            let mut d = h.lock();
-            d.op = Some(op);
-            d.file = Some(file);
-            d.offset_bytes = offset_bytes;
-            d.iovecs.clear();
-            d.iovecs.extend_from_slice(iovecs);
-            d.target = target;
-            d.result = IoResult::unknown();
-            h.set_state(HandleState::Defined);
-            h.set_state(HandleState::Staged);
+            let handle = self.shared();
+            let mut data = handle.lock();
+            data.op = Some(op);
+            data.file = Some(file);
+            data.offset_bytes = offset_bytes;
+            data.iovecs.clear();
+            data.iovecs.extend_from_slice(iovecs);
+            data.target = target;
+            data.result = IoResult::unknown();
+            handle.set_state(HandleState::Defined);
+            handle.set_state(HandleState::Staged);
             WaitRef {
                 backend_id: self.backend.shared.id,
                 index: self.index,
-                generation: h.generation.load(Ordering::Acquire),
+                generation: handle.generation.load(Ordering::Acquire),
             }
         };
         self.staged = true;
@@ -934,11 +943,11 @@ impl AioHandle<'_> {
             iov_len: buffer.len(),
         };
         {
-            let mut d = self.shared().lock();
-            d.keep_result = true;
-            d.f_localmem = true;
+            let mut data = self.shared().lock();
+            data.keep_result = true;
+            data.f_localmem = true;
             // The buffer's heap allocation does not move when the IoBuffer value moves.
-            d.owned_buffer = Some(buffer);
+            data.owned_buffer = Some(buffer);
         }
         // Re-borrow self as an owned handle for `stage` without dropping it twice.
         let handle = AioHandle {
@@ -960,12 +969,12 @@ impl Drop for AioHandle<'_> {
         }
         // Released without staging (or staging failed): back to idle, like
         // pgaio_io_release().
-        let h = &self.backend.shared.handles[self.index as usize];
+        let handle = &self.backend.shared.handles[self.index as usize];
         {
-            let mut d = h.lock();
-            d.reset();
-            h.generation.fetch_add(1, Ordering::AcqRel);
-            h.set_state(HandleState::Idle);
+            let mut data = handle.lock();
+            data.reset();
+            handle.generation.fetch_add(1, Ordering::AcqRel);
+            handle.set_state(HandleState::Idle);
         }
         self.backend.idle.push(self.index);
     }
@@ -976,26 +985,26 @@ fn check_direct_alignment(
     offset_bytes: u64,
     iovecs: &[libc::iovec],
 ) -> Result<(), AioError> {
-    let a = file.alignment();
-    let bad_offset = !offset_bytes.is_multiple_of(a.offset_align_bytes as u64);
-    let bad_iov = iovecs.iter().find(|v| {
-        !(v.iov_base as usize).is_multiple_of(a.mem_align_bytes)
-            || v.iov_len % a.offset_align_bytes != 0
+    let alignment = file.alignment();
+    let bad_offset = !offset_bytes.is_multiple_of(alignment.offset_align_bytes as u64);
+    let bad_iov = iovecs.iter().find(|iov| {
+        !(iov.iov_base as usize).is_multiple_of(alignment.mem_align_bytes)
+            || iov.iov_len % alignment.offset_align_bytes != 0
     });
     if bad_offset || bad_iov.is_some() {
-        let v = bad_iov.unwrap_or(&iovecs[0]);
-        let addr = v.iov_base as usize;
+        let iov = bad_iov.unwrap_or(&iovecs[0]);
+        let addr = iov.iov_base as usize;
         return Err(StorageError::Misaligned {
             path: file.path().to_path_buf(),
-            mem_align: a.mem_align_bytes,
-            offset_align: a.offset_align_bytes,
+            mem_align: alignment.mem_align_bytes,
+            offset_align: alignment.offset_align_bytes,
             got_addr_align: if addr == 0 {
                 0
             } else {
                 1 << addr.trailing_zeros()
             },
             offset: offset_bytes,
-            len_bytes: v.iov_len,
+            len_bytes: iov.iov_len,
         }
         .into());
     }

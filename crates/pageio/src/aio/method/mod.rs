@@ -74,14 +74,14 @@ pub(crate) fn plan_groups(backend: &BackendShared, staged: &[u32]) -> Vec<Group>
     let mut groups: Vec<Group> = Vec::with_capacity(staged.len());
     // (fd, op, end offset, iovec count) of the group being built.
     let mut open: Option<(i32, IoOp, u64, usize)> = None;
-    for &idx in staged {
-        let d = backend.handles[idx as usize].lock();
-        let fd = d.file.as_ref().map(|f| f.raw_fd()).unwrap_or(-1);
-        let op = d.op.unwrap_or(IoOp::Readv);
-        let len = d.len_bytes() as u64;
-        let n_iov = d.iovecs.len();
-        let start = d.offset_bytes;
-        drop(d);
+    for &index in staged {
+        let data = backend.handles[index as usize].lock();
+        let fd = data.file.as_ref().map(|f| f.raw_fd()).unwrap_or(-1);
+        let op = data.op.unwrap_or(IoOp::Readv);
+        let len = data.len_bytes() as u64;
+        let n_iov = data.iovecs.len();
+        let start = data.offset_bytes;
+        drop(data);
         match (&mut open, groups.last_mut()) {
             (Some((gfd, gop, gend, giov)), Some(group))
                 if *gfd == fd
@@ -89,12 +89,12 @@ pub(crate) fn plan_groups(backend: &BackendShared, staged: &[u32]) -> Vec<Group>
                     && *gend == start
                     && *giov + n_iov <= MAX_IOVECS_PER_IO =>
             {
-                group.push(idx);
+                group.push(index);
                 *gend += len;
                 *giov += n_iov;
             }
             _ => {
-                groups.push(vec![idx]);
+                groups.push(vec![index]);
                 open = Some((fd, op, start + len, n_iov));
             }
         }
@@ -123,12 +123,16 @@ pub(crate) fn execute_group_sync(backend: &BackendShared, group: &[u32], execute
         };
         iovecs.clear();
         let (file, op, offset) = {
-            let d = backend.handles[group[0] as usize].lock();
-            iovecs.extend_from_slice(&d.iovecs);
-            (d.file.clone(), d.op.unwrap_or(IoOp::Readv), d.offset_bytes)
+            let data = backend.handles[group[0] as usize].lock();
+            iovecs.extend_from_slice(&data.iovecs);
+            (
+                data.file.clone(),
+                data.op.unwrap_or(IoOp::Readv),
+                data.offset_bytes,
+            )
         };
-        for &idx in &group[1..] {
-            iovecs.extend_from_slice(&backend.handles[idx as usize].lock().iovecs);
+        for &index in &group[1..] {
+            iovecs.extend_from_slice(&backend.handles[index as usize].lock().iovecs);
         }
         match file {
             Some(file) => vectored_io(file.raw_fd(), op, offset, iovecs),
@@ -151,13 +155,13 @@ pub(crate) fn distribute(backend: &BackendShared, group: &[u32], raw: i64, execu
         .collect();
     let total: i64 = lens.iter().sum();
     if raw == total {
-        for (&idx, &len) in group.iter().zip(&lens) {
-            backend.complete(idx, len, executed_sync);
+        for (&index, &len) in group.iter().zip(&lens) {
+            backend.complete(index, len, executed_sync);
         }
         return;
     }
-    for &idx in group {
-        execute_group_sync(backend, &[idx], true);
+    for &index in group {
+        execute_group_sync(backend, &[index], true);
     }
 }
 
@@ -196,12 +200,12 @@ pub(crate) fn vectored_io(fd: i32, op: IoOp, offset: u64, iovecs: &[libc::iovec]
 /// Marks the handles of `groups` as submitted (the method may complete them at once).
 pub(crate) fn mark_submitted(backend: &BackendShared, groups: &[Group], now_ns: u64) {
     for group in groups {
-        for &idx in group {
-            let h = &backend.handles[idx as usize];
-            let mut d = h.lock();
-            debug_assert_eq!(h.state(), HandleState::Staged);
-            d.submit_ns = now_ns;
-            h.set_state(HandleState::Submitted);
+        for &index in group {
+            let handle = &backend.handles[index as usize];
+            let mut data = handle.lock();
+            debug_assert_eq!(handle.state(), HandleState::Staged);
+            data.submit_ns = now_ns;
+            handle.set_state(HandleState::Submitted);
         }
     }
 }

@@ -145,36 +145,36 @@ impl Ring {
             let mut sq = unsafe { self.ring.submission_shared() };
             for (group_index, group) in groups.iter().enumerate() {
                 let leader = group[0];
-                let mut d = backend.handles[leader as usize].lock();
+                let mut data = backend.handles[leader as usize].lock();
                 if group.len() > 1 {
-                    let mut all = std::mem::take(&mut d.group_iovecs);
+                    let mut all = std::mem::take(&mut data.group_iovecs);
                     all.clear();
-                    all.extend_from_slice(&d.iovecs);
-                    drop(d);
+                    all.extend_from_slice(&data.iovecs);
+                    drop(data);
                     for &follower in &group[1..] {
                         all.extend_from_slice(&backend.handles[follower as usize].lock().iovecs);
                     }
-                    d = backend.handles[leader as usize].lock();
-                    d.group_iovecs = all;
-                    d.group_followers.clear();
-                    d.group_followers.extend_from_slice(&group[1..]);
+                    data = backend.handles[leader as usize].lock();
+                    data.group_iovecs = all;
+                    data.group_followers.clear();
+                    data.group_followers.extend_from_slice(&group[1..]);
                 }
-                let Some(file) = d.file.as_ref() else {
+                let Some(file) = data.file.as_ref() else {
                     failed.push((group_index, -(libc::EBADF as i64)));
                     continue;
                 };
                 let (iovecs_ptr, iovec_count) = if group.len() > 1 {
-                    (d.group_iovecs.as_ptr(), d.group_iovecs.len() as u32)
+                    (data.group_iovecs.as_ptr(), data.group_iovecs.len() as u32)
                 } else {
-                    (d.iovecs.as_ptr(), d.iovecs.len() as u32)
+                    (data.iovecs.as_ptr(), data.iovecs.len() as u32)
                 };
                 let fd = types::Fd(file.raw_fd());
-                let entry = match d.op.unwrap_or(IoOp::Readv) {
+                let entry = match data.op.unwrap_or(IoOp::Readv) {
                     IoOp::Readv => opcode::Readv::new(fd, iovecs_ptr, iovec_count)
-                        .offset(d.offset_bytes)
+                        .offset(data.offset_bytes)
                         .build(),
                     IoOp::Writev => opcode::Writev::new(fd, iovecs_ptr, iovec_count)
-                        .offset(d.offset_bytes)
+                        .offset(data.offset_bytes)
                         .build(),
                 }
                 .user_data(leader as u64);
@@ -389,8 +389,8 @@ impl Ring {
             );
             for (leader, raw) in done {
                 let followers = {
-                    let mut d = backend.handles[leader as usize].lock();
-                    std::mem::take(&mut d.group_followers)
+                    let mut data = backend.handles[leader as usize].lock();
+                    std::mem::take(&mut data.group_followers)
                 };
                 let mut group = Vec::with_capacity(1 + followers.len());
                 group.push(leader);
