@@ -10,8 +10,13 @@
 //!   generate ─► write_blocks (AIO, batched) ─► fsync
 //!   for method in sync, worker, io_uring:
 //!       [--cold: evict with POSIX_FADV_DONTNEED]
-//!       keep N reads in flight ─► shared callback verifies every page ─► MB/s, counters
+//!       keep N reads in flight (pageio::aio::IoPipeline) ─► shared callback verifies
+//!       every page ─► MB/s, counters
 //! ```
+//!
+//! Both the writes (through `Backend::write_blocks`) and the reads run on the library's one
+//! I/O pipeline, so an unwritable `--dir` or a vanished file ends the run with the error
+//! naming the file, never a silent spin.
 //!
 //! No PostgreSQL is needed; it is the command the README runs first.
 

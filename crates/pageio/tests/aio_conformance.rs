@@ -574,7 +574,9 @@ fn snapshot_shows_ios_in_flight_like_pg_aios(method: IoMethodKind) {
     );
     assert_eq!(row.result, "UNKNOWN");
     assert!(row.f_buffered && row.f_localmem);
-    assert_eq!(row.pid, unsafe { libc::gettid() });
+    // SAFETY: gettid has no preconditions.
+    let tid = unsafe { libc::gettid() };
+    assert_eq!(row.pid, tid);
     backend.exit_batch_mode();
     // Completed but not reclaimed: COMPLETED_SHARED with its raw result.
     aio.wait(wref);
@@ -599,8 +601,10 @@ fn direct_io_rejects_misaligned_memory(method: IoMethodKind) {
     let (file, offset) = rel.locate(aio.files(), 0, 1, OpenMode::Read).unwrap();
     assert!(file.is_direct());
     let mut mem = IoBuffer::zeroed(2 * BLCKSZ);
+    // SAFETY: 513 bytes into a buffer of two blocks stays inside it.
+    let misaligned = unsafe { mem.as_mut_ptr().add(512 + 1) };
     let iov = libc::iovec {
-        iov_base: unsafe { mem.as_mut_ptr().add(512 + 1) }.cast(),
+        iov_base: misaligned.cast(),
         iov_len: BLCKSZ,
     };
     let target = IoTarget {
@@ -608,8 +612,10 @@ fn direct_io_rejects_misaligned_memory(method: IoMethodKind) {
         first_block: 0,
         nblocks: 1,
     };
-    let h = backend.acquire().unwrap();
-    let err = unsafe { h.stage(IoOp::Readv, file, offset, &[iov], target) }.unwrap_err();
+    let handle = backend.acquire().unwrap();
+    // SAFETY: the staging is refused before any I/O starts (the memory is misaligned), and
+    // `mem` outlives the call anyway.
+    let err = unsafe { handle.stage(IoOp::Readv, file, offset, &[iov], target) }.unwrap_err();
     match &err {
         AioError::Storage(e) => assert!(matches!(**e, StorageError::Misaligned { .. }), "{e:?}"),
         other => panic!("{other:?}"),
@@ -1006,8 +1012,7 @@ fn a_panicking_pipeline_driver_unwinds_only_after_its_ios_end(method: IoMethodKi
 /// merge), four SQEs under io_uring, submitted together when the batch ends.
 fn stage_four_separate_reads(backend: &mut Backend, rel: &RelFile) -> Vec<pageio::aio::WaitRef> {
     backend.enter_batch_mode();
-    let refs = (0..4).map(|i| stage_read(backend, rel, i * 2, 1)).collect();
-    refs
+    (0..4).map(|i| stage_read(backend, rel, i * 2, 1)).collect()
 }
 
 /// The outcome of each of `refs`, in order: the status and the errno.

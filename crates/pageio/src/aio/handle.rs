@@ -19,10 +19,20 @@
 //! of those hand-overs a plain lock acquisition; the atomic `state` and `generation` let
 //! waiters poll without taking it.
 //!
-//! Waiting spins briefly first: a cached 8 kB read completes in about a microsecond, far less
-//! than a futex sleep and wake-up costs, so most waits never sleep. Only then does the
-//! waiter sleep on the handle's condition variable, and the completer pays for a wake-up only
-//! when someone is actually asleep.
+//! Every transition goes through `HandleShared::set_state`, which in debug builds asserts it
+//! is one of PostgreSQL's (`HandleState::can_become`): a slip shows up at once, naming both
+//! states, rather than later as a hang or a buffer reused under the kernel.
+//!
+//! Completion (`BackendShared::complete`) always reaches COMPLETED_SHARED: the fault injector
+//! and the shared callback run under `catch_unwind`, and a panic there becomes the I/O's
+//! error, so no waiter is left waiting on a handle nobody will complete.
+//!
+//! Waiting (for sync and worker; io_uring waits through its ring) spins briefly first: a
+//! cached 8 kB read completes in about a microsecond, far less than a futex sleep and wake-up
+//! costs, so most waits never sleep. Only then does the waiter sleep on the handle's
+//! condition variable, and the completer pays for a wake-up only when someone is actually
+//! asleep. The completer is a running thread (the submitter, an I/O worker), so the sleep
+//! always ends.
 
 use std::sync::atomic::{AtomicI32, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};

@@ -27,6 +27,25 @@
 //! * Before waiting on another backend's I/O, a backend submits its own staged I/O: the other
 //!   backend might be waiting on it.
 //! * A batch is bounded ([`MAX_BATCH_IOS`]) and is flushed early whenever a wait needs it.
+//! * Every wait ends: the method's `wait_for` sleeps only while something can wake it, and
+//!   io_uring sleeps in slices ([`method::uring::WAIT_SLICE`]); a submission the kernel
+//!   refuses fails its I/Os with the errno rather than leaving them pending.
+//! * A panic in a fault injector or shared callback fails that I/O
+//!   ([`AioError::CallbackPanicked`]) instead of leaving it short of COMPLETED_SHARED; a
+//!   panic in a local callback reaches the owner after the handle is back in the pool.
+//!
+//! ## Keeping N I/Os in flight
+//!
+//! Callers that read or write a list of ranges — [`Backend::read_blocks`] /
+//! [`Backend::write_blocks`], the checksum verifier, `pageio io-bench` — all run the same
+//! loop, [`IoPipeline`]: stage up to N, wait for the oldest, re-issue the rest of a partial
+//! I/O, stop at the first error after waiting for everything in flight. It never loops
+//! without progress, and its guard waits for every I/O before unwinding past the memory they
+//! use (see the `pipeline` module).
+//!
+//! The generic layer talks to the method only through its interface (`submit`, `wait_for`,
+//! `reap`, `attach_backend`); per-backend method state such as io_uring's ring lives in the
+//! method, by backend id.
 //!
 //! ## A worked example
 //!
@@ -37,8 +56,8 @@
 //! `ios_merged` 1. Completion splits the 262144 bytes 131072/131072 and both handles are
 //! `OK`. Had the file ended at block 20, the merged read would have returned 163840 bytes;
 //! each handle is then re-executed alone, so handle 0 is `OK` and handle 1 is `PARTIAL`
-//! with 5 blocks done, and the caller re-issues blocks 21..31 and gets `ERROR` ("read only 0
-//! of 90112 bytes"), exactly as without merging.
+//! with 5 blocks done, and the caller (the pipeline, for `read_blocks`) re-issues blocks
+//! 21..31 and gets `ERROR` ("read only 0 of 90112 bytes"), exactly as without merging.
 
 pub mod callbacks;
 pub mod fault;
@@ -216,9 +235,8 @@ impl Aio {
                         self.core.hooks.clone(),
                         self.core.config.direct_io,
                     ));
-                    if let Err(e) = self.core.method.attach_backend(&backend_shared) {
-                        return Err(e);
-                    }
+                    // The method's per-backend state (io_uring: the ring) for this new slot.
+                    self.core.method.attach_backend(&backend_shared)?;
                     backend_shared.active.store(true, Ordering::Release);
                     slots.push(backend_shared.clone());
                     backend_shared
@@ -226,9 +244,8 @@ impl Aio {
             }
         };
         // SAFETY: gettid has no preconditions.
-        shared
-            .tid
-            .store(unsafe { libc::gettid() }, Ordering::Relaxed);
+        let tid = unsafe { libc::gettid() };
+        shared.tid.store(tid, Ordering::Relaxed);
         let handle_count = shared.handles.len() as u32;
         Ok(Backend {
             core: self.core.clone(),
@@ -955,9 +972,10 @@ impl AioHandle<'_> {
             index: self.index,
             staged: false,
         };
-        self.staged = true; // ownership of the handle moves to `handle`
-                            // SAFETY: the memory is owned by the handle until the owner reclaims it.
-                            // On error `stage` releases the handle, which drops the buffer with the handle data.
+        // Ownership of the handle moves to `handle`.
+        self.staged = true;
+        // SAFETY: the memory is owned by the handle until the owner reclaims it. On error
+        // `stage` releases the handle, which drops the buffer with the handle data.
         unsafe { handle.stage(op, file, offset_bytes, &[iov], target) }
     }
 }

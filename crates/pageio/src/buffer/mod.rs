@@ -30,6 +30,10 @@
 //! recycles its own few buffers instead of sweeping the whole pool, so one scan of a table
 //! larger than the pool does not evict everyone else's pages.
 //!
+//! **Pins.** A buffer's refcount counts its pins; it is never negative — unpinning a buffer
+//! nobody pinned panics in debug builds and leaves the count at zero in release builds — and
+//! only an unpinned buffer that no read is using can become a victim.
+//!
 //! **Memory.** One anonymous mapping, page-aligned (so every buffer satisfies O_DIRECT's
 //! alignment), backed by huge pages under `huge_pages = try | on` when the kernel has them.
 //!

@@ -44,6 +44,16 @@
 //! non-sequential runs of buffered files tells the kernel what is coming with
 //! `posix_fadvise(WILLNEED)`. Under `worker` and `io_uring`, reads are staged in batches as
 //! soon as they are known. With direct I/O the stream is the only read-ahead there is.
+//!
+//! ## Invariants
+//!
+//! As `read_stream.c` asserts them, and checked the same way (debug builds, which the test
+//! suite's profile enables): the buffers the stream pins (its queue) plus the blocks of its
+//! pending run never exceed its pin limit (`max_distance`); the pending run never exceeds
+//! `io_combine_limit`; both distances stay between 1 and their bound; a read is only ever
+//! started for entries inside the queue. Every wait is on a read some thread has started —
+//! this stream's (started before it waits), or another thread's buffer I/O — so a stall
+//! always ends.
 
 use std::collections::VecDeque;
 use std::time::Instant;

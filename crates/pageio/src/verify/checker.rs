@@ -21,7 +21,8 @@
 //!        │         no copy (see `mapped`); record the results like a completed read
 //!        │    no:  split into reads of ≤ io_combine_limit blocks ─┐
 //!        │                                                       ▼
-//!        │  keeps effective_io_concurrency reads in flight (stage_read_owned, reused buffers)
+//!        │  keeps effective_io_concurrency reads in flight (aio::IoPipeline,
+//!        │  stage_read_owned, reused buffers; partial reads re-issued)
 //!        │ submit
 //!        ▼
 //!   io_method: worker threads / io_uring / inline ─► preadv

@@ -17,6 +17,13 @@
 //! * [`sync`] executes at submission, in the submitting thread.
 //! * [`worker`] queues groups for a pool of I/O threads.
 //! * [`uring`] puts each group on the backend's io_uring as one SQE.
+//!
+//! The AIO layer calls a method only through `IoMethodImpl`: `attach_backend` when a
+//! backend slot is first used (io_uring creates the slot's ring — method state is the
+//! method's own, by backend id), `submit`, `wait_for` (bounded sleeps; the default sleeps on
+//! the handle, woken by the completing thread) and `reap` (io_uring drains completions).
+//! Whatever happens in `submit`, every handle ends up completed — by the kernel, or failed
+//! with an errno — never stranded in SUBMITTED.
 
 pub mod sync;
 pub mod uring;

@@ -78,17 +78,17 @@ pub const MAX_SUBMIT_ATTEMPTS: u32 = 8;
 
 /// Longest pause between two submission attempts; the pause doubles from
 /// [`FIRST_SUBMIT_BACKOFF`], so all attempts together wait well under 50 ms.
-const MAX_SUBMIT_BACKOFF: Duration = Duration::from_millis(8);
+pub const MAX_SUBMIT_BACKOFF: Duration = Duration::from_millis(8);
 
 /// First pause after a refused submission: long enough for in-flight I/O to complete and
 /// free completion-queue room on a fast device.
-const FIRST_SUBMIT_BACKOFF: Duration = Duration::from_micros(100);
+pub const FIRST_SUBMIT_BACKOFF: Duration = Duration::from_micros(100);
 
 /// Longest single sleep of a waiter, in the kernel or on a handle, before it looks again.
 /// Completions wake a kernel sleeper at once, so the slice only bounds how long a waiter
 /// can miss a change the kernel does not signal (its I/O failed or submitted by its owner);
 /// 10 ms costs nothing when I/O is flowing and bounds the rare miss.
-pub(crate) const WAIT_SLICE: Duration = Duration::from_millis(10);
+pub const WAIT_SLICE: Duration = Duration::from_millis(10);
 
 /// One backend's ring.
 pub(crate) struct Ring {
@@ -542,9 +542,11 @@ fn read_sysctl(name: &str) -> Option<String> {
 }
 
 fn rlimit(resource: libc::__rlimit_resource_t) -> Option<u64> {
-    // SAFETY: getrlimit writes into the struct we pass.
-    let mut rl: libc::rlimit = unsafe { std::mem::zeroed() };
-    (unsafe { libc::getrlimit(resource, &mut rl) } == 0).then_some(rl.rlim_cur)
+    // SAFETY: an all-zero rlimit is a valid value of this plain C struct.
+    let mut limit: libc::rlimit = unsafe { std::mem::zeroed() };
+    // SAFETY: getrlimit only writes into the struct we pass, which lives for the call.
+    let ok = unsafe { libc::getrlimit(resource, &mut limit) } == 0;
+    ok.then_some(limit.rlim_cur)
 }
 
 /// The cause and fix when `kernel.io_uring_disabled=1` refused the ring, given the value of
