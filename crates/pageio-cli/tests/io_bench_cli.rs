@@ -1,6 +1,7 @@
 //! `pageio io-bench` and `pageio gen` on a data-set directory that exists but is not
-//! writable: both used to busy-loop without a word (the write loop spun on the open error);
-//! now each exits 2 at once with one line naming the file and the cause.
+//! writable: both used to busy-loop without a word (the write loop spun on the open error,
+//! with nothing in flight); now each exits 2 at once with one line naming the file and the
+//! cause.
 
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
@@ -74,7 +75,15 @@ fn io_bench_into_an_unwritable_directory_fails_at_once() {
 
 #[test]
 fn gen_into_an_unwritable_directory_fails_at_once() {
-    let (_dir, locked) = locked_dir();
+    // The data set's own directory exists (an earlier run made it) but cannot be written:
+    // gen gets as far as writing the heap.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let locked = dir.path().join("datasets");
+    std::fs::create_dir_all(locked.join("uniform")).unwrap();
+    for path in [locked.join("uniform"), locked.clone()] {
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o555)).unwrap();
+    }
     let out = pageio_unprivileged(&[
         "gen",
         "--dataset",
@@ -89,7 +98,8 @@ fn gen_into_an_unwritable_directory_fails_at_once() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(
-        stderr.contains("datasets") && stderr.contains("Permission denied"),
+        stderr.contains("datasets/uniform/16384") && stderr.contains("Permission denied"),
         "{stderr}"
     );
+    assert!(!locked.join("uniform/16384").exists());
 }

@@ -352,10 +352,14 @@ impl Ring {
                     .enter::<libc::sigset_t>(0, 1, IORING_ENTER_GETEVENTS, None)
             }
         };
-        // ETIME (the slice ended) and EINTR just mean "look again"; any other error of a
-        // wait that submits nothing leaves the I/O in flight, and the caller looks again
-        // after at most a slice.
-        let _ = rc;
+        // ETIME (the slice ended) and EINTR just mean "look again". Any other error of a
+        // wait that submits nothing leaves the I/O in flight; yield so that looking again
+        // does not become a busy loop while it completes.
+        if let Err(e) = rc {
+            if !matches!(e.raw_os_error(), Some(libc::ETIME) | Some(libc::EINTR)) {
+                std::thread::yield_now();
+            }
+        }
         self.reap_locked(backend);
         done()
     }
