@@ -1189,6 +1189,89 @@ fn a_waiter_on_an_unsubmitted_io_returns(method: IoMethodKind) {
     assert_nothing_pending(&owner, &aio);
 }
 
+/// Reads two 8-block ranges of a 4-block file into owned buffers; staging the second fails.
+struct FailsToStageSecond<'a> {
+    rel: &'a RelFile,
+    next_block: u64,
+}
+
+impl PipelineDriver for FailsToStageSecond<'_> {
+    type Tag = ();
+
+    fn next_io(&mut self, _backend: &mut Backend) -> Option<PipelineIo<()>> {
+        (self.next_block < 16).then(|| {
+            let io = PipelineIo {
+                first_block: self.next_block,
+                nblocks: 8,
+                tag: (),
+            };
+            self.next_block += 8;
+            io
+        })
+    }
+
+    fn stage(
+        &mut self,
+        backend: &mut Backend,
+        io: &PipelineIo<()>,
+    ) -> Result<pageio::aio::WaitRef, AioError> {
+        if io.first_block == 8 {
+            return Err(AioError::InvalidRequest("cannot stage block 8".into()));
+        }
+        let (file, offset) = self.rel.locate(
+            backend.aio().files(),
+            io.first_block,
+            io.nblocks,
+            OpenMode::Read,
+        )?;
+        let target = IoTarget {
+            path: self.rel.display_name().clone(),
+            first_block: io.first_block,
+            nblocks: io.nblocks,
+        };
+        backend.acquire()?.stage_read_owned(
+            file,
+            offset,
+            IoBuffer::zeroed(io.nblocks as usize * BLCKSZ),
+            target,
+        )
+    }
+
+    fn complete(
+        &mut self,
+        _io: &PipelineIo<()>,
+        completion: pageio::aio::IoCompletion,
+    ) -> Result<(), AioError> {
+        match completion.result.status {
+            IoStatus::Ok | IoStatus::Partial => Ok(()),
+            _ => Err(completion.result.error.unwrap()),
+        }
+    }
+}
+
+/// The pipeline reports the error a sequential reader would meet first: blocks 0..7 of a
+/// 4-block file come back PARTIAL after staging 8..15 already failed; the rest, 4..7, is
+/// still re-issued (it lies below the error) and its end of file is what is returned.
+fn the_pipeline_reports_the_lowest_error(method: IoMethodKind) {
+    let dir = tempfile::tempdir().unwrap();
+    let aio = aio(method);
+    let mut backend = aio.backend().unwrap();
+    let rel = make_rel(&mut backend, dir.path(), "16384", 4);
+    let mut driver = FailsToStageSecond {
+        rel: &rel,
+        next_block: 0,
+    };
+    let err = IoPipeline::new(4)
+        .run(&mut backend, &mut driver)
+        .unwrap_err();
+    assert!(
+        matches!(err, AioError::Short { ref target, bytes: 0, .. } if target.first_block == 4),
+        "{err:?}"
+    );
+    assert_eq!(backend.counters().partials, 1);
+    assert_nothing_pending(&backend, &aio);
+}
+
 macro_rules! conformance {
     ($($name:ident),* $(,)?) => {
         mod sync {
@@ -1248,4 +1331,5 @@ conformance!(
     a_panicking_pipeline_driver_unwinds_only_after_its_ios_end,
     refused_submissions_fail_the_ios_with_the_errno,
     a_waiter_on_an_unsubmitted_io_returns,
+    the_pipeline_reports_the_lowest_error,
 );

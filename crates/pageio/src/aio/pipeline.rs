@@ -13,7 +13,7 @@
 //!   driver.complete(io, completion) ◄── wait ◄────────────────────────────────────┘
 //!        OK       → done
 //!        PARTIAL  → the rest (first_block + blocks_done ..) goes to the retry queue
-//!        Err(e)   → stop: stage nothing more, wait for everything in flight, return e
+//!        Err(e)   → stop: start nothing new, wait for everything in flight, return e
 //! ```
 //!
 //! ## Why it always ends
@@ -23,8 +23,10 @@
 //! driver has no more ranges, or the pipeline is stopping) there is nothing left to wait for,
 //! so it returns. A partial I/O is re-issued with strictly fewer blocks (PARTIAL means at
 //! least one whole block arrived), so re-issues of one range are bounded by its length. After
-//! the first error nothing more is staged, so the drain is bounded by `depth`. The only
-//! unbounded thing is the driver's own list of ranges, which is finite for every caller.
+//! the first error nothing new is started: only the rests of partial I/Os that lie below the
+//! error are still re-issued (they may hold an earlier error, which is the one to report), so
+//! the drain is bounded by what was in flight and its re-issues. The only unbounded thing is
+//! the driver's own list of ranges, which is finite for every caller.
 //!
 //! ## Why it is safe to unwind
 //!
@@ -84,7 +86,8 @@ pub trait PipelineDriver {
     }
 
     /// The I/O of `io` completed. For `IoStatus::Partial` the pipeline has already queued
-    /// the rest of the range again (with the same tag) unless it is stopping. Returning an
+    /// the rest of the range again (with the same tag) — unless it is stopping and the rest
+    /// starts at or after the error it will return. Returning an
     /// error stops the pipeline; completions drained while stopping still arrive here. Of
     /// several errors the pipeline returns the one of the range with the lowest
     /// `first_block` — the one a sequential reader would have met first — so the answer does
@@ -133,34 +136,35 @@ impl IoPipeline {
         // sequential reader would have met first, whatever order the I/Os completed in.
         let mut first_error: Option<(u64, AioError)> = None;
         loop {
-            if first_error.is_none() {
-                guard.backend.enter_batch_mode();
-                guard.in_batch = true;
-                while guard.in_flight.len() < self.depth {
-                    let io = match retry.pop_front() {
+            guard.backend.enter_batch_mode();
+            guard.in_batch = true;
+            while guard.in_flight.len() < self.depth {
+                // Once stopping, only re-issues of ranges below the error are staged: they
+                // may hold an earlier error (see `keep_lowest`). Nothing new is started.
+                let io = match retry.pop_front() {
+                    Some(io) => io,
+                    None if first_error.is_some() => break,
+                    None => match driver.next_io(guard.backend) {
                         Some(io) => io,
-                        None => match driver.next_io(guard.backend) {
-                            Some(io) => io,
-                            None => break,
-                        },
-                    };
-                    match driver.stage(guard.backend, &io) {
-                        Ok(wref) => guard.in_flight.push_back((wref, io)),
-                        Err(error) => {
-                            let first_block = io.first_block;
-                            if let Err(error) = driver.stage_failed(io, error) {
-                                keep_lowest(&mut first_error, first_block, error);
-                                break;
-                            }
+                        None => break,
+                    },
+                };
+                match driver.stage(guard.backend, &io) {
+                    Ok(wref) => guard.in_flight.push_back((wref, io)),
+                    Err(error) => {
+                        let first_block = io.first_block;
+                        if let Err(error) = driver.stage_failed(io, error) {
+                            keep_lowest(&mut first_error, first_block, error);
+                            prune_retries(&mut retry, &first_error);
                         }
                     }
                 }
-                guard.in_batch = false;
-                guard.backend.exit_batch_mode();
             }
+            guard.in_batch = false;
+            guard.backend.exit_batch_mode();
             let Some((wref, io)) = guard.in_flight.pop_front() else {
-                // Nothing in flight: either every range is done, or the pipeline stopped
-                // and has drained. Either way there is nothing left to wait for.
+                // Nothing in flight and nothing more to stage: either every range is done,
+                // or the pipeline stopped and has drained.
                 break;
             };
             let completion = guard
@@ -173,19 +177,20 @@ impl IoPipeline {
                     io.first_block,
                     AioError::Internal(format!(
                         "the completion of the I/O of blocks {}..{} went missing (was it staged \
-                     without keep_result?)",
+                         without keep_result?)",
                         io.first_block,
                         io.first_block + io.nblocks as u64
                     )),
                 );
-                retry.clear();
+                prune_retries(&mut retry, &first_error);
                 continue;
             };
             let blocks_done = completion.result.blocks_done;
-            let partial = completion.result.status == IoStatus::Partial
+            if completion.result.status == IoStatus::Partial
                 && blocks_done > 0
-                && blocks_done < io.nblocks;
-            if partial && first_error.is_none() {
+                && blocks_done < io.nblocks
+            {
+                // Strictly fewer blocks than before: re-issues of one range are bounded.
                 retry.push_front(PipelineIo {
                     first_block: io.first_block + blocks_done as u64,
                     nblocks: io.nblocks - blocks_done,
@@ -195,15 +200,21 @@ impl IoPipeline {
             if let Err(error) = driver.complete(&io, completion) {
                 keep_lowest(&mut first_error, io.first_block, error);
             }
-            if first_error.is_some() {
-                retry.clear();
-            }
+            prune_retries(&mut retry, &first_error);
         }
         debug_assert!(guard.in_flight.is_empty() && retry.is_empty());
         match first_error {
             Some((_, error)) => Err(error),
             None => Ok(()),
         }
+    }
+}
+
+/// Once stopping, drops the re-issues that can only end at or after the error already kept:
+/// whatever they find, it would not be returned.
+fn prune_retries<T>(retry: &mut VecDeque<PipelineIo<T>>, first_error: &Option<(u64, AioError)>) {
+    if let Some((error_block, _)) = first_error {
+        retry.retain(|io| io.first_block < *error_block);
     }
 }
 
