@@ -675,9 +675,12 @@ impl Backend {
     }
 
     /// Reads `buf.len() / BLCKSZ` blocks of `rel` starting at `block` through the AIO
-    /// subsystem — split at segment boundaries and `io_combine_limit`, staged as one batch,
-    /// partial reads re-issued — and returns the filled buffer. Any block that cannot be
-    /// read is an error naming file and blocks.
+    /// subsystem — split at segment boundaries and `io_combine_limit`, kept in flight by the
+    /// [`IoPipeline`] (up to every handle of the backend), partial reads re-issued — and
+    /// returns the filled buffer. Any block that cannot be read (a file that cannot be
+    /// opened, an I/O error, the end of the file) is an error naming the file (and, for I/O
+    /// errors, the blocks): the first one in block order, returned after every I/O into `buf`
+    /// has completed, with nothing left in flight.
     pub fn read_blocks(
         &mut self,
         rel: &RelFile,
@@ -688,7 +691,9 @@ impl Backend {
     }
 
     /// Writes whole blocks of `buf` to `rel` at `block` through the AIO subsystem (creating
-    /// segment files as needed) and returns the buffer.
+    /// segment files as needed) and returns the buffer. Errors as for
+    /// [`Backend::read_blocks`]: a directory that cannot be written, or a failed write, ends
+    /// the request with the error once nothing is in flight.
     pub fn write_blocks(
         &mut self,
         rel: &RelFile,

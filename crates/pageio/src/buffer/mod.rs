@@ -66,6 +66,15 @@ const MAPPING_PARTITIONS: usize = 64;
 /// Smallest bulk-read ring, as PostgreSQL's 256 kB `BAS_BULKREAD` ring.
 const MIN_RING_BUFFERS: usize = 32;
 
+/// Polls (yielding the CPU) of a buffer another thread has claimed but not yet staged a read
+/// for, before polling with sleeps: staging normally follows the claim within microseconds.
+const CLAIMED_SPIN_POLLS: u32 = 64;
+
+/// Pause between later polls of such a buffer: under io_method=sync a stream defers a
+/// claimed read until the block reaches the head of its queue, which can take a while; 100
+/// µs keeps the waiter responsive without keeping a core busy.
+const CLAIMED_POLL_SLEEP: std::time::Duration = std::time::Duration::from_micros(100);
+
 const FLAG_VALID: u32 = 1;
 const FLAG_IO_IN_PROGRESS: u32 = 2;
 const FLAG_IO_ERROR: u32 = 4;
@@ -746,6 +755,7 @@ impl BufferPool {
     ) -> Result<bool, BufferError> {
         let desc = self.desc(id);
         let mut counted = false;
+        let mut claimed_polls = 0u32;
         loop {
             let flags = desc.flags.load(Ordering::Acquire);
             if flags & FLAG_VALID != 0 {
@@ -789,8 +799,17 @@ impl BufferPool {
                     }
                     backend.wait(w);
                 }
-                // Claimed but not yet staged: the owner stages right after claiming.
-                None => std::thread::yield_now(),
+                // Claimed but not yet staged: the owner stages right after claiming — or,
+                // under io_method=sync, when the block reaches the head of its stream. Back
+                // off from yielding to short sleeps so a long deferral does not burn a core.
+                None => {
+                    claimed_polls += 1;
+                    if claimed_polls < CLAIMED_SPIN_POLLS {
+                        std::thread::yield_now();
+                    } else {
+                        std::thread::sleep(CLAIMED_POLL_SLEEP);
+                    }
+                }
             }
         }
     }

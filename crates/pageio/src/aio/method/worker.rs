@@ -78,10 +78,10 @@ impl WorkerMethod {
         });
         let mut joins = Vec::with_capacity(io_workers);
         for worker_index in 0..io_workers {
-            let p = pool.clone();
+            let pool_for_worker = pool.clone();
             let join = std::thread::Builder::new()
                 .name(format!("io worker {worker_index}"))
-                .spawn(move || worker_loop(&p, worker_index))
+                .spawn(move || worker_loop(&pool_for_worker, worker_index))
                 .map_err(|e| AioError::MethodStart {
                     method: "worker",
                     reason: format!("could not start I/O worker thread {worker_index}: {e}"),
