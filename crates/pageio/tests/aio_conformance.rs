@@ -4,10 +4,13 @@
 //! instantiates all of them for `sync`, `worker` and `io_uring` (buffered), plus a direct-I/O
 //! round for each method, so the three methods cannot drift apart.
 
+mod common;
+
 use std::sync::{Arc, Barrier};
 
 use pageio::aio::{
-    AioCallbacks, AioError, Fault, FaultPlan, IoBuffer, IoOp, IoStatus, IoTarget, SharedCompletion,
+    AioCallbacks, AioError, Fault, FaultPlan, IoBuffer, IoOp, IoPipeline, IoStatus, IoTarget,
+    PipelineDriver, PipelineIo, SharedCompletion,
 };
 use pageio::config::{IoConfig, IoMethodKind, BLCKSZ};
 use pageio::storage::{OpenMode, RelFile, StorageError};
@@ -571,8 +574,9 @@ fn snapshot_shows_ios_in_flight_like_pg_aios(method: IoMethodKind) {
     );
     assert_eq!(row.result, "UNKNOWN");
     assert!(row.f_buffered && row.f_localmem);
-    // SAFETY: gettid has no preconditions and cannot fail.
-    assert_eq!(row.pid, unsafe { libc::gettid() });
+    // SAFETY: gettid has no preconditions.
+    let tid = unsafe { libc::gettid() };
+    assert_eq!(row.pid, tid);
     backend.exit_batch_mode();
     // Completed but not reclaimed: COMPLETED_SHARED with its raw result.
     aio.wait(wref);
@@ -597,9 +601,10 @@ fn direct_io_rejects_misaligned_memory(method: IoMethodKind) {
     let (file, offset) = rel.locate(aio.files(), 0, 1, OpenMode::Read).unwrap();
     assert!(file.is_direct());
     let mut mem = IoBuffer::zeroed(2 * BLCKSZ);
+    // SAFETY: 513 bytes into a buffer of two blocks stays inside it.
+    let misaligned = unsafe { mem.as_mut_ptr().add(512 + 1) };
     let iov = libc::iovec {
-        // SAFETY: 513 bytes into a 2-block buffer stays inside the allocation.
-        iov_base: unsafe { mem.as_mut_ptr().add(512 + 1) }.cast(),
+        iov_base: misaligned.cast(),
         iov_len: BLCKSZ,
     };
     let target = IoTarget {
@@ -607,10 +612,10 @@ fn direct_io_rejects_misaligned_memory(method: IoMethodKind) {
         first_block: 0,
         nblocks: 1,
     };
-    let h = backend.acquire().unwrap();
-    // SAFETY: `mem` outlives the handle and nothing else touches it; staging is refused
-    // (misaligned memory) before any I/O starts, so no I/O can outlive it either.
-    let err = unsafe { h.stage(IoOp::Readv, file, offset, &[iov], target) }.unwrap_err();
+    let handle = backend.acquire().unwrap();
+    // SAFETY: the staging is refused before any I/O starts (the memory is misaligned), and
+    // `mem` outlives the call anyway.
+    let err = unsafe { handle.stage(IoOp::Readv, file, offset, &[iov], target) }.unwrap_err();
     match &err {
         AioError::Storage(e) => assert!(matches!(**e, StorageError::Misaligned { .. }), "{e:?}"),
         other => panic!("{other:?}"),
@@ -657,24 +662,640 @@ fn concurrent_backend_registration_never_shares_a_slot(method: IoMethodKind) {
     }
 }
 
+/// Seconds any one conformance test may take before the watchdog fails it: the slowest (eight
+/// threads × 10,000 I/Os) takes a few seconds on 2 cores; a hang is caught well before the
+/// harness would notice.
+const WATCHDOG_SECS: u64 = 120;
+
+/// Runs a conformance case under the watchdog, named after the method and the case.
+fn watched(name: &str, method: IoMethodKind, case: fn(IoMethodKind)) {
+    common::with_watchdog(&format!("{method}:{name}"), WATCHDOG_SECS, move || {
+        case(method)
+    });
+}
+
+/// After a failed request, nothing of it may be left behind: no handle in flight, every
+/// handle idle, and the backend still able to do I/O.
+fn assert_nothing_pending(backend: &Backend, aio: &Aio) {
+    assert_eq!(backend.in_flight(), 0, "I/O left in flight");
+    assert_eq!(backend.idle_handles(), aio.config().io_max_concurrency);
+    assert!(aio.snapshot().is_empty(), "{:?}", aio.snapshot());
+}
+
+/// The README's own example on a file that does not exist: it used to spin forever.
+fn read_of_a_missing_file_is_an_error_not_a_hang(method: IoMethodKind) {
+    let dir = tempfile::tempdir().unwrap();
+    let aio = aio(method);
+    let mut backend = aio.backend().unwrap();
+    let rel = RelFile::new(dir.path().join("missing"));
+    let err = backend
+        .read_blocks(&rel, 0, IoBuffer::zeroed(64 * BLCKSZ))
+        .unwrap_err();
+    assert_eq!(err.errno(), Some(libc::ENOENT), "{err:?}");
+    let msg = err.to_string();
+    assert!(
+        msg.contains("could not open file") && msg.contains("missing"),
+        "{msg}"
+    );
+    assert_nothing_pending(&backend, &aio);
+    // The first range of a longer request failing to open is the same error, not a hang.
+    let err = backend
+        .write_blocks(
+            &RelFile::new(dir.path().join("no/such/dir/16384")),
+            0,
+            IoBuffer::zeroed(40 * BLCKSZ),
+        )
+        .unwrap_err();
+    assert_eq!(err.errno(), Some(libc::ENOENT), "{err:?}");
+    assert_nothing_pending(&backend, &aio);
+}
+
+/// Restores the thread's file-system uid (root's) when dropped.
+struct FsUidGuard(Option<libc::uid_t>);
+
+impl Drop for FsUidGuard {
+    fn drop(&mut self) {
+        if let Some(uid) = self.0 {
+            // SAFETY: setfsuid has no memory-safety preconditions; it affects this thread.
+            unsafe { libc::setfsuid(uid) };
+        }
+    }
+}
+
+/// `pageio gen` / `io-bench --dir D` with D existing but not writable used to busy-loop.
+fn write_into_an_unwritable_directory_is_an_error_not_a_hang(method: IoMethodKind) {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let locked = dir.path().join("datasets");
+    std::fs::create_dir(&locked).unwrap();
+    std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o555)).unwrap();
+    let aio = aio(method);
+    let mut backend = aio.backend().unwrap();
+    // Root ignores directory permissions; a file-system uid of nobody (this thread only —
+    // files are opened by the thread that stages the I/O) makes them count.
+    // SAFETY: geteuid/setfsuid have no memory-safety preconditions.
+    let _fsuid = FsUidGuard(
+        (unsafe { libc::geteuid() } == 0).then(|| unsafe { libc::setfsuid(65534) } as libc::uid_t),
+    );
+    let rel = RelFile::new(locked.join("16384"));
+    let err = backend
+        .write_blocks(&rel, 0, IoBuffer::from_slice(&image(48)))
+        .unwrap_err();
+    assert_eq!(err.errno(), Some(libc::EACCES), "{err:?}");
+    assert!(
+        err.to_string().contains("datasets/16384"),
+        "names the file: {err}"
+    );
+    assert_nothing_pending(&backend, &aio);
+    assert!(!locked.join("16384").exists(), "nothing written");
+}
+
+/// An EIO in the middle of a 600-block request: the error names the failing range, the
+/// ranges already in flight are waited for, and nothing is left pending.
+fn an_error_in_the_middle_of_a_long_request_stops_it_cleanly(method: IoMethodKind) {
+    let dir = tempfile::tempdir().unwrap();
+    let aio = aio(method);
+    let mut backend = aio.backend().unwrap();
+    let rel = make_rel(&mut backend, dir.path(), "16384", 600);
+    let plan =
+        Arc::new(FaultPlan::new().on_block(IoOp::Readv, "16384", 300, Fault::Errno(libc::EIO), 1));
+    aio.set_fault_injector(Some(plan.clone()));
+    let before = backend.counters();
+    let err = backend
+        .read_blocks(&rel, 0, IoBuffer::zeroed(600 * BLCKSZ))
+        .unwrap_err();
+    assert_eq!(plan.fired(), 1);
+    match &err {
+        AioError::Io { op, errno, target } => {
+            assert_eq!((*op, *errno), (IoOp::Readv, libc::EIO));
+            assert!(
+                target.first_block <= 300 && 300 < target.first_block + target.nblocks as u64,
+                "{target}"
+            );
+        }
+        other => panic!("expected an I/O error, got {other:?}"),
+    }
+    assert!(err.to_string().contains("Input/output error"), "{err}");
+    assert_eq!(backend.counters().errors - before.errors, 1);
+    assert_nothing_pending(&backend, &aio);
+    // Writes stop the same way.
+    let plan = Arc::new(FaultPlan::new().on_block(
+        IoOp::Writev,
+        "16384",
+        450,
+        Fault::Errno(libc::ENOSPC),
+        1,
+    ));
+    aio.set_fault_injector(Some(plan));
+    let err = backend
+        .write_blocks(&rel, 0, IoBuffer::from_slice(&image(600)))
+        .unwrap_err();
+    assert_eq!(err.errno(), Some(libc::ENOSPC), "{err:?}");
+    assert!(err
+        .target()
+        .is_some_and(|t| t.first_block <= 450 && 450 < t.first_block + t.nblocks as u64));
+    assert_nothing_pending(&backend, &aio);
+    aio.set_fault_injector(None);
+    let back = backend
+        .read_blocks(&rel, 0, IoBuffer::zeroed(600 * BLCKSZ))
+        .unwrap();
+    assert!(
+        back.as_slice() == &image(600)[..],
+        "the backend still reads"
+    );
+}
+
+/// Short reads in a long request: re-issued (and then complete), or — when the re-issue
+/// gets nothing — an error naming the first missing block; a request past the end of the
+/// file names the blocks that are not there.
+fn partial_reads_in_a_long_request_are_reissued_or_named(method: IoMethodKind) {
+    let dir = tempfile::tempdir().unwrap();
+    let aio = aio(method);
+    let mut backend = aio.backend().unwrap();
+    let rel = make_rel(&mut backend, dir.path(), "16384", 200);
+    // Three ranges come back short once each; every rest is re-issued and succeeds.
+    let plan = Arc::new(
+        FaultPlan::new()
+            .on_block(IoOp::Readv, "16384", 37, Fault::Short { bytes: 0 }, 1)
+            .on_block(IoOp::Readv, "16384", 101, Fault::Short { bytes: 100 }, 1)
+            .on_block(IoOp::Readv, "16384", 190, Fault::Short { bytes: 0 }, 1),
+    );
+    aio.set_fault_injector(Some(plan.clone()));
+    let before = backend.counters();
+    let back = backend
+        .read_blocks(&rel, 0, IoBuffer::zeroed(200 * BLCKSZ))
+        .unwrap();
+    assert_eq!(plan.fired(), 3);
+    assert!(back.as_slice() == &image(200)[..]);
+    assert_eq!(backend.counters().partials - before.partials, 3);
+    assert_nothing_pending(&backend, &aio);
+    // Block 101 never arrives: the re-issue of 101.. gets nothing either.
+    let plan = Arc::new(FaultPlan::new().on_block(
+        IoOp::Readv,
+        "16384",
+        101,
+        Fault::Short { bytes: 0 },
+        2,
+    ));
+    aio.set_fault_injector(Some(plan));
+    let err = backend
+        .read_blocks(&rel, 0, IoBuffer::zeroed(200 * BLCKSZ))
+        .unwrap_err();
+    assert!(
+        matches!(err, AioError::Short { ref target, bytes: 0, .. } if target.first_block == 101),
+        "{err:?}"
+    );
+    assert_nothing_pending(&backend, &aio);
+    aio.set_fault_injector(None);
+    // A real end of file in the middle of the request.
+    let err = backend
+        .read_blocks(&rel, 150, IoBuffer::zeroed(100 * BLCKSZ))
+        .unwrap_err();
+    assert!(
+        matches!(err, AioError::Short { ref target, bytes: 0, .. } if target.first_block == 200),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("16384"), "{err}");
+    assert_nothing_pending(&backend, &aio);
+}
+
+/// A fault injector that panics on one I/O, as a buggy shared callback would.
+struct PanicOnBlock(u64);
+
+impl pageio::aio::FaultInjector for PanicOnBlock {
+    fn inject(&self, _op: IoOp, target: &IoTarget) -> Option<Fault> {
+        let range = target.first_block..target.first_block + target.nblocks as u64;
+        if range.contains(&self.0) {
+            panic!("injected panic at block {}", self.0);
+        }
+        None
+    }
+}
+
+/// A panic in completion (in whichever thread completes the I/O) fails that I/O with an
+/// error naming it; the request stops cleanly and the memory and the backend stay usable.
+fn a_panicking_completion_fails_the_io_and_leaves_nothing_pending(method: IoMethodKind) {
+    let dir = tempfile::tempdir().unwrap();
+    let aio = aio(method);
+    let mut backend = aio.backend().unwrap();
+    let rel = make_rel(&mut backend, dir.path(), "16384", 100);
+    aio.set_fault_injector(Some(Arc::new(PanicOnBlock(70))));
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        backend.read_blocks(&rel, 0, IoBuffer::zeroed(100 * BLCKSZ))
+    }));
+    let err = outcome
+        .expect("the panic is turned into an I/O error")
+        .unwrap_err();
+    match &err {
+        AioError::CallbackPanicked { target, message } => {
+            assert!(target.first_block <= 70 && 70 < target.first_block + target.nblocks as u64);
+            assert_eq!(message, "injected panic at block 70");
+        }
+        other => panic!("expected CallbackPanicked, got {other:?}"),
+    }
+    assert!(err.to_string().contains("panicked"), "{err}");
+    assert_nothing_pending(&backend, &aio);
+    aio.set_fault_injector(None);
+    let back = backend
+        .read_blocks(&rel, 0, IoBuffer::zeroed(100 * BLCKSZ))
+        .unwrap();
+    assert!(back.as_slice() == &image(100)[..]);
+    // Under worker the panic ran on an I/O worker: the pool is still whole.
+    assert_eq!(aio.counters().errors, 1);
+}
+
+/// A pipeline driver that reads 4-block ranges into borrowed memory and panics when the
+/// second completion arrives — while the other ranges are still in flight.
+struct PanickingDriver<'a> {
+    rel: &'a RelFile,
+    memory: &'a mut [u8],
+    next_block: u64,
+    completed: usize,
+}
+
+impl PipelineDriver for PanickingDriver<'_> {
+    type Tag = ();
+
+    fn next_io(&mut self, _backend: &mut Backend) -> Option<PipelineIo<()>> {
+        let total = (self.memory.len() / BLCKSZ) as u64;
+        (self.next_block < total).then(|| {
+            let io = PipelineIo {
+                first_block: self.next_block,
+                nblocks: 4,
+                tag: (),
+            };
+            self.next_block += 4;
+            io
+        })
+    }
+
+    fn stage(
+        &mut self,
+        backend: &mut Backend,
+        io: &PipelineIo<()>,
+    ) -> Result<pageio::aio::WaitRef, AioError> {
+        let (file, offset) = self.rel.locate(
+            backend.aio().files(),
+            io.first_block,
+            io.nblocks,
+            OpenMode::Read,
+        )?;
+        let at = io.first_block as usize * BLCKSZ;
+        let iov = libc::iovec {
+            iov_base: self.memory[at..at + io.nblocks as usize * BLCKSZ]
+                .as_mut_ptr()
+                .cast(),
+            iov_len: io.nblocks as usize * BLCKSZ,
+        };
+        let target = IoTarget {
+            path: self.rel.display_name().clone(),
+            first_block: io.first_block,
+            nblocks: io.nblocks,
+        };
+        let mut handle = backend.acquire()?;
+        handle.keep_result();
+        // SAFETY: `memory` outlives the pipeline run, which waits for every I/O before it
+        // returns or unwinds; nothing touches it meanwhile.
+        unsafe { handle.stage(IoOp::Readv, file, offset, &[iov], target) }
+    }
+
+    fn complete(
+        &mut self,
+        _io: &PipelineIo<()>,
+        completion: pageio::aio::IoCompletion,
+    ) -> Result<(), AioError> {
+        assert!(completion.result.is_ok());
+        self.completed += 1;
+        if self.completed == 2 {
+            panic!("driver panicked with I/O in flight");
+        }
+        Ok(())
+    }
+}
+
+/// The pipeline's guard: a panic while I/Os into borrowed memory are in flight unwinds only
+/// after every one of them has completed, so the memory is never freed under the kernel.
+fn a_panicking_pipeline_driver_unwinds_only_after_its_ios_end(method: IoMethodKind) {
+    let dir = tempfile::tempdir().unwrap();
+    let aio = aio(method);
+    let mut backend = aio.backend().unwrap();
+    let rel = make_rel(&mut backend, dir.path(), "16384", 64);
+    let mut memory = vec![0u8; 64 * BLCKSZ];
+    let mut driver = PanickingDriver {
+        rel: &rel,
+        memory: &mut memory,
+        next_block: 0,
+        completed: 0,
+    };
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        IoPipeline::new(16).run(&mut backend, &mut driver)
+    }));
+    let panic = outcome.expect_err("the driver's panic reaches the caller");
+    assert_eq!(
+        panic.downcast_ref::<&str>(),
+        Some(&"driver panicked with I/O in flight")
+    );
+    assert_eq!(driver.next_block, 64, "all sixteen ranges were staged");
+    // Every range staged was waited for before the unwind passed: all bytes are there.
+    assert_nothing_pending(&backend, &aio);
+    assert!(
+        memory == image(64),
+        "every staged read landed before the unwind"
+    );
+    // And the backend is not stuck in batch mode: a lone staged read goes out at once.
+    let wref = stage_read(&mut backend, &rel, 0, 1);
+    assert!(aio.snapshot().iter().all(|row| row.state != "STAGED"));
+    assert!(backend.wait(wref).unwrap().result.is_ok());
+}
+
+/// Stages one-block reads of blocks 0, 2, 4, 6 in one batch: four kernel I/Os (nothing to
+/// merge), four SQEs under io_uring, submitted together when the batch ends.
+fn stage_four_separate_reads(backend: &mut Backend, rel: &RelFile) -> Vec<pageio::aio::WaitRef> {
+    backend.enter_batch_mode();
+    (0..4).map(|i| stage_read(backend, rel, i * 2, 1)).collect()
+}
+
+/// The outcome of each of `refs`, in order: the status and the errno.
+fn outcomes(backend: &mut Backend, refs: &[pageio::aio::WaitRef]) -> Vec<(IoStatus, Option<i32>)> {
+    refs.iter()
+        .map(|&wref| {
+            let c = backend.wait(wref).expect("kept result");
+            (c.result.status, c.result.error.and_then(|e| e.errno()))
+        })
+        .collect()
+}
+
+/// A refused `io_uring_enter` (injected through the fault plan, after the SQEs are really in
+/// the ring) fails the I/Os with its errno instead of leaving them pending; transient
+/// refusals are retried within a bound; a partial submission submits the rest or fails
+/// exactly the SQEs the kernel did not take; and the backend goes on working afterwards.
+/// Sync and worker submit without a system call and never consult the hook.
+fn refused_submissions_fail_the_ios_with_the_errno(method: IoMethodKind) {
+    use pageio::aio::method::uring::MAX_SUBMIT_ATTEMPTS;
+    use pageio::aio::SubmitFault;
+    let dir = tempfile::tempdir().unwrap();
+    let aio = aio(method);
+    let mut backend = aio.backend().unwrap();
+    let rel = make_rel(&mut backend, dir.path(), "16384", 8);
+    let uring = method == IoMethodKind::IoUring;
+    let ok = (IoStatus::Ok, None);
+    let failed = |errno| (IoStatus::Error, Some(errno));
+
+    // A hard error: every I/O of the batch fails with it, at once.
+    let plan = Arc::new(FaultPlan::new().on_submit(SubmitFault::Errno(libc::EINVAL), 1));
+    aio.set_fault_injector(Some(plan.clone()));
+    let refs = stage_four_separate_reads(&mut backend, &rel);
+    backend.exit_batch_mode();
+    let got = outcomes(&mut backend, &refs);
+    if uring {
+        assert_eq!(got, vec![failed(libc::EINVAL); 4]);
+        assert_eq!(plan.fired(), 1);
+        // The error names file and block like any I/O error.
+        let wref = {
+            let refs = stage_four_separate_reads(&mut backend, &rel);
+            aio.set_fault_injector(Some(Arc::new(
+                FaultPlan::new().on_submit(SubmitFault::Errno(libc::EINVAL), 1),
+            )));
+            backend.exit_batch_mode();
+            refs
+        };
+        let c = backend.wait(wref[1]).unwrap();
+        let msg = c.result.error.unwrap().to_string();
+        assert!(
+            msg.contains("could not read block 2 in file") && msg.contains("Invalid argument"),
+            "{msg}"
+        );
+        for &other in &wref {
+            backend.wait(other);
+        }
+    } else {
+        assert_eq!(got, vec![ok; 4]);
+        assert_eq!(plan.fired(), 0, "{method} has no submission system call");
+    }
+    assert_nothing_pending(&backend, &aio);
+
+    // Transient refusals are retried: three EAGAINs, then the kernel takes the batch.
+    let plan = Arc::new(FaultPlan::new().on_submit(SubmitFault::Errno(libc::EAGAIN), 3));
+    aio.set_fault_injector(Some(plan.clone()));
+    let refs = stage_four_separate_reads(&mut backend, &rel);
+    backend.exit_batch_mode();
+    assert_eq!(outcomes(&mut backend, &refs), vec![ok; 4]);
+    assert_eq!(plan.fired(), if uring { 3 } else { 0 });
+
+    // A refusal that persists is retried a bounded number of times, then fails the I/Os.
+    let plan = Arc::new(FaultPlan::new().on_submit(SubmitFault::Errno(libc::EBUSY), 1000));
+    aio.set_fault_injector(Some(plan.clone()));
+    let refs = stage_four_separate_reads(&mut backend, &rel);
+    backend.exit_batch_mode();
+    let got = outcomes(&mut backend, &refs);
+    if uring {
+        assert_eq!(got, vec![failed(libc::EBUSY); 4]);
+        assert_eq!(plan.fired(), MAX_SUBMIT_ATTEMPTS as u64);
+    } else {
+        assert_eq!(got, vec![ok; 4]);
+    }
+    assert_nothing_pending(&backend, &aio);
+
+    // The kernel takes one SQE, then (no more faults) the rest.
+    let plan = Arc::new(FaultPlan::new().on_submit(SubmitFault::Partial { submitted: 1 }, 1));
+    aio.set_fault_injector(Some(plan));
+    let refs = stage_four_separate_reads(&mut backend, &rel);
+    backend.exit_batch_mode();
+    assert_eq!(outcomes(&mut backend, &refs), vec![ok; 4]);
+
+    // The kernel takes two SQEs, then refuses: exactly the two it never saw fail.
+    let plan = Arc::new(
+        FaultPlan::new()
+            .on_submit(SubmitFault::Partial { submitted: 2 }, 1)
+            .on_submit(SubmitFault::Errno(libc::ENOMEM), 1),
+    );
+    aio.set_fault_injector(Some(plan));
+    let refs = stage_four_separate_reads(&mut backend, &rel);
+    backend.exit_batch_mode();
+    let got = outcomes(&mut backend, &refs);
+    if uring {
+        assert_eq!(
+            got,
+            vec![ok, ok, failed(libc::ENOMEM), failed(libc::ENOMEM)]
+        );
+    } else {
+        assert_eq!(got, vec![ok; 4]);
+    }
+    assert_nothing_pending(&backend, &aio);
+
+    // A kernel that keeps taking nothing: bounded, then EAGAIN.
+    let plan = Arc::new(FaultPlan::new().on_submit(SubmitFault::Partial { submitted: 0 }, 1000));
+    aio.set_fault_injector(Some(plan));
+    let refs = stage_four_separate_reads(&mut backend, &rel);
+    backend.exit_batch_mode();
+    let got = outcomes(&mut backend, &refs);
+    if uring {
+        assert_eq!(got, vec![failed(libc::EAGAIN); 4]);
+    } else {
+        assert_eq!(got, vec![ok; 4]);
+    }
+
+    // Afterwards the backend reads normally (under io_uring, on a fresh ring).
+    aio.set_fault_injector(None);
+    let back = backend
+        .read_blocks(&rel, 0, IoBuffer::zeroed(8 * BLCKSZ))
+        .unwrap();
+    assert_eq!(back.as_slice(), &image(8)[..]);
+    assert_nothing_pending(&backend, &aio);
+}
+
+/// Another thread waits on I/O the owner has only staged; the owner's submission is then
+/// refused. The waiter must return (the I/O failed) instead of sleeping in the kernel for a
+/// completion of an SQE that never reached it — and when the owner's submission works, the
+/// waiter returns as soon as the read is done.
+fn a_waiter_on_an_unsubmitted_io_returns(method: IoMethodKind) {
+    use pageio::aio::SubmitFault;
+    let dir = tempfile::tempdir().unwrap();
+    let aio = aio(method);
+    let mut owner = aio.backend().unwrap();
+    let rel = make_rel(&mut owner, dir.path(), "16384", 8);
+    for refuse in [true, false] {
+        if refuse {
+            aio.set_fault_injector(Some(Arc::new(
+                FaultPlan::new().on_submit(SubmitFault::Errno(libc::EINVAL), 1),
+            )));
+        } else {
+            aio.set_fault_injector(None);
+        }
+        let refs = stage_four_separate_reads(&mut owner, &rel);
+        let started = Arc::new(Barrier::new(2));
+        let waiter = {
+            let (aio, started, wref) = (aio.clone(), started.clone(), refs[3]);
+            std::thread::spawn(move || {
+                started.wait();
+                // Nothing is in the kernel yet: the I/O is staged in the owner's batch.
+                aio.wait(wref);
+                assert!(aio.poll(wref));
+            })
+        };
+        started.wait();
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        owner.exit_batch_mode();
+        waiter.join().unwrap();
+        let got = outcomes(&mut owner, &refs);
+        let want = if refuse && method == IoMethodKind::IoUring {
+            (IoStatus::Error, Some(libc::EINVAL))
+        } else {
+            (IoStatus::Ok, None)
+        };
+        assert_eq!(got, vec![want; 4], "refuse={refuse}");
+    }
+    aio.set_fault_injector(None);
+    assert_nothing_pending(&owner, &aio);
+}
+
+/// Reads two 8-block ranges of a 4-block file into owned buffers; staging the second fails.
+struct FailsToStageSecond<'a> {
+    rel: &'a RelFile,
+    next_block: u64,
+}
+
+impl PipelineDriver for FailsToStageSecond<'_> {
+    type Tag = ();
+
+    fn next_io(&mut self, _backend: &mut Backend) -> Option<PipelineIo<()>> {
+        (self.next_block < 16).then(|| {
+            let io = PipelineIo {
+                first_block: self.next_block,
+                nblocks: 8,
+                tag: (),
+            };
+            self.next_block += 8;
+            io
+        })
+    }
+
+    fn stage(
+        &mut self,
+        backend: &mut Backend,
+        io: &PipelineIo<()>,
+    ) -> Result<pageio::aio::WaitRef, AioError> {
+        if io.first_block == 8 {
+            return Err(AioError::InvalidRequest("cannot stage block 8".into()));
+        }
+        let (file, offset) = self.rel.locate(
+            backend.aio().files(),
+            io.first_block,
+            io.nblocks,
+            OpenMode::Read,
+        )?;
+        let target = IoTarget {
+            path: self.rel.display_name().clone(),
+            first_block: io.first_block,
+            nblocks: io.nblocks,
+        };
+        backend.acquire()?.stage_read_owned(
+            file,
+            offset,
+            IoBuffer::zeroed(io.nblocks as usize * BLCKSZ),
+            target,
+        )
+    }
+
+    fn complete(
+        &mut self,
+        _io: &PipelineIo<()>,
+        completion: pageio::aio::IoCompletion,
+    ) -> Result<(), AioError> {
+        match completion.result.status {
+            IoStatus::Ok | IoStatus::Partial => Ok(()),
+            _ => Err(completion.result.error.unwrap()),
+        }
+    }
+}
+
+/// The pipeline reports the error a sequential reader would meet first: blocks 0..7 of a
+/// 4-block file come back PARTIAL after staging 8..15 already failed; the rest, 4..7, is
+/// still re-issued (it lies below the error) and its end of file is what is returned.
+fn the_pipeline_reports_the_lowest_error(method: IoMethodKind) {
+    let dir = tempfile::tempdir().unwrap();
+    let aio = aio(method);
+    let mut backend = aio.backend().unwrap();
+    let rel = make_rel(&mut backend, dir.path(), "16384", 4);
+    let mut driver = FailsToStageSecond {
+        rel: &rel,
+        next_block: 0,
+    };
+    let err = IoPipeline::new(4)
+        .run(&mut backend, &mut driver)
+        .unwrap_err();
+    assert!(
+        matches!(err, AioError::Short { ref target, bytes: 0, .. } if target.first_block == 4),
+        "{err:?}"
+    );
+    assert_eq!(backend.counters().partials, 1);
+    assert_nothing_pending(&backend, &aio);
+}
+
 macro_rules! conformance {
     ($($name:ident),* $(,)?) => {
         mod sync {
-            $( #[test] fn $name() { super::$name(pageio::IoMethodKind::Sync) } )*
+            $( #[test] fn $name() {
+                super::watched(stringify!($name), pageio::IoMethodKind::Sync, super::$name)
+            } )*
             #[test] fn writes_and_reads_land_the_right_bytes_direct() {
-                super::writes_and_reads_land_the_right_bytes(pageio::IoMethodKind::Sync, true)
+                super::watched("direct", pageio::IoMethodKind::Sync, super::writes_and_reads_land_the_right_bytes_direct)
             }
         }
         mod worker {
-            $( #[test] fn $name() { super::$name(pageio::IoMethodKind::Worker) } )*
+            $( #[test] fn $name() {
+                super::watched(stringify!($name), pageio::IoMethodKind::Worker, super::$name)
+            } )*
             #[test] fn writes_and_reads_land_the_right_bytes_direct() {
-                super::writes_and_reads_land_the_right_bytes(pageio::IoMethodKind::Worker, true)
+                super::watched("direct", pageio::IoMethodKind::Worker, super::writes_and_reads_land_the_right_bytes_direct)
             }
         }
         mod io_uring {
-            $( #[test] fn $name() { super::$name(pageio::IoMethodKind::IoUring) } )*
+            $( #[test] fn $name() {
+                super::watched(stringify!($name), pageio::IoMethodKind::IoUring, super::$name)
+            } )*
             #[test] fn writes_and_reads_land_the_right_bytes_direct() {
-                super::writes_and_reads_land_the_right_bytes(pageio::IoMethodKind::IoUring, true)
+                super::watched("direct", pageio::IoMethodKind::IoUring, super::writes_and_reads_land_the_right_bytes_direct)
             }
         }
     };
@@ -682,6 +1303,10 @@ macro_rules! conformance {
 
 fn writes_and_reads_land_the_right_bytes_buffered(method: IoMethodKind) {
     writes_and_reads_land_the_right_bytes(method, false)
+}
+
+fn writes_and_reads_land_the_right_bytes_direct(method: IoMethodKind) {
+    writes_and_reads_land_the_right_bytes(method, true)
 }
 
 conformance!(
@@ -698,4 +1323,13 @@ conformance!(
     snapshot_shows_ios_in_flight_like_pg_aios,
     direct_io_rejects_misaligned_memory,
     concurrent_backend_registration_never_shares_a_slot,
+    read_of_a_missing_file_is_an_error_not_a_hang,
+    write_into_an_unwritable_directory_is_an_error_not_a_hang,
+    an_error_in_the_middle_of_a_long_request_stops_it_cleanly,
+    partial_reads_in_a_long_request_are_reissued_or_named,
+    a_panicking_completion_fails_the_io_and_leaves_nothing_pending,
+    a_panicking_pipeline_driver_unwinds_only_after_its_ios_end,
+    refused_submissions_fail_the_ios_with_the_errno,
+    a_waiter_on_an_unsubmitted_io_returns,
+    the_pipeline_reports_the_lowest_error,
 );

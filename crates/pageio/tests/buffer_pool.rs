@@ -1,13 +1,26 @@
 //! Buffer-pool refusals a user can meet: every buffer pinned, and huge_pages=on on a machine
 //! without reserved huge pages. Both name the cause and the fix.
 
+mod common;
+
 use pageio::buffer::{BufferError, BufferPool, PageCheckOptions, Pinned};
 use pageio::config::{HugePages, IoConfig, BLCKSZ};
 use pageio::storage::RelFile;
 use pageio::Aio;
 
+/// Bound on each test: both finish in milliseconds; a pin or wait that never ends fails.
+const WATCHDOG_SECS: u64 = 60;
+
 #[test]
 fn all_buffers_pinned_is_an_error_not_a_hang() {
+    common::with_watchdog(
+        "all_buffers_pinned_is_an_error_not_a_hang",
+        WATCHDOG_SECS,
+        all_buffers_pinned,
+    );
+}
+
+fn all_buffers_pinned() {
     let dir = tempfile::tempdir().unwrap();
     let aio = Aio::new(IoConfig {
         shared_buffers_bytes: 16 * BLCKSZ,
@@ -41,6 +54,14 @@ fn all_buffers_pinned_is_an_error_not_a_hang() {
 
 #[test]
 fn huge_pages_on_without_reserved_pages_names_the_sysctl() {
+    common::with_watchdog(
+        "huge_pages_on_without_reserved_pages_names_the_sysctl",
+        WATCHDOG_SECS,
+        huge_pages_on_without_reserved_pages,
+    );
+}
+
+fn huge_pages_on_without_reserved_pages() {
     let reserved: u64 = std::fs::read_to_string("/proc/sys/vm/nr_hugepages")
         .map(|s| s.trim().parse().unwrap_or(0))
         .unwrap_or(0);
@@ -73,4 +94,19 @@ fn huge_pages_on_without_reserved_pages_names_the_sysctl() {
     assert!(!BufferPool::new(&aio, PageCheckOptions::default())
         .unwrap()
         .huge_pages_in_use());
+}
+
+/// Unpinning a buffer nobody pinned: debug builds (the suite's profile) panic on the broken
+/// invariant, naming the buffer.
+#[cfg(debug_assertions)]
+#[test]
+#[should_panic(expected = "unpin of unpinned buffer 3")]
+fn unpinning_an_unpinned_buffer_panics_in_debug_builds() {
+    let aio = Aio::new(IoConfig {
+        shared_buffers_bytes: 16 * BLCKSZ,
+        ..IoConfig::default()
+    })
+    .unwrap();
+    let pool = BufferPool::new(&aio, PageCheckOptions::default()).unwrap();
+    pool.unpin(3);
 }

@@ -15,6 +15,11 @@
 //!
 //! [`FaultPlan`] is the ready-made injector: "fail the Nth read", "fail any I/O touching block
 //! B of file F", each firing a set number of times.
+//!
+//! Submission can fail too: under io_uring, `io_uring_enter` may refuse a batch (`EAGAIN`,
+//! `EBUSY`, a broken ring) or take only part of it. [`SubmitFault`]s replace the real call's
+//! outcome ([`FaultPlan::on_submit`]), so the retry bound and the failing of unsubmitted I/Os
+//! run in tests against the real kernel.
 
 use std::sync::Mutex;
 
@@ -39,10 +44,33 @@ pub enum Fault {
     },
 }
 
+/// A fault in handing a batch to the kernel: what one `io_uring_enter` submitting SQEs
+/// does instead of its real work. Only io_uring submits through a system call that can
+/// fail this way; sync and worker never consult it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SubmitFault {
+    /// The call fails with this errno and submits nothing (`EAGAIN`, `EBUSY` and `EINTR` are
+    /// retried a bounded number of times; anything else fails the I/Os at once).
+    Errno(i32),
+    /// The call submits at most this many of the SQEs waiting (the kernel accepting part
+    /// of a batch); the rest stay queued for the next attempt.
+    Partial {
+        /// SQEs the call submits.
+        submitted: u32,
+    },
+}
+
 /// Decides, per completing I/O, whether to inject a fault.
 pub trait FaultInjector: Send + Sync {
     /// Called once per I/O as it completes.
     fn inject(&self, op: IoOp, target: &IoTarget) -> Option<Fault>;
+
+    /// Called once per submitting `io_uring_enter` (only under io_uring), with the number of
+    /// SQEs waiting to be submitted. The default injects nothing.
+    fn inject_submit(&self, waiting_sqes: usize) -> Option<SubmitFault> {
+        let _ = waiting_sqes;
+        None
+    }
 }
 
 #[derive(Debug)]
@@ -69,6 +97,8 @@ struct Rule {
 #[derive(Debug, Default)]
 pub struct FaultPlan {
     rules: Mutex<Vec<Rule>>,
+    /// Submission faults and how many more times each fires, in order.
+    submit_rules: Mutex<Vec<(SubmitFault, u64)>>,
     fired: std::sync::atomic::AtomicU64,
 }
 
@@ -105,6 +135,16 @@ impl FaultPlan {
         )
     }
 
+    /// Makes the next `times` submitting `io_uring_enter` calls do `fault` instead (io_uring
+    /// only). Rules fire in the order they were added.
+    pub fn on_submit(self, fault: SubmitFault, times: u64) -> FaultPlan {
+        self.submit_rules
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push((fault, times));
+        self
+    }
+
     fn push(self, trigger: Trigger, fault: Fault, times: u64) -> FaultPlan {
         self.rules
             .lock()
@@ -124,6 +164,15 @@ impl FaultPlan {
 }
 
 impl FaultInjector for FaultPlan {
+    fn inject_submit(&self, _waiting_sqes: usize) -> Option<SubmitFault> {
+        let mut rules = self.submit_rules.lock().unwrap_or_else(|p| p.into_inner());
+        let (fault, times_left) = rules.iter_mut().find(|(_, times_left)| *times_left > 0)?;
+        *times_left -= 1;
+        self.fired
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Some(*fault)
+    }
+
     fn inject(&self, op: IoOp, target: &IoTarget) -> Option<Fault> {
         let mut rules = self.rules.lock().unwrap_or_else(|p| p.into_inner());
         let mut chosen = None;

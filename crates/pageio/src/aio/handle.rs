@@ -19,10 +19,20 @@
 //! of those hand-overs a plain lock acquisition; the atomic `state` and `generation` let
 //! waiters poll without taking it.
 //!
-//! Waiting spins briefly first: a cached 8 kB read completes in about a microsecond, far less
-//! than a futex sleep and wake-up costs, so most waits never sleep. Only then does the
-//! waiter sleep on the handle's condition variable, and the completer pays for a wake-up only
-//! when someone is actually asleep.
+//! Every transition goes through `HandleShared::set_state`, which in debug builds asserts it
+//! is one of PostgreSQL's (`HandleState::can_become`): a slip shows up at once, naming both
+//! states, rather than later as a hang or a buffer reused under the kernel.
+//!
+//! Completion (`BackendShared::complete`) always reaches COMPLETED_SHARED: the fault injector
+//! and the shared callback run under `catch_unwind`, and a panic there becomes the I/O's
+//! error, so no waiter is left waiting on a handle nobody will complete.
+//!
+//! Waiting (for sync and worker; io_uring waits through its ring) spins briefly first: a
+//! cached 8 kB read completes in about a microsecond, far less than a futex sleep and wake-up
+//! costs, so most waits never sleep. Only then does the waiter sleep on the handle's
+//! condition variable, and the completer pays for a wake-up only when someone is actually
+//! asleep. The completer is a running thread (the submitter, an I/O worker), so the sleep
+//! always ends.
 
 use std::sync::atomic::{AtomicI32, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -30,7 +40,7 @@ use std::time::{Duration, Instant};
 
 use super::callbacks::{AioCallbacks, SharedCompletion};
 use super::fault::{Fault, FaultInjector};
-use super::result::{IoOp, IoResult, IoStatus, IoTarget};
+use super::result::{AioError, IoOp, IoResult, IoStatus, IoTarget};
 use super::stats::BackendCounters;
 use crate::storage::{IoBuffer, SegmentFile};
 
@@ -73,6 +83,31 @@ impl HandleState {
             6 => HandleState::CompletedShared,
             _ => HandleState::CompletedLocal,
         }
+    }
+
+    /// Whether a handle may go from `self` to `to` — PostgreSQL's `pgaio_io_update_state`
+    /// transitions as this engine uses them:
+    ///
+    /// * IDLE → HANDED_OUT (acquire); HANDED_OUT → IDLE (released without staging);
+    /// * HANDED_OUT → DEFINED → STAGED → SUBMITTED (DEFINED → SUBMITTED directly too: PostgreSQL
+    ///   submits an I/O it executes synchronously without staging it);
+    /// * SUBMITTED → COMPLETED_IO → COMPLETED_SHARED (the completer);
+    /// * COMPLETED_SHARED → COMPLETED_LOCAL → IDLE (the owner reclaims).
+    pub fn can_become(self, to: HandleState) -> bool {
+        use HandleState::*;
+        matches!(
+            (self, to),
+            (Idle, HandedOut)
+                | (HandedOut, Defined)
+                | (HandedOut, Idle)
+                | (Defined, Staged)
+                | (Defined, Submitted)
+                | (Staged, Submitted)
+                | (Submitted, CompletedIo)
+                | (CompletedIo, CompletedShared)
+                | (CompletedShared, CompletedLocal)
+                | (CompletedLocal, Idle)
+        )
     }
 
     /// `pg_aios.state` spelling.
@@ -214,8 +249,18 @@ impl HandleShared {
         HandleState::from_u8(self.state.load(Ordering::Acquire))
     }
 
-    pub fn set_state(&self, s: HandleState) {
-        self.state.store(s as u8, Ordering::Release);
+    /// Moves the handle to state `to`. Debug builds check the transition against the state
+    /// machine ([`HandleState::can_become`]): an illegal one is a bookkeeping bug that would
+    /// otherwise surface much later as a hang or a reused buffer.
+    pub fn set_state(&self, to: HandleState) {
+        let from = self.state();
+        debug_assert!(
+            from.can_become(to),
+            "illegal AIO handle state transition {} -> {}",
+            from.as_str(),
+            to.as_str()
+        );
+        self.state.store(to as u8, Ordering::Release);
     }
 
     /// True when the I/O of `generation` no longer needs waiting for.
@@ -242,8 +287,8 @@ impl AioHooks {
     }
 }
 
-/// The part of a backend other threads can see: its handles, counters and (for io_uring)
-/// its ring.
+/// The part of a backend other threads can see: its handles and counters. Method-specific
+/// state (io_uring's ring) belongs to the method, indexed by `id`.
 pub(crate) struct BackendShared {
     pub id: u32,
     pub handles: Box<[HandleShared]>,
@@ -252,7 +297,6 @@ pub(crate) struct BackendShared {
     pub tid: AtomicI32,
     pub active: std::sync::atomic::AtomicBool,
     pub direct: bool,
-    pub ring: Option<super::method::uring::Ring>,
 }
 
 impl BackendShared {
@@ -262,7 +306,6 @@ impl BackendShared {
         iovec_capacity: usize,
         hooks: Arc<AioHooks>,
         direct: bool,
-        ring: Option<super::method::uring::Ring>,
     ) -> BackendShared {
         let handles = (0..handle_count)
             .map(|_| HandleShared {
@@ -280,7 +323,6 @@ impl BackendShared {
             tid: AtomicI32::new(0),
             active: std::sync::atomic::AtomicBool::new(false),
             direct,
-            ring,
         }
     }
 
@@ -289,14 +331,75 @@ impl BackendShared {
     /// thread finished the I/O.
     pub fn complete(&self, index: u32, raw_result: i64, executed_sync: bool) {
         let handle = &self.handles[index as usize];
-        let mut d = handle.lock();
+        let mut data = handle.lock();
         debug_assert_eq!(
             handle.state(),
             HandleState::Submitted,
             "completing a handle twice"
         );
         handle.set_state(HandleState::CompletedIo);
-        let op = d.op.unwrap_or(IoOp::Readv);
+        let op = data.op.unwrap_or(IoOp::Readv);
+        data.f_sync |= executed_sync;
+        // The fault injector and the shared callback are caller code running in whichever
+        // thread completes the I/O — an I/O worker, another backend reaping a ring. A panic
+        // there must not leave the handle short of COMPLETED_SHARED (every waiter would hang)
+        // nor kill an I/O worker: it becomes this I/O's error instead.
+        let shared_work = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.run_shared_completion(&mut data, op, raw_result)
+        }));
+        let (result, raw) = match shared_work {
+            Ok(done) => done,
+            Err(panic) => {
+                let error = AioError::CallbackPanicked {
+                    target: data.target.clone(),
+                    message: panic_message(&*panic),
+                };
+                (
+                    IoResult {
+                        status: IoStatus::Error,
+                        raw_result,
+                        blocks_done: 0,
+                        error: Some(error),
+                    },
+                    raw_result,
+                )
+            }
+        };
+        let counters = &self.counters;
+        match result.status {
+            IoStatus::Error => {
+                counters.errors.fetch_add(1, Ordering::Relaxed);
+            }
+            IoStatus::Partial => {
+                counters.partials.fetch_add(1, Ordering::Relaxed);
+            }
+            _ => {}
+        }
+        if raw > 0 {
+            counters.bytes.fetch_add(raw as u64, Ordering::Relaxed);
+        }
+        counters
+            .blocks
+            .fetch_add(result.blocks_done as u64, Ordering::Relaxed);
+        counters.io_ns.fetch_add(
+            self.hooks.now_ns().saturating_sub(data.submit_ns),
+            Ordering::Relaxed,
+        );
+        data.result = result;
+        handle.set_state(HandleState::CompletedShared);
+        if data.sleepers > 0 {
+            handle.cond.notify_all();
+        }
+    }
+
+    /// Applies an injected fault, distils the result and runs the shared callback; returns
+    /// the result and the raw result as (possibly) changed by the fault.
+    fn run_shared_completion(
+        &self,
+        data: &mut HandleData,
+        op: IoOp,
+        raw_result: i64,
+    ) -> (IoResult, i64) {
         let mut raw = raw_result;
         let injector = self
             .hooks
@@ -305,21 +408,19 @@ impl BackendShared {
             .unwrap_or_else(|p| p.into_inner())
             .clone();
         if let Some(injector) = injector {
-            match injector.inject(op, &d.target) {
+            match injector.inject(op, &data.target) {
                 Some(Fault::Errno(e)) => raw = -(e as i64),
                 Some(Fault::Short { bytes }) if raw >= 0 => raw = raw.min(bytes as i64),
                 Some(Fault::FlipBit { byte_offset, bit })
                     if op == IoOp::Readv && raw > byte_offset as i64 =>
                 {
-                    flip_bit(&d.iovecs, byte_offset, bit);
+                    flip_bit(&data.iovecs, byte_offset, bit);
                 }
                 _ => {}
             }
         }
-        d.f_sync |= executed_sync;
-        let mut result = IoResult::distill(op, &d.target, raw);
-        if let Some(cb) = d.callbacks.clone() {
-            let data = &mut *d;
+        let mut result = IoResult::distill(op, &data.target, raw);
+        if let Some(callbacks) = data.callbacks.clone() {
             let mut ctx = SharedCompletion {
                 op,
                 target: &data.target,
@@ -327,58 +428,52 @@ impl BackendShared {
                 result: &mut result,
                 iovecs: &data.iovecs,
             };
-            cb.complete_shared(&mut ctx);
+            callbacks.complete_shared(&mut ctx);
         }
-        let c = &self.counters;
-        match result.status {
-            IoStatus::Error => {
-                c.errors.fetch_add(1, Ordering::Relaxed);
-            }
-            IoStatus::Partial => {
-                c.partials.fetch_add(1, Ordering::Relaxed);
-            }
-            _ => {}
-        }
-        if raw > 0 {
-            c.bytes.fetch_add(raw as u64, Ordering::Relaxed);
-        }
-        c.blocks
-            .fetch_add(result.blocks_done as u64, Ordering::Relaxed);
-        c.io_ns.fetch_add(
-            self.hooks.now_ns().saturating_sub(d.submit_ns),
-            Ordering::Relaxed,
-        );
-        d.result = result;
-        handle.set_state(HandleState::CompletedShared);
-        if d.sleepers > 0 {
-            handle.cond.notify_all();
-        }
+        (result, raw)
     }
 
-    /// Waits until the I/O `(index, generation)` has completed shared. Spins first, then
-    /// reaps the ring (io_uring) or sleeps on the handle (sync, worker).
+    /// Waits until the I/O `(index, generation)` has completed shared: spins first, then
+    /// sleeps on the handle's condition variable until the completer wakes it. For methods
+    /// whose completer is a running thread (sync, worker); io_uring waits through its ring.
     pub fn wait_done(&self, index: u32, generation: u64) {
         let handle = &self.handles[index as usize];
         if handle.is_done(generation) {
             return;
         }
-        if let Some(ring) = &self.ring {
-            // Under io_uring nothing changes the state until someone reaps the ring, so
-            // spinning would only delay that: reap (and if need be sleep in the kernel) now.
-            while !handle.is_done(generation) {
-                ring.wait_for_completions(self, || handle.is_done(generation));
-            }
-            return;
-        }
         if spin_until(WAIT_SPIN, || handle.is_done(generation)) {
             return;
         }
-        let mut d = handle.lock();
+        let mut data = handle.lock();
         while !handle.is_done(generation) {
-            d.sleepers += 1;
-            d = handle.cond.wait(d).unwrap_or_else(|p| p.into_inner());
-            d.sleepers -= 1;
+            data.sleepers += 1;
+            data = handle.cond.wait(data).unwrap_or_else(|p| p.into_inner());
+            data.sleepers -= 1;
         }
+    }
+
+    /// Sleeps on the handle's condition variable until the I/O `(index, generation)` has
+    /// completed shared or `timeout` has passed; returns whether it is done. For waiters
+    /// that must re-check something else now and then (io_uring: whether anything is in
+    /// the kernel to wait for).
+    pub fn wait_done_timeout(&self, index: u32, generation: u64, timeout: Duration) -> bool {
+        let handle = &self.handles[index as usize];
+        let deadline = Instant::now() + timeout;
+        let mut data = handle.lock();
+        while !handle.is_done(generation) {
+            let now = Instant::now();
+            if now >= deadline {
+                return false;
+            }
+            data.sleepers += 1;
+            data = handle
+                .cond
+                .wait_timeout(data, deadline - now)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+            data.sleepers -= 1;
+        }
+        true
     }
 }
 
@@ -416,6 +511,17 @@ pub(crate) fn spin_until(budget: Duration, done: impl Fn() -> bool) -> bool {
     }
 }
 
+/// The text of a caught panic (`panic!` payloads are `&str` or `String`).
+pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    if let Some(text) = panic.downcast_ref::<&str>() {
+        (*text).to_string()
+    } else if let Some(text) = panic.downcast_ref::<String>() {
+        text.clone()
+    } else {
+        "(a panic without a message)".to_string()
+    }
+}
+
 fn flip_bit(iovecs: &[libc::iovec], byte_offset: usize, bit: u8) {
     let mut skip = byte_offset;
     for iov in iovecs {
@@ -428,5 +534,65 @@ fn flip_bit(iovecs: &[libc::iovec], byte_offset: usize, bit: u8) {
             return;
         }
         skip -= iov.iov_len;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bare_handle() -> HandleShared {
+        HandleShared {
+            state: AtomicU8::new(HandleState::Idle as u8),
+            generation: AtomicU64::new(0),
+            data: Mutex::new(HandleData::new(1)),
+            cond: Condvar::new(),
+        }
+    }
+
+    #[test]
+    fn a_handle_walks_the_state_machine() {
+        use HandleState::*;
+        let handle = bare_handle();
+        // Read completed asynchronously, then released unused.
+        for state in [
+            HandedOut,
+            Defined,
+            Staged,
+            Submitted,
+            CompletedIo,
+            CompletedShared,
+            CompletedLocal,
+            Idle,
+            HandedOut,
+            Idle,
+        ] {
+            handle.set_state(state);
+            assert_eq!(handle.state(), state);
+        }
+        // Every state can be left, and none goes back to where the owner cannot follow.
+        assert!(
+            Defined.can_become(Submitted),
+            "PostgreSQL's synchronous path"
+        );
+        assert!(
+            !Submitted.can_become(Idle),
+            "an I/O in flight is never just dropped"
+        );
+        assert!(
+            !CompletedShared.can_become(Idle),
+            "the owner reclaims first"
+        );
+        assert!(!Idle.can_become(Submitted));
+        assert!(!Staged.can_become(Staged));
+    }
+
+    /// Proves debug assertions run: an illegal transition through the test-only path (a
+    /// bare handle) panics naming both states.
+    #[cfg(debug_assertions)]
+    #[test]
+    #[should_panic(expected = "illegal AIO handle state transition IDLE -> SUBMITTED")]
+    fn an_illegal_transition_panics_in_debug_builds() {
+        bare_handle().set_state(HandleState::Submitted);
     }
 }

@@ -27,6 +27,25 @@
 //! * Before waiting on another backend's I/O, a backend submits its own staged I/O: the other
 //!   backend might be waiting on it.
 //! * A batch is bounded ([`MAX_BATCH_IOS`]) and is flushed early whenever a wait needs it.
+//! * Every wait ends: the method's `wait_for` sleeps only while something can wake it, and
+//!   io_uring sleeps in slices ([`method::uring::WAIT_SLICE`]); a submission the kernel
+//!   refuses fails its I/Os with the errno rather than leaving them pending.
+//! * A panic in a fault injector or shared callback fails that I/O
+//!   ([`AioError::CallbackPanicked`]) instead of leaving it short of COMPLETED_SHARED; a
+//!   panic in a local callback reaches the owner after the handle is back in the pool.
+//!
+//! ## Keeping N I/Os in flight
+//!
+//! Callers that read or write a list of ranges — [`Backend::read_blocks`] /
+//! [`Backend::write_blocks`], the checksum verifier, `pageio io-bench` — all run the same
+//! loop, [`IoPipeline`]: stage up to N, wait for the oldest, re-issue the rest of a partial
+//! I/O, stop at the first error after waiting for everything in flight. It never loops
+//! without progress, and its guard waits for every I/O before unwinding past the memory they
+//! use (see the `pipeline` module).
+//!
+//! The generic layer talks to the method only through its interface (`submit`, `wait_for`,
+//! `reap`, `attach_backend`); per-backend method state such as io_uring's ring lives in the
+//! method, by backend id.
 //!
 //! ## A worked example
 //!
@@ -37,19 +56,21 @@
 //! `ios_merged` 1. Completion splits the 262144 bytes 131072/131072 and both handles are
 //! `OK`. Had the file ended at block 20, the merged read would have returned 163840 bytes;
 //! each handle is then re-executed alone, so handle 0 is `OK` and handle 1 is `PARTIAL`
-//! with 5 blocks done, and the caller re-issues blocks 21..31 and gets `ERROR` ("read only 0
-//! of 90112 bytes"), exactly as without merging.
+//! with 5 blocks done, and the caller (the pipeline, for `read_blocks`) re-issues blocks
+//! 21..31 and gets `ERROR` ("read only 0 of 90112 bytes"), exactly as without merging.
 
 pub mod callbacks;
 pub mod fault;
 mod handle;
 pub mod method;
+pub mod pipeline;
 pub mod result;
 pub mod stats;
 
 pub use callbacks::{AioCallbacks, LocalCompletion, SharedCompletion};
-pub use fault::{Fault, FaultInjector, FaultPlan};
+pub use fault::{Fault, FaultInjector, FaultPlan, SubmitFault};
 pub use handle::{HandleState, WaitRef};
+pub use pipeline::{IoPipeline, PipelineDriver, PipelineIo};
 pub use result::{AioError, IoOp, IoResult, IoStatus, IoTarget};
 pub use stats::IoCounters;
 
@@ -129,7 +150,9 @@ impl Aio {
             IoMethodKind::Worker => {
                 Box::new(method::worker::WorkerMethod::start(config.io_workers)?)
             }
-            IoMethodKind::IoUring | IoMethodKind::Auto => Box::new(method::uring::UringMethod),
+            IoMethodKind::IoUring | IoMethodKind::Auto => {
+                Box::new(method::uring::UringMethod::new(config.io_max_concurrency))
+            }
         };
         debug_assert_eq!(method.kind(), method_kind);
         let files = FileCache::new(config.max_open_files, config.direct_io)?;
@@ -192,49 +215,43 @@ impl Aio {
             // register at the same moment must never share one slot's handles.
             let free = slots
                 .iter()
-                .find(|b| {
-                    b.active
+                .find(|backend_shared| {
+                    backend_shared
+                        .active
                         .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
                         .is_ok()
                 })
                 .cloned();
             match free {
-                Some(b) => b,
+                Some(backend_shared) => backend_shared,
                 None => {
                     if slots.len() >= MAX_BACKENDS {
                         return Err(AioError::TooManyBackends(MAX_BACKENDS));
                     }
-                    let ring = if self.core.method_kind == IoMethodKind::IoUring {
-                        Some(method::uring::Ring::new(
-                            self.core.config.io_max_concurrency,
-                        )?)
-                    } else {
-                        None
-                    };
-                    let b = Arc::new(BackendShared::new(
+                    let backend_shared = Arc::new(BackendShared::new(
                         slots.len() as u32,
                         self.core.config.io_max_concurrency,
                         self.core.config.io_combine_limit_blocks,
                         self.core.hooks.clone(),
                         self.core.config.direct_io,
-                        ring,
                     ));
-                    b.active.store(true, Ordering::Release);
-                    slots.push(b.clone());
-                    b
+                    // The method's per-backend state (io_uring: the ring) for this new slot.
+                    self.core.method.attach_backend(&backend_shared)?;
+                    backend_shared.active.store(true, Ordering::Release);
+                    slots.push(backend_shared.clone());
+                    backend_shared
                 }
             }
         };
         // SAFETY: gettid has no preconditions.
-        shared
-            .tid
-            .store(unsafe { libc::gettid() }, Ordering::Relaxed);
-        let n = shared.handles.len() as u32;
+        let tid = unsafe { libc::gettid() };
+        shared.tid.store(tid, Ordering::Relaxed);
+        let handle_count = shared.handles.len() as u32;
         Ok(Backend {
             core: self.core.clone(),
             shared,
-            idle: (0..n).rev().collect(),
-            in_flight: VecDeque::with_capacity(n as usize),
+            idle: (0..handle_count).rev().collect(),
+            in_flight: VecDeque::with_capacity(handle_count as usize),
             staged: Vec::with_capacity(MAX_BATCH_IOS),
             batch_depth: 0,
             kept: HashMap::new(),
@@ -255,15 +272,19 @@ impl Aio {
     /// the handle has since been reused. A thread that is a backend should call
     /// [`Backend::wait`] instead, which first submits its own staged I/O.
     pub fn wait(&self, wref: WaitRef) {
-        if let Some(b) = self.backend_shared(wref.backend_id) {
-            b.wait_done(wref.index, wref.generation);
+        if let Some(backend_shared) = self.backend_shared(wref.backend_id) {
+            self.core
+                .method
+                .wait_for(&backend_shared, wref.index, wref.generation);
         }
     }
 
     /// True when the I/O behind `wref` needs no more waiting (completed or recycled).
     pub fn poll(&self, wref: WaitRef) -> bool {
         match self.backend_shared(wref.backend_id) {
-            Some(b) => b.handles[wref.index as usize].is_done(wref.generation),
+            Some(backend_shared) => {
+                backend_shared.handles[wref.index as usize].is_done(wref.generation)
+            }
             None => true,
         }
     }
@@ -278,22 +299,22 @@ impl Aio {
             .clone();
         let per_backend = self.core.config.io_max_concurrency;
         let mut rows = Vec::new();
-        for b in backends {
-            for (i, h) in b.handles.iter().enumerate() {
-                if h.state() == HandleState::Idle {
+        for backend_shared in backends {
+            for (i, handle) in backend_shared.handles.iter().enumerate() {
+                if handle.state() == HandleState::Idle {
                     continue;
                 }
-                let d = h.lock();
-                let state = h.state();
+                let data = handle.lock();
+                let state = handle.state();
                 if state == HandleState::Idle {
                     continue;
                 }
                 rows.push(AioRow::from_handle(
-                    &b,
-                    (b.id as usize * per_backend + i) as u32,
-                    h.generation.load(Ordering::Acquire),
+                    &backend_shared,
+                    (backend_shared.id as usize * per_backend + i) as u32,
+                    handle.generation.load(Ordering::Acquire),
                     state,
-                    &d,
+                    &data,
                 ));
             }
         }
@@ -307,8 +328,8 @@ impl Aio {
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .iter()
-            .map(|b| b.counters.snapshot())
-            .fold(IoCounters::default(), |a, b| a + b)
+            .map(|backend_shared| backend_shared.counters.snapshot())
+            .fold(IoCounters::default(), |total, counters| total + counters)
     }
 }
 
@@ -349,29 +370,29 @@ pub struct AioRow {
 
 impl AioRow {
     fn from_handle(
-        b: &BackendShared,
+        backend_shared: &BackendShared,
         io_id: u32,
         generation: u64,
         state: HandleState,
-        d: &HandleData,
+        data: &HandleData,
     ) -> AioRow {
         let known = state >= HandleState::CompletedIo;
         AioRow {
-            pid: b.tid.load(Ordering::Relaxed),
+            pid: backend_shared.tid.load(Ordering::Relaxed),
             io_id,
             io_generation: generation,
             state: state.as_str(),
-            operation: d.op.map(IoOp::as_str).unwrap_or("invalid"),
-            off: d.offset_bytes,
-            length: d.len_bytes() as u64,
+            operation: data.op.map(IoOp::as_str).unwrap_or("invalid"),
+            off: data.offset_bytes,
+            length: data.len_bytes() as u64,
             target: "smgr",
-            handle_data_len: d.handle_data.len() as u32,
-            raw_result: known.then_some(d.result.raw_result),
-            result: d.result.status.as_str(),
-            target_desc: d.target.desc(),
-            f_sync: d.f_sync,
-            f_localmem: d.f_localmem,
-            f_buffered: !b.direct,
+            handle_data_len: data.handle_data.len() as u32,
+            raw_result: known.then_some(data.result.raw_result),
+            result: data.result.status.as_str(),
+            target_desc: data.target.desc(),
+            f_sync: data.f_sync,
+            f_localmem: data.f_localmem,
+            f_buffered: !backend_shared.direct,
         }
     }
 }
@@ -444,9 +465,9 @@ impl Backend {
     pub fn acquire(&mut self) -> Result<AioHandle<'_>, AioError> {
         loop {
             if let Some(index) = self.idle.pop() {
-                let h = &self.shared.handles[index as usize];
-                debug_assert_eq!(h.state(), HandleState::Idle);
-                h.set_state(HandleState::HandedOut);
+                let handle = &self.shared.handles[index as usize];
+                debug_assert_eq!(handle.state(), HandleState::Idle);
+                handle.set_state(HandleState::HandedOut);
                 return Ok(AioHandle {
                     backend: self,
                     index,
@@ -495,12 +516,15 @@ impl Backend {
         }
         let staged = std::mem::take(&mut self.staged);
         let groups: Vec<Group> = method::plan_groups(&self.shared, &staged);
-        let c = &self.shared.counters;
-        c.ios_issued
+        let counters = &self.shared.counters;
+        counters
+            .ios_issued
             .fetch_add(staged.len() as u64, Ordering::Relaxed);
-        c.kernel_ios
+        counters
+            .kernel_ios
             .fetch_add(groups.len() as u64, Ordering::Relaxed);
-        c.ios_merged
+        counters
+            .ios_merged
             .fetch_add((staged.len() - groups.len()) as u64, Ordering::Relaxed);
         method::mark_submitted(&self.shared, &groups, self.shared.hooks.now_ns());
         self.core.method.submit(&self.shared, groups);
@@ -550,28 +574,29 @@ impl Backend {
     }
 
     fn account_wait(&self, start: Instant) {
-        let c = &self.shared.counters;
-        c.wait_ns
+        let counters = &self.shared.counters;
+        counters
+            .wait_ns
             .fetch_add(start.elapsed().as_nanos() as u64, Ordering::Relaxed);
-        c.waits.fetch_add(1, Ordering::Relaxed);
+        counters.waits.fetch_add(1, Ordering::Relaxed);
     }
 
     fn wait_local(&mut self, index: u32, generation: u64) {
         let shared = self.shared.clone();
-        let h = &shared.handles[index as usize];
-        if h.generation.load(Ordering::Acquire) != generation {
+        let handle = &shared.handles[index as usize];
+        if handle.generation.load(Ordering::Acquire) != generation {
             return;
         }
-        if h.state() == HandleState::Staged {
+        if handle.state() == HandleState::Staged {
             self.submit_staged();
         }
-        if !h.is_done(generation) {
+        if !handle.is_done(generation) {
             let start = Instant::now();
-            self.shared.wait_done(index, generation);
+            self.core.method.wait_for(&self.shared, index, generation);
             self.account_wait(start);
         }
-        if h.generation.load(Ordering::Acquire) == generation
-            && h.state() == HandleState::CompletedShared
+        if handle.generation.load(Ordering::Acquire) == generation
+            && handle.state() == HandleState::CompletedShared
         {
             self.reclaim(index);
         }
@@ -579,9 +604,7 @@ impl Backend {
 
     /// Reclaims every handle whose I/O has completed shared.
     pub fn reclaim_completed(&mut self) {
-        if let Some(ring) = &self.shared.ring {
-            ring.reap(&self.shared);
-        }
+        self.core.method.reap(&self.shared);
         let ready: Vec<u32> = self
             .in_flight
             .iter()
@@ -594,37 +617,43 @@ impl Backend {
     }
 
     fn reclaim(&mut self, index: u32) {
-        let h = &self.shared.handles[index as usize];
-        debug_assert_eq!(h.state(), HandleState::CompletedShared);
-        let generation = h.generation.load(Ordering::Acquire);
+        let handle = &self.shared.handles[index as usize];
+        debug_assert_eq!(handle.state(), HandleState::CompletedShared);
+        let generation = handle.generation.load(Ordering::Acquire);
         let (callbacks, result, target, op, handle_data, buffer, keep) = {
-            let mut d = h.lock();
+            let mut data = handle.lock();
             (
-                d.callbacks.take(),
-                d.result.clone(),
-                d.target.clone(),
-                d.op.unwrap_or(IoOp::Readv),
-                std::mem::take(&mut d.handle_data),
-                d.owned_buffer.take(),
-                d.keep_result,
+                data.callbacks.take(),
+                data.result.clone(),
+                data.target.clone(),
+                data.op.unwrap_or(IoOp::Readv),
+                std::mem::take(&mut data.handle_data),
+                data.owned_buffer.take(),
+                data.keep_result,
             )
         };
-        if let Some(cb) = &callbacks {
-            cb.complete_local(&LocalCompletion {
-                op,
-                target: &target,
-                handle_data: &handle_data,
-                result: &result,
-            });
-        }
+        // The local callback is the owner's code, run in the owner's thread: a panic in it
+        // goes on to the owner — but only after the handle is back in the pool, so the
+        // backend's bookkeeping stays whole for whoever catches it.
+        let local_callback = callbacks.as_ref().and_then(|callbacks| {
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                callbacks.complete_local(&LocalCompletion {
+                    op,
+                    target: &target,
+                    handle_data: &handle_data,
+                    result: &result,
+                })
+            }))
+            .err()
+        });
         {
-            let mut d = h.lock();
-            h.set_state(HandleState::CompletedLocal);
-            d.reset();
-            d.handle_data = handle_data;
-            d.handle_data.clear();
-            h.generation.fetch_add(1, Ordering::AcqRel);
-            h.set_state(HandleState::Idle);
+            let mut data = handle.lock();
+            handle.set_state(HandleState::CompletedLocal);
+            data.reset();
+            data.handle_data = handle_data;
+            data.handle_data.clear();
+            handle.generation.fetch_add(1, Ordering::AcqRel);
+            handle.set_state(HandleState::Idle);
         }
         if let Some(pos) = self.in_flight.iter().position(|&i| i == index) {
             self.in_flight.remove(pos);
@@ -640,12 +669,18 @@ impl Backend {
                 },
             );
         }
+        if let Some(panic) = local_callback {
+            std::panic::resume_unwind(panic);
+        }
     }
 
     /// Reads `buf.len() / BLCKSZ` blocks of `rel` starting at `block` through the AIO
-    /// subsystem — split at segment boundaries and `io_combine_limit`, staged as one batch,
-    /// partial reads re-issued — and returns the filled buffer. Any block that cannot be
-    /// read is an error naming file and blocks.
+    /// subsystem — split at segment boundaries and `io_combine_limit`, kept in flight by the
+    /// [`IoPipeline`] (up to every handle of the backend), partial reads re-issued — and
+    /// returns the filled buffer. Any block that cannot be read (a file that cannot be
+    /// opened, an I/O error, the end of the file) is an error naming the file (and, for I/O
+    /// errors, the blocks): the first one in block order, returned after every I/O into `buf`
+    /// has completed, with nothing left in flight.
     pub fn read_blocks(
         &mut self,
         rel: &RelFile,
@@ -656,7 +691,9 @@ impl Backend {
     }
 
     /// Writes whole blocks of `buf` to `rel` at `block` through the AIO subsystem (creating
-    /// segment files as needed) and returns the buffer.
+    /// segment files as needed) and returns the buffer. Errors as for
+    /// [`Backend::read_blocks`]: a directory that cannot be written, or a failed write, ends
+    /// the request with the error once nothing is in flight.
     pub fn write_blocks(
         &mut self,
         rel: &RelFile,
@@ -679,92 +716,94 @@ impl Backend {
                 buf.len()
             )));
         }
-        let total = (buf.len() / BLCKSZ) as u64;
-        let combine = self.core.config.io_combine_limit_blocks as u64;
-        let mode = match op {
+        let mut driver = BlocksIo {
+            op,
+            rel,
+            first_block: block,
+            total_blocks: (buf.len() / BLCKSZ) as u64,
+            next_offset_blocks: 0,
+            combine_blocks: self.core.config.io_combine_limit_blocks.max(1) as u64,
+            base: buf.as_mut_ptr(),
+        };
+        // Every handle may be in flight at once; the pipeline waits for all of them before
+        // returning or unwinding, so `buf` outlives every I/O into it.
+        let depth = self.shared.handles.len();
+        IoPipeline::new(depth).run(self, &mut driver)?;
+        Ok(buf)
+    }
+}
+
+/// The pipeline driver behind [`Backend::read_blocks`] and [`Backend::write_blocks`]: the
+/// request split at segment boundaries and `io_combine_limit`, each piece staged straight
+/// into (or out of) the caller's buffer.
+struct BlocksIo<'r> {
+    op: IoOp,
+    rel: &'r RelFile,
+    /// Block of `rel` at the start of the buffer.
+    first_block: u64,
+    total_blocks: u64,
+    /// Blocks of the request already handed to the pipeline.
+    next_offset_blocks: u64,
+    combine_blocks: u64,
+    /// Start of the caller's buffer; it outlives the pipeline run.
+    base: *mut u8,
+}
+
+impl PipelineDriver for BlocksIo<'_> {
+    type Tag = ();
+
+    fn next_io(&mut self, _backend: &mut Backend) -> Option<PipelineIo<()>> {
+        if self.next_offset_blocks >= self.total_blocks {
+            return None;
+        }
+        let first_block = self.first_block + self.next_offset_blocks;
+        let nblocks = (self.total_blocks - self.next_offset_blocks)
+            .min(self.combine_blocks)
+            .min(RelFile::blocks_in_segment(first_block) as u64);
+        self.next_offset_blocks += nblocks;
+        Some(PipelineIo {
+            first_block,
+            nblocks: nblocks as u32,
+            tag: (),
+        })
+    }
+
+    fn stage(&mut self, backend: &mut Backend, io: &PipelineIo<()>) -> Result<WaitRef, AioError> {
+        let mode = match self.op {
             IoOp::Readv => OpenMode::Read,
             IoOp::Writev => OpenMode::ReadWriteCreate,
         };
-        let base = buf.as_mut_ptr();
-        // Ranges still to do: (first block offset within the request, block count).
-        let mut todo: VecDeque<(u64, u64)> = VecDeque::new();
-        let mut done = 0u64;
-        while done < total {
-            let n = (total - done)
-                .min(combine)
-                .min(RelFile::blocks_in_segment(block + done) as u64);
-            todo.push_back((done, n));
-            done += n;
-        }
-        let mut first_error: Option<AioError> = None;
-        let mut pending: VecDeque<(WaitRef, u64, u64)> = VecDeque::new();
-        while !todo.is_empty() || !pending.is_empty() {
-            if first_error.is_none() && !todo.is_empty() {
-                self.enter_batch_mode();
-                while let Some((off, n)) = todo.pop_front() {
-                    let staged = (|| -> Result<WaitRef, AioError> {
-                        let (file, offset) =
-                            rel.locate(&self.core.files, block + off, n as u32, mode)?;
-                        let target = IoTarget {
-                            path: rel.display_name().clone(),
-                            first_block: block + off,
-                            nblocks: n as u32,
-                        };
-                        let iov = libc::iovec {
-                            // SAFETY: inside `buf`, which outlives every I/O: this function
-                            // waits for all of them before returning.
-                            iov_base: unsafe { base.add(off as usize * BLCKSZ) }.cast(),
-                            iov_len: n as usize * BLCKSZ,
-                        };
-                        let mut h = self.acquire()?;
-                        h.keep_result();
-                        h.set_local_memory(true);
-                        // SAFETY: see above; nothing reads or writes `buf` until all I/Os end.
-                        unsafe { h.stage(op, file, offset, &[iov], target) }
-                    })();
-                    match staged {
-                        Ok(wref) => pending.push_back((wref, off, n)),
-                        Err(e) => {
-                            first_error = Some(e);
-                            break;
-                        }
-                    }
-                }
-                self.exit_batch_mode();
-            }
-            let Some((wref, off, n)) = pending.pop_front() else {
-                continue;
-            };
-            let completion = match self.wait(wref) {
-                Some(c) => c,
-                None => match self.take_completion(wref) {
-                    Some(c) => c,
-                    None => {
-                        first_error.get_or_insert(AioError::Internal(
-                            "completion of a kept I/O went missing".into(),
-                        ));
-                        continue;
-                    }
-                },
-            };
-            match completion.result.status {
-                IoStatus::Ok => {}
-                IoStatus::Partial if first_error.is_none() => {
-                    let k = completion.result.blocks_done as u64;
-                    todo.push_back((off + k, n - k));
-                }
-                _ => {
-                    if first_error.is_none() {
-                        first_error = Some(completion.result.error.unwrap_or_else(|| {
-                            AioError::Internal("I/O failed without an error".into())
-                        }));
-                    }
-                }
-            }
-        }
-        match first_error {
-            Some(e) => Err(e),
-            None => Ok(buf),
+        let (file, offset) =
+            self.rel
+                .locate(&backend.core.files, io.first_block, io.nblocks, mode)?;
+        let target = IoTarget {
+            path: self.rel.display_name().clone(),
+            first_block: io.first_block,
+            nblocks: io.nblocks,
+        };
+        let offset_in_buffer_bytes = (io.first_block - self.first_block) as usize * BLCKSZ;
+        let iov = libc::iovec {
+            // SAFETY: the range lies inside the caller's buffer (the driver never yields a
+            // block past `total_blocks`, and a re-issued rest lies inside its range).
+            iov_base: unsafe { self.base.add(offset_in_buffer_bytes) }.cast(),
+            iov_len: io.nblocks as usize * BLCKSZ,
+        };
+        let mut handle = backend.acquire()?;
+        handle.keep_result();
+        handle.set_local_memory(true);
+        // SAFETY: the buffer outlives every I/O into it — the pipeline waits for all of them
+        // before `blocks_io` returns or unwinds — and nothing reads or writes it meanwhile.
+        unsafe { handle.stage(self.op, file, offset, &[iov], target) }
+    }
+
+    fn complete(&mut self, _io: &PipelineIo<()>, completion: IoCompletion) -> Result<(), AioError> {
+        match completion.result.status {
+            // PARTIAL: the pipeline re-issues the rest.
+            IoStatus::Ok | IoStatus::Partial => Ok(()),
+            IoStatus::Error | IoStatus::Unknown => Err(completion
+                .result
+                .error
+                .unwrap_or_else(|| AioError::Internal("an I/O failed without saying why".into()))),
         }
     }
 }
@@ -805,10 +844,10 @@ impl AioHandle<'_> {
     /// Registers completion callbacks and their handle data (at most `io_combine_limit`
     /// values, typically buffer ids).
     pub fn set_callbacks(&mut self, callbacks: Arc<dyn AioCallbacks>, handle_data: &[u64]) {
-        let mut d = self.shared().lock();
-        d.callbacks = Some(callbacks);
-        d.handle_data.clear();
-        d.handle_data.extend_from_slice(handle_data);
+        let mut data = self.shared().lock();
+        data.callbacks = Some(callbacks);
+        data.handle_data.clear();
+        data.handle_data.extend_from_slice(handle_data);
     }
 
     /// Asks for the completion to be kept for [`Backend::wait`] / [`Backend::take_completion`].
@@ -837,7 +876,7 @@ impl AioHandle<'_> {
         target: IoTarget,
     ) -> Result<WaitRef, AioError> {
         let combine_bytes = self.backend.core.config.io_combine_limit_bytes();
-        let len: usize = iovecs.iter().map(|v| v.iov_len).sum();
+        let len: usize = iovecs.iter().map(|iov| iov.iov_len).sum();
         if len != target.len_bytes() || len == 0 {
             return Err(AioError::InvalidRequest(format!(
                 "{} covers {} bytes but its iovecs describe {len}",
@@ -862,21 +901,21 @@ impl AioHandle<'_> {
             check_direct_alignment(&file, offset_bytes, iovecs)?;
         }
         let wref = {
-            let h = self.shared();
-            let mut d = h.lock();
-            d.op = Some(op);
-            d.file = Some(file);
-            d.offset_bytes = offset_bytes;
-            d.iovecs.clear();
-            d.iovecs.extend_from_slice(iovecs);
-            d.target = target;
-            d.result = IoResult::unknown();
-            h.set_state(HandleState::Defined);
-            h.set_state(HandleState::Staged);
+            let handle = self.shared();
+            let mut data = handle.lock();
+            data.op = Some(op);
+            data.file = Some(file);
+            data.offset_bytes = offset_bytes;
+            data.iovecs.clear();
+            data.iovecs.extend_from_slice(iovecs);
+            data.target = target;
+            data.result = IoResult::unknown();
+            handle.set_state(HandleState::Defined);
+            handle.set_state(HandleState::Staged);
             WaitRef {
                 backend_id: self.backend.shared.id,
                 index: self.index,
-                generation: h.generation.load(Ordering::Acquire),
+                generation: handle.generation.load(Ordering::Acquire),
             }
         };
         self.staged = true;
@@ -926,11 +965,11 @@ impl AioHandle<'_> {
             iov_len: buffer.len(),
         };
         {
-            let mut d = self.shared().lock();
-            d.keep_result = true;
-            d.f_localmem = true;
+            let mut data = self.shared().lock();
+            data.keep_result = true;
+            data.f_localmem = true;
             // The buffer's heap allocation does not move when the IoBuffer value moves.
-            d.owned_buffer = Some(buffer);
+            data.owned_buffer = Some(buffer);
         }
         // Re-borrow self as an owned handle for `stage` without dropping it twice.
         let handle = AioHandle {
@@ -938,9 +977,10 @@ impl AioHandle<'_> {
             index: self.index,
             staged: false,
         };
-        self.staged = true; // ownership of the handle moves to `handle`
-                            // SAFETY: the memory is owned by the handle until the owner reclaims it.
-                            // On error `stage` releases the handle, which drops the buffer with the handle data.
+        // Ownership of the handle moves to `handle`.
+        self.staged = true;
+        // SAFETY: the memory is owned by the handle until the owner reclaims it. On error
+        // `stage` releases the handle, which drops the buffer with the handle data.
         unsafe { handle.stage(op, file, offset_bytes, &[iov], target) }
     }
 }
@@ -952,12 +992,12 @@ impl Drop for AioHandle<'_> {
         }
         // Released without staging (or staging failed): back to idle, like
         // pgaio_io_release().
-        let h = &self.backend.shared.handles[self.index as usize];
+        let handle = &self.backend.shared.handles[self.index as usize];
         {
-            let mut d = h.lock();
-            d.reset();
-            h.generation.fetch_add(1, Ordering::AcqRel);
-            h.set_state(HandleState::Idle);
+            let mut data = handle.lock();
+            data.reset();
+            handle.generation.fetch_add(1, Ordering::AcqRel);
+            handle.set_state(HandleState::Idle);
         }
         self.backend.idle.push(self.index);
     }
@@ -968,26 +1008,26 @@ fn check_direct_alignment(
     offset_bytes: u64,
     iovecs: &[libc::iovec],
 ) -> Result<(), AioError> {
-    let a = file.alignment();
-    let bad_offset = !offset_bytes.is_multiple_of(a.offset_align_bytes as u64);
-    let bad_iov = iovecs.iter().find(|v| {
-        !(v.iov_base as usize).is_multiple_of(a.mem_align_bytes)
-            || v.iov_len % a.offset_align_bytes != 0
+    let alignment = file.alignment();
+    let bad_offset = !offset_bytes.is_multiple_of(alignment.offset_align_bytes as u64);
+    let bad_iov = iovecs.iter().find(|iov| {
+        !(iov.iov_base as usize).is_multiple_of(alignment.mem_align_bytes)
+            || iov.iov_len % alignment.offset_align_bytes != 0
     });
     if bad_offset || bad_iov.is_some() {
-        let v = bad_iov.unwrap_or(&iovecs[0]);
-        let addr = v.iov_base as usize;
+        let iov = bad_iov.unwrap_or(&iovecs[0]);
+        let addr = iov.iov_base as usize;
         return Err(StorageError::Misaligned {
             path: file.path().to_path_buf(),
-            mem_align: a.mem_align_bytes,
-            offset_align: a.offset_align_bytes,
+            mem_align: alignment.mem_align_bytes,
+            offset_align: alignment.offset_align_bytes,
             got_addr_align: if addr == 0 {
                 0
             } else {
                 1 << addr.trailing_zeros()
             },
             offset: offset_bytes,
-            len_bytes: v.iov_len,
+            len_bytes: iov.iov_len,
         }
         .into());
     }

@@ -262,6 +262,15 @@ pub enum AioError {
         /// What failed.
         reason: String,
     },
+    /// A fault injector or shared completion callback panicked while completing an I/O;
+    /// the I/O is failed with this error so no waiter hangs and no I/O worker dies.
+    #[error("could not complete the I/O of {target}: a completion callback panicked: {message}")]
+    CallbackPanicked {
+        /// File and blocks.
+        target: IoTarget,
+        /// The panic's message.
+        message: String,
+    },
     /// An invariant broke; a bug, reported rather than panicking.
     #[error("internal error: {0}")]
     Internal(String),
@@ -292,7 +301,9 @@ impl AioError {
     /// The target of the failed I/O, when the error is about one.
     pub fn target(&self) -> Option<&IoTarget> {
         match self {
-            AioError::Io { target, .. } | AioError::Short { target, .. } => Some(target),
+            AioError::Io { target, .. }
+            | AioError::Short { target, .. }
+            | AioError::CallbackPanicked { target, .. } => Some(target),
             _ => None,
         }
     }

@@ -31,6 +31,10 @@
 //! recycles its own few buffers instead of sweeping the whole pool, so one scan of a table
 //! larger than the pool does not evict everyone else's pages.
 //!
+//! **Pins.** A buffer's refcount counts its pins; it is never negative — unpinning a buffer
+//! nobody pinned panics in debug builds and leaves the count at zero in release builds — and
+//! only an unpinned buffer that no read is using can become a victim.
+//!
 //! **Memory.** One anonymous mapping, page-aligned (so every buffer satisfies O_DIRECT's
 //! alignment), backed by huge pages under `huge_pages = try | on` when the kernel has them.
 //!
@@ -62,6 +66,15 @@ const MAPPING_PARTITIONS: usize = 64;
 
 /// Smallest bulk-read ring, as PostgreSQL's 256 kB `BAS_BULKREAD` ring.
 const MIN_RING_BUFFERS: usize = 32;
+
+/// Polls (yielding the CPU) of a buffer another thread has claimed but not yet staged a read
+/// for, before polling with sleeps: staging normally follows the claim within microseconds.
+const CLAIMED_SPIN_POLLS: u32 = 64;
+
+/// Pause between later polls of such a buffer: under io_method=sync a stream defers a
+/// claimed read until the block reaches the head of its queue, which can take a while; 100
+/// µs keeps the waiter responsive without keeping a core busy.
+const CLAIMED_POLL_SLEEP: std::time::Duration = std::time::Duration::from_micros(100);
 
 const FLAG_VALID: u32 = 1;
 const FLAG_IO_IN_PROGRESS: u32 = 2;
@@ -220,7 +233,7 @@ fn map_memory(size_bytes: usize, huge_pages: HugePages) -> Result<PoolMemory, Bu
     if try_huge {
         let len = size_bytes.div_ceil(HUGE_PAGE_BYTES) * HUGE_PAGE_BYTES;
         // SAFETY: anonymous mapping, no file.
-        let p = unsafe {
+        let mapping = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
                 len,
@@ -230,9 +243,9 @@ fn map_memory(size_bytes: usize, huge_pages: HugePages) -> Result<PoolMemory, Bu
                 0,
             )
         };
-        if p != libc::MAP_FAILED {
+        if mapping != libc::MAP_FAILED {
             return Ok(PoolMemory {
-                ptr: p.cast(),
+                ptr: mapping.cast(),
                 len_bytes: len,
                 huge: true,
             });
@@ -251,7 +264,7 @@ fn map_memory(size_bytes: usize, huge_pages: HugePages) -> Result<PoolMemory, Bu
         }
     }
     // SAFETY: anonymous mapping, no file.
-    let p = unsafe {
+    let mapping = unsafe {
         libc::mmap(
             std::ptr::null_mut(),
             size_bytes,
@@ -261,7 +274,7 @@ fn map_memory(size_bytes: usize, huge_pages: HugePages) -> Result<PoolMemory, Bu
             0,
         )
     };
-    if p == libc::MAP_FAILED {
+    if mapping == libc::MAP_FAILED {
         return Err(BufferError::Memory {
             size_bytes,
             huge: false,
@@ -270,7 +283,7 @@ fn map_memory(size_bytes: usize, huge_pages: HugePages) -> Result<PoolMemory, Bu
         });
     }
     Ok(PoolMemory {
-        ptr: p.cast(),
+        ptr: mapping.cast(),
         len_bytes: size_bytes,
         huge: false,
     })
@@ -302,8 +315,9 @@ pub struct BufferPool {
 }
 
 impl std::fmt::Debug for BufferPool {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("BufferPool")
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("BufferPool")
             .field("nbuffers", &self.inner.nbuffers)
             .field("huge_pages", &self.inner.memory.huge)
             .finish()
@@ -422,14 +436,14 @@ impl BufferPool {
 
     /// Counters so far.
     pub fn counters(&self) -> PoolCounters {
-        let i = &self.inner;
+        let inner = &self.inner;
         PoolCounters {
-            hits: i.hits.load(Ordering::Relaxed),
-            reads: i.reads.load(Ordering::Relaxed),
-            verification_failures: i.verification_failures.load(Ordering::Relaxed),
-            pages_zeroed: i.pages_zeroed.load(Ordering::Relaxed),
-            evictions: i.evictions.load(Ordering::Relaxed),
-            waited_on_other_io: i.waited_on_other_io.load(Ordering::Relaxed),
+            hits: inner.hits.load(Ordering::Relaxed),
+            reads: inner.reads.load(Ordering::Relaxed),
+            verification_failures: inner.verification_failures.load(Ordering::Relaxed),
+            pages_zeroed: inner.pages_zeroed.load(Ordering::Relaxed),
+            evictions: inner.evictions.load(Ordering::Relaxed),
+            waited_on_other_io: inner.waited_on_other_io.load(Ordering::Relaxed),
         }
     }
 
@@ -454,9 +468,9 @@ impl BufferPool {
     /// look-ahead (`effective_io_concurrency` × `io_combine_limit`) when that is larger,
     /// but never more than an eighth of the pool.
     pub fn bulk_read_ring(&self) -> BufferRing {
-        let c = self.inner.aio.config();
-        let want =
-            (c.effective_io_concurrency.max(1) * c.io_combine_limit_blocks).max(MIN_RING_BUFFERS);
+        let config = self.inner.aio.config();
+        let want = (config.effective_io_concurrency.max(1) * config.io_combine_limit_blocks)
+            .max(MIN_RING_BUFFERS);
         BufferRing::new(want.min((self.inner.nbuffers as usize / 8).max(1)))
     }
 
@@ -479,17 +493,17 @@ impl BufferPool {
         {
             return id;
         }
-        let mut g = self
+        let mut relations = self
             .inner
             .relations
             .write()
             .unwrap_or_else(|p| p.into_inner());
-        if let Some(&id) = g.1.get(&path) {
+        if let Some(&id) = relations.1.get(&path) {
             return id;
         }
-        let id = g.0.len() as RelId;
-        g.0.push(rel.clone());
-        g.1.insert(path, id);
+        let id = relations.0.len() as RelId;
+        relations.0.push(rel.clone());
+        relations.1.insert(path, id);
         id
     }
 
@@ -504,10 +518,10 @@ impl BufferPool {
     }
 
     fn partition(&self, tag: &BufferTag) -> &Mutex<HashMap<BufferTag, BufferId>> {
-        let h = (tag.rel as u64)
+        let hash = (tag.rel as u64)
             .wrapping_mul(0x9E37_79B9_7F4A_7C15)
             .wrapping_add(tag.block.wrapping_mul(0xC2B2_AE3D_27D4_EB4F));
-        &self.inner.partitions[(h >> 58) as usize % MAPPING_PARTITIONS]
+        &self.inner.partitions[(hash >> 58) as usize % MAPPING_PARTITIONS]
     }
 
     fn desc(&self, id: BufferId) -> &BufferDesc {
@@ -533,22 +547,22 @@ impl BufferPool {
             .unwrap_or_else(|p| p.into_inner());
         if let Some(&existing) = part.get(&tag) {
             // Someone mapped the block while we looked for a victim: use theirs.
-            let d = self.desc(existing);
-            d.refcount.fetch_add(1, Ordering::AcqRel);
+            let desc = self.desc(existing);
+            desc.refcount.fetch_add(1, Ordering::AcqRel);
             drop(part);
             self.release_victim(victim);
             return Ok(self.classify(existing));
         }
         part.insert(tag, victim);
-        let d = self.desc(victim);
+        let desc = self.desc(victim);
         {
-            let mut h = d.header.lock().unwrap_or_else(|p| p.into_inner());
-            h.tag = Some(tag);
-            h.io_wref = None;
-            h.error = None;
+            let mut header = desc.header.lock().unwrap_or_else(|p| p.into_inner());
+            header.tag = Some(tag);
+            header.io_wref = None;
+            header.error = None;
         }
-        d.flags.store(FLAG_IO_IN_PROGRESS, Ordering::Release);
-        d.usage.store(1, Ordering::Relaxed);
+        desc.flags.store(FLAG_IO_IN_PROGRESS, Ordering::Release);
+        desc.usage.store(1, Ordering::Relaxed);
         Ok(Pinned::NeedsRead(victim))
     }
 
@@ -558,12 +572,12 @@ impl BufferPool {
             .lock()
             .unwrap_or_else(|p| p.into_inner());
         let &id = part.get(tag)?;
-        let d = self.desc(id);
-        d.refcount.fetch_add(1, Ordering::AcqRel);
+        let desc = self.desc(id);
+        desc.refcount.fetch_add(1, Ordering::AcqRel);
         drop(part);
-        let u = d.usage.load(Ordering::Relaxed);
-        if u < MAX_USAGE_COUNT {
-            d.usage.store(u + 1, Ordering::Relaxed);
+        let usage = desc.usage.load(Ordering::Relaxed);
+        if usage < MAX_USAGE_COUNT {
+            desc.usage.store(usage + 1, Ordering::Relaxed);
         }
         Some(self.classify(id))
     }
@@ -571,23 +585,29 @@ impl BufferPool {
     /// For a pinned buffer: valid, being read by someone, or ours to read (claimed with a
     /// compare-and-swap so exactly one thread starts the read, like `StartBufferIO`).
     fn classify(&self, id: BufferId) -> Pinned {
-        let d = self.desc(id);
+        let desc = self.desc(id);
         loop {
-            let f = d.flags.load(Ordering::Acquire);
-            if f & FLAG_VALID != 0 {
+            let flags = desc.flags.load(Ordering::Acquire);
+            if flags & FLAG_VALID != 0 {
                 self.inner.hits.fetch_add(1, Ordering::Relaxed);
                 return Pinned::Valid(id);
             }
-            if f & FLAG_IO_IN_PROGRESS != 0 {
+            if flags & FLAG_IO_IN_PROGRESS != 0 {
                 return Pinned::InProgress(id);
             }
-            if d.flags
-                .compare_exchange(f, FLAG_IO_IN_PROGRESS, Ordering::AcqRel, Ordering::Acquire)
+            if desc
+                .flags
+                .compare_exchange(
+                    flags,
+                    FLAG_IO_IN_PROGRESS,
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                )
                 .is_ok()
             {
-                let mut h = d.header.lock().unwrap_or_else(|p| p.into_inner());
-                h.io_wref = None;
-                h.error = None;
+                let mut header = desc.header.lock().unwrap_or_else(|p| p.into_inner());
+                header.io_wref = None;
+                header.error = None;
                 return Pinned::NeedsRead(id);
             }
         }
@@ -611,19 +631,19 @@ impl BufferPool {
     }
 
     fn clock_sweep(&self) -> Result<BufferId, BufferError> {
-        let n = self.inner.nbuffers as u64;
+        let nbuffers = self.inner.nbuffers as u64;
         // Every buffer can need MAX_USAGE_COUNT passes to decay; twice that without finding
         // an unpinned buffer means they are all pinned.
-        let budget = n * (MAX_USAGE_COUNT as u64 + 1) * 2;
+        let budget = nbuffers * (MAX_USAGE_COUNT as u64 + 1) * 2;
         for _ in 0..budget {
-            let id = (self.inner.clock.fetch_add(1, Ordering::Relaxed) % n) as BufferId;
-            let d = self.desc(id);
-            if d.refcount.load(Ordering::Acquire) != 0 {
+            let id = (self.inner.clock.fetch_add(1, Ordering::Relaxed) % nbuffers) as BufferId;
+            let desc = self.desc(id);
+            if desc.refcount.load(Ordering::Acquire) != 0 {
                 continue;
             }
-            let u = d.usage.load(Ordering::Relaxed);
-            if u > 0 {
-                d.usage.store(u - 1, Ordering::Relaxed);
+            let usage = desc.usage.load(Ordering::Relaxed);
+            if usage > 0 {
+                desc.usage.store(usage - 1, Ordering::Relaxed);
                 continue;
             }
             if self.try_evict(id) {
@@ -637,50 +657,61 @@ impl BufferPool {
 
     /// Pins an unpinned buffer exclusively and removes its page from the mapping.
     fn try_evict(&self, id: BufferId) -> bool {
-        let d = self.desc(id);
-        if d.refcount
+        let desc = self.desc(id);
+        if desc
+            .refcount
             .compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire)
             .is_err()
         {
             return false;
         }
-        if d.flags.load(Ordering::Acquire) & FLAG_IO_IN_PROGRESS != 0 {
-            d.refcount.fetch_sub(1, Ordering::AcqRel);
+        if desc.flags.load(Ordering::Acquire) & FLAG_IO_IN_PROGRESS != 0 {
+            desc.refcount.fetch_sub(1, Ordering::AcqRel);
             return false;
         }
-        let old = d.header.lock().unwrap_or_else(|p| p.into_inner()).tag;
+        let old = desc.header.lock().unwrap_or_else(|p| p.into_inner()).tag;
         if let Some(tag) = old {
             let mut part = self
                 .partition(&tag)
                 .lock()
                 .unwrap_or_else(|p| p.into_inner());
             // A lookup holding this partition may have pinned it meanwhile.
-            if d.refcount.load(Ordering::Acquire) != 1 {
+            if desc.refcount.load(Ordering::Acquire) != 1 {
                 drop(part);
-                d.refcount.fetch_sub(1, Ordering::AcqRel);
+                desc.refcount.fetch_sub(1, Ordering::AcqRel);
                 return false;
             }
             part.remove(&tag);
-            d.header.lock().unwrap_or_else(|p| p.into_inner()).tag = None;
+            desc.header.lock().unwrap_or_else(|p| p.into_inner()).tag = None;
             drop(part);
             self.inner.evictions.fetch_add(1, Ordering::Relaxed);
         }
-        d.flags.store(0, Ordering::Release);
-        d.usage.store(0, Ordering::Relaxed);
+        desc.flags.store(0, Ordering::Release);
+        desc.usage.store(0, Ordering::Relaxed);
         true
     }
 
     fn release_victim(&self, id: BufferId) {
-        let d = self.desc(id);
-        d.flags.store(0, Ordering::Release);
-        d.usage.store(0, Ordering::Relaxed);
-        d.refcount.fetch_sub(1, Ordering::AcqRel);
+        let desc = self.desc(id);
+        debug_assert!(
+            desc.refcount.load(Ordering::Acquire) >= 1,
+            "releasing victim buffer {id} that holds no pin"
+        );
+        desc.flags.store(0, Ordering::Release);
+        desc.usage.store(0, Ordering::Relaxed);
+        desc.refcount.fetch_sub(1, Ordering::AcqRel);
     }
 
-    /// Drops one pin.
+    /// Drops one pin. Unpinning a buffer nobody pinned is a caller bug: debug builds panic
+    /// on it; release builds leave the count at zero rather than wrap it to 4 billion pins,
+    /// which would keep the buffer from ever being evicted.
     pub fn unpin(&self, id: BufferId) {
-        let prev = self.desc(id).refcount.fetch_sub(1, Ordering::AcqRel);
-        debug_assert!(prev > 0, "unpin of unpinned buffer {id}");
+        let refcount = &self.desc(id).refcount;
+        let pins_before = refcount.fetch_sub(1, Ordering::AcqRel);
+        if pins_before == 0 {
+            refcount.fetch_add(1, Ordering::AcqRel);
+            debug_assert!(false, "unpin of unpinned buffer {id}");
+        }
     }
 
     /// Whether a pinned buffer holds a valid page.
@@ -738,11 +769,11 @@ impl BufferPool {
             nblocks,
         };
         let staged = (|| {
-            let mut h = backend.acquire()?;
-            h.set_callbacks(self.inner.clone(), &ids);
+            let mut handle = backend.acquire()?;
+            handle.set_callbacks(self.inner.clone(), &ids);
             // SAFETY: the buffers are pinned by the caller and marked I/O in progress, so
             // nobody reads or writes them until the completion marks them valid or failed.
-            unsafe { h.stage(IoOp::Readv, file, offset, &iovecs, target) }
+            unsafe { handle.stage(IoOp::Readv, file, offset, &iovecs, target) }
         })();
         match staged {
             Ok(wref) => {
@@ -790,31 +821,42 @@ impl BufferPool {
         backend: &mut Backend,
         id: BufferId,
     ) -> Result<bool, BufferError> {
-        let d = self.desc(id);
+        let desc = self.desc(id);
         let mut counted = false;
+        let mut claimed_polls = 0u32;
         loop {
-            let f = d.flags.load(Ordering::Acquire);
-            if f & FLAG_VALID != 0 {
+            let flags = desc.flags.load(Ordering::Acquire);
+            if flags & FLAG_VALID != 0 {
                 return Ok(true);
             }
-            if f & FLAG_IO_ERROR != 0 {
+            if flags & FLAG_IO_ERROR != 0 {
                 if let Some(e) = self.buffer_error(id) {
                     return Err(e.into());
                 }
             }
-            if f & FLAG_IO_IN_PROGRESS == 0 {
-                if d.flags
-                    .compare_exchange(f, FLAG_IO_IN_PROGRESS, Ordering::AcqRel, Ordering::Acquire)
+            if flags & FLAG_IO_IN_PROGRESS == 0 {
+                if desc
+                    .flags
+                    .compare_exchange(
+                        flags,
+                        FLAG_IO_IN_PROGRESS,
+                        Ordering::AcqRel,
+                        Ordering::Acquire,
+                    )
                     .is_ok()
                 {
-                    let mut h = d.header.lock().unwrap_or_else(|p| p.into_inner());
-                    h.io_wref = None;
-                    h.error = None;
+                    let mut header = desc.header.lock().unwrap_or_else(|p| p.into_inner());
+                    header.io_wref = None;
+                    header.error = None;
                     return Ok(false);
                 }
                 continue;
             }
-            let wref = d.header.lock().unwrap_or_else(|p| p.into_inner()).io_wref;
+            let wref = desc
+                .header
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .io_wref;
             match wref {
                 Some(w) => {
                     if !counted && !self.inner.aio.poll(w) {
@@ -825,8 +867,17 @@ impl BufferPool {
                     }
                     backend.wait(w);
                 }
-                // Claimed but not yet staged: the owner stages right after claiming.
-                None => std::thread::yield_now(),
+                // Claimed but not yet staged: the owner stages right after claiming — or,
+                // under io_method=sync, when the block reaches the head of its stream. Back
+                // off from yielding to short sleeps so a long deferral does not burn a core.
+                None => {
+                    claimed_polls += 1;
+                    if claimed_polls < CLAIMED_SPIN_POLLS {
+                        std::thread::yield_now();
+                    } else {
+                        std::thread::sleep(CLAIMED_POLL_SLEEP);
+                    }
+                }
             }
         }
     }
@@ -928,15 +979,15 @@ impl AioCallbacks for PoolInner {
         // The handle data outlives `io`'s borrow, so iterating it needs no copy.
         let ids: &[u64] = io.handle_data;
         for (i, &id) in ids.iter().enumerate() {
-            let d = &self.descs[id as usize];
+            let desc = &self.descs[id as usize];
             if i >= done {
                 // Not read: the caller re-issues (PARTIAL) or reports the error (ERROR).
                 if status == IoStatus::Error {
-                    d.header.lock().unwrap_or_else(|p| p.into_inner()).error =
+                    desc.header.lock().unwrap_or_else(|p| p.into_inner()).error =
                         io.result.error.clone();
-                    d.flags.store(FLAG_IO_ERROR, Ordering::Release);
+                    desc.flags.store(FLAG_IO_ERROR, Ordering::Release);
                 } else {
-                    d.flags.store(0, Ordering::Release);
+                    desc.flags.store(0, Ordering::Release);
                 }
                 continue;
             }
@@ -946,12 +997,12 @@ impl AioCallbacks for PoolInner {
                 .block_mut(i)
                 .and_then(|p| <&mut [u8; BLCKSZ]>::try_from(p).ok())
             else {
-                d.flags.store(FLAG_IO_ERROR, Ordering::Release);
+                desc.flags.store(FLAG_IO_ERROR, Ordering::Release);
                 continue;
             };
             let verdict = verify_page(page, blkno as u32, self.check.checksums);
             if verdict.is_ok() {
-                d.flags.store(FLAG_VALID, Ordering::Release);
+                desc.flags.store(FLAG_VALID, Ordering::Release);
                 continue;
             }
             self.verification_failures.fetch_add(1, Ordering::Relaxed);
@@ -960,10 +1011,10 @@ impl AioCallbacks for PoolInner {
                 page.fill(0);
                 self.pages_zeroed.fetch_add(1, Ordering::Relaxed);
                 self.log_damaged(&path, blkno, DamagedPageAction::Zeroed, &verdict);
-                d.flags.store(FLAG_VALID, Ordering::Release);
+                desc.flags.store(FLAG_VALID, Ordering::Release);
             } else if self.check.ignore_checksum_failure && is_checksum {
                 self.log_damaged(&path, blkno, DamagedPageAction::UsedAnyway, &verdict);
-                d.flags.store(FLAG_VALID, Ordering::Release);
+                desc.flags.store(FLAG_VALID, Ordering::Release);
             } else {
                 let error = AioError::InvalidPage {
                     path: path.clone(),
@@ -976,8 +1027,8 @@ impl AioCallbacks for PoolInner {
                         other => format!("page verification failed: {other}"),
                     },
                 };
-                d.header.lock().unwrap_or_else(|p| p.into_inner()).error = Some(error.clone());
-                d.flags.store(FLAG_IO_ERROR, Ordering::Release);
+                desc.header.lock().unwrap_or_else(|p| p.into_inner()).error = Some(error.clone());
+                desc.flags.store(FLAG_IO_ERROR, Ordering::Release);
                 if first_failure.is_none() {
                     first_failure = Some(error);
                 }

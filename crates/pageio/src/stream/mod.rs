@@ -44,6 +44,16 @@
 //! non-sequential runs of buffered files tells the kernel what is coming with
 //! `posix_fadvise(WILLNEED)`. Under `worker` and `io_uring`, reads are staged in batches as
 //! soon as they are known. With direct I/O the stream is the only read-ahead there is.
+//!
+//! ## Invariants
+//!
+//! As `read_stream.c` asserts them, and checked the same way (debug builds, which the test
+//! suite's profile enables): the buffers the stream pins (its queue) plus the blocks of its
+//! pending run never exceed its pin limit (`max_distance`); the pending run never exceeds
+//! `io_combine_limit`; both distances stay between 1 and their bound; a read is only ever
+//! started for entries inside the queue. Every wait is on a read some thread has started —
+//! this stream's (started before it waits), or another thread's buffer I/O — so a stall
+//! always ends.
 
 use std::collections::VecDeque;
 use std::time::Instant;
@@ -138,19 +148,19 @@ impl StreamStats {
     }
 
     /// Adds another stream's statistics (for parallel scans).
-    pub fn merge(&mut self, o: &StreamStats) {
-        self.buffers += o.buffers;
-        self.shared_hit += o.shared_hit;
-        self.shared_read += o.shared_read;
-        self.ios += o.ios;
-        self.stalls += o.stalls;
-        self.wait_ns += o.wait_ns;
-        self.distance_max = self.distance_max.max(o.distance_max);
-        self.distance_capacity = self.distance_capacity.max(o.distance_capacity);
-        self.advice += o.advice;
-        self.distance_sum += o.distance_sum;
-        self.in_progress_sum += o.in_progress_sum;
-        self.io_blocks += o.io_blocks;
+    pub fn merge(&mut self, other: &StreamStats) {
+        self.buffers += other.buffers;
+        self.shared_hit += other.shared_hit;
+        self.shared_read += other.shared_read;
+        self.ios += other.ios;
+        self.stalls += other.stalls;
+        self.wait_ns += other.wait_ns;
+        self.distance_max = self.distance_max.max(other.distance_max);
+        self.distance_capacity = self.distance_capacity.max(other.distance_capacity);
+        self.advice += other.advice;
+        self.distance_sum += other.distance_sum;
+        self.in_progress_sum += other.in_progress_sum;
+        self.io_blocks += other.io_blocks;
         self.finish();
     }
 }
@@ -293,9 +303,9 @@ impl<'p, D, F: FnMut() -> Option<(u64, D)>> ReadStream<'p, D, F> {
 
     /// Statistics so far.
     pub fn stats(&self) -> StreamStats {
-        let mut s = self.stats;
-        s.finish();
-        s
+        let mut stats = self.stats;
+        stats.finish();
+        stats
     }
 
     fn window(&self) -> usize {
@@ -320,14 +330,14 @@ impl<'p, D, F: FnMut() -> Option<(u64, D)>> ReadStream<'p, D, F> {
             };
             match head.state {
                 EntryState::Ready => {
-                    let e = self.queue.pop_front().expect("head exists");
+                    let entry = self.queue.pop_front().expect("head exists");
                     self.stats.buffers += 1;
                     self.stats.distance_sum += self.window() as u64;
                     return Ok(Some(StreamBuffer {
                         pool: self.pool,
-                        block: e.block,
-                        buffer: e.buffer,
-                        data: e.data,
+                        block: entry.block,
+                        buffer: entry.buffer,
+                        data: entry.data,
                     }));
                 }
                 EntryState::OwnIo(seq) => self.wait_own_io(backend, seq)?,
@@ -345,17 +355,19 @@ impl<'p, D, F: FnMut() -> Option<(u64, D)>> ReadStream<'p, D, F> {
                     }
                 }
                 EntryState::Deferred => {
-                    let n = self
+                    let nblocks = self
                         .queue
                         .iter()
-                        .take_while(|e| e.state == EntryState::Deferred)
+                        .take_while(|entry| entry.state == EntryState::Deferred)
                         .count();
                     let block = self.queue[0].block;
-                    let n = (1..n)
-                        .take_while(|&i| self.queue[i].block == block + i as u64)
+                    let nblocks = (1..nblocks)
+                        .take_while(|&position| {
+                            self.queue[position].block == block + position as u64
+                        })
                         .count()
                         + 1;
-                    self.issue(backend, 0, n, block)?;
+                    self.issue(backend, 0, nblocks, block)?;
                 }
             }
         }
@@ -366,21 +378,31 @@ impl<'p, D, F: FnMut() -> Option<(u64, D)>> ReadStream<'p, D, F> {
         &mut self,
         backend: &mut Backend,
         at: usize,
-        n: usize,
+        nblocks: usize,
         block: u64,
     ) -> Result<(), BufferError> {
-        let buffers: Vec<BufferId> = self.queue.range(at..at + n).map(|e| e.buffer).collect();
+        debug_assert!(
+            nblocks >= 1 && at + nblocks <= self.queue.len(),
+            "read stream issue of queue entries {at}..{} outside the queue of {}",
+            at + nblocks,
+            self.queue.len()
+        );
+        let buffers: Vec<BufferId> = self
+            .queue
+            .range(at..at + nblocks)
+            .map(|entry| entry.buffer)
+            .collect();
         let wref = self.pool.stage_read(backend, self.rel, block, &buffers)?;
         let seq = self.next_seq;
         self.next_seq += 1;
-        for e in self.queue.range_mut(at..at + n) {
-            e.state = EntryState::OwnIo(seq);
+        for entry in self.queue.range_mut(at..at + nblocks) {
+            entry.state = EntryState::OwnIo(seq);
         }
         self.ios.push_back(StreamIo { seq, wref });
         self.stats.ios += 1;
-        self.stats.io_blocks += n as u64;
-        self.stats.shared_read += n as u64;
-        self.last_read_end = Some(block + n as u64);
+        self.stats.io_blocks += nblocks as u64;
+        self.stats.shared_read += nblocks as u64;
+        self.last_read_end = Some(block + nblocks as u64);
         Ok(())
     }
 
@@ -405,39 +427,39 @@ impl<'p, D, F: FnMut() -> Option<(u64, D)>> ReadStream<'p, D, F> {
             backend.wait(io.wref);
         }
         // Every entry of that read is now valid, failed, or (partial read) back to us.
-        let mut i = 0;
-        while i < self.queue.len() {
-            if self.queue[i].state != EntryState::OwnIo(seq) {
-                i += 1;
+        let mut position = 0;
+        while position < self.queue.len() {
+            if self.queue[position].state != EntryState::OwnIo(seq) {
+                position += 1;
                 continue;
             }
-            let id = self.queue[i].buffer;
+            let id = self.queue[position].buffer;
             if self.pool.is_valid(id) {
-                self.queue[i].state = EntryState::Ready;
-                i += 1;
+                self.queue[position].state = EntryState::Ready;
+                position += 1;
                 continue;
             }
             match self.pool.wait_for_buffer(backend, id)? {
                 true => {
-                    self.queue[i].state = EntryState::Ready;
-                    i += 1;
+                    self.queue[position].state = EntryState::Ready;
+                    position += 1;
                 }
                 false => {
                     // A short read: re-issue the rest of the run from here.
-                    let block = self.queue[i].block;
-                    let mut n = 1;
-                    while i + n < self.queue.len()
-                        && self.queue[i + n].state == EntryState::OwnIo(seq)
-                        && self.queue[i + n].block == block + n as u64
+                    let block = self.queue[position].block;
+                    let mut nblocks = 1;
+                    while position + nblocks < self.queue.len()
+                        && self.queue[position + nblocks].state == EntryState::OwnIo(seq)
+                        && self.queue[position + nblocks].block == block + nblocks as u64
                     {
-                        let next = self.queue[i + n].buffer;
+                        let next = self.queue[position + nblocks].buffer;
                         if self.pool.wait_for_buffer(backend, next)? {
                             break;
                         }
-                        n += 1;
+                        nblocks += 1;
                     }
-                    self.issue(backend, i, n, block)?;
-                    i += n;
+                    self.issue(backend, position, nblocks, block)?;
+                    position += nblocks;
                 }
             }
         }
@@ -446,9 +468,41 @@ impl<'p, D, F: FnMut() -> Option<(u64, D)>> ReadStream<'p, D, F> {
 
     fn look_ahead(&mut self, backend: &mut Backend) -> Result<(), BufferError> {
         backend.enter_batch_mode();
-        let r = self.look_ahead_batched(backend);
+        let looked = self.look_ahead_batched(backend);
         backend.exit_batch_mode();
-        r
+        self.assert_bookkeeping();
+        looked
+    }
+
+    /// The stream's invariants, as `read_stream.c` asserts them: the buffers it pins plus
+    /// the blocks of the pending run never exceed the pin limit (`max_distance`), and both
+    /// distances stay within their bounds. Debug builds only; the checks are O(1).
+    fn assert_bookkeeping(&self) {
+        debug_assert!(
+            self.queue.len() + self.pending.len() <= self.max_distance,
+            "read stream holds {} pinned buffers + {} pending blocks, over its pin limit {}",
+            self.queue.len(),
+            self.pending.len(),
+            self.max_distance
+        );
+        debug_assert!(
+            (1..=self.max_distance).contains(&self.distance),
+            "read stream distance {} outside 1..={}",
+            self.distance,
+            self.max_distance
+        );
+        debug_assert!(
+            (1..=self.combine_limit.max(1)).contains(&self.combine_distance),
+            "read stream combine distance {} outside 1..={}",
+            self.combine_distance,
+            self.combine_limit
+        );
+        debug_assert!(
+            self.pending.len() <= self.combine_limit,
+            "read stream pending run of {} blocks over io_combine_limit {}",
+            self.pending.len(),
+            self.combine_limit
+        );
     }
 
     fn look_ahead_batched(&mut self, backend: &mut Backend) -> Result<(), BufferError> {
@@ -535,24 +589,29 @@ impl<'p, D, F: FnMut() -> Option<(u64, D)>> ReadStream<'p, D, F> {
     /// Starts (or, under sync, defers and advises) the read of the claimed entries from
     /// queue position `from` to the end.
     fn start_claimed(&mut self, backend: &mut Backend, from: usize) -> Result<(), BufferError> {
-        let n = self.queue.len() - from;
+        let nblocks = self.queue.len() - from;
         let block = self.queue[from].block;
         if self.sync_method {
             let sequential = self.last_read_end == Some(block);
             if self.advise && !sequential {
-                if let Ok((file, offset)) =
-                    self.relfile
-                        .locate(self.pool.aio().files(), block, n as u32, OpenMode::Read)
-                {
-                    if file.advise_willneed(offset, (n * BLCKSZ) as u64).is_ok() {
+                if let Ok((file, offset)) = self.relfile.locate(
+                    self.pool.aio().files(),
+                    block,
+                    nblocks as u32,
+                    OpenMode::Read,
+                ) {
+                    if file
+                        .advise_willneed(offset, (nblocks * BLCKSZ) as u64)
+                        .is_ok()
+                    {
                         self.stats.advice += 1;
                     }
                 }
             }
-            self.last_read_end = Some(block + n as u64);
+            self.last_read_end = Some(block + nblocks as u64);
             return Ok(());
         }
-        self.issue(backend, from, n, block)
+        self.issue(backend, from, nblocks, block)
     }
 
     fn adapt(&mut self, needs_io: bool, all_hits: bool) {
@@ -592,14 +651,14 @@ impl<'p, D, F: FnMut() -> Option<(u64, D)>> ReadStream<'p, D, F> {
 
 impl<D, F: FnMut() -> Option<(u64, D)>> Drop for ReadStream<'_, D, F> {
     fn drop(&mut self) {
-        for e in self.queue.drain(..) {
-            if e.state == EntryState::Deferred {
-                self.pool.fail_io(e.buffer);
+        for entry in self.queue.drain(..) {
+            if entry.state == EntryState::Deferred {
+                self.pool.fail_io(entry.buffer);
             }
             // Reads still in flight finish on their own and mark the buffer; dropping our
             // pin now cannot hand the buffer to anyone before that (an I/O-in-progress
             // buffer is never a victim).
-            self.pool.unpin(e.buffer);
+            self.pool.unpin(entry.buffer);
         }
     }
 }

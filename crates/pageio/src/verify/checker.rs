@@ -21,7 +21,8 @@
 //!        │         no copy (see `mapped`); record the results like a completed read
 //!        │    no:  split into reads of ≤ io_combine_limit blocks ─┐
 //!        │                                                       ▼
-//!        │  keeps effective_io_concurrency reads in flight (stage_read_owned, reused buffers)
+//!        │  keeps effective_io_concurrency reads in flight (aio::IoPipeline,
+//!        │  stage_read_owned, reused buffers; partial reads re-issued)
 //!        │ submit
 //!        ▼
 //!   io_method: worker threads / io_uring / inline ─► preadv
@@ -72,11 +73,14 @@ use std::time::Duration;
 use super::mapped::{self, Mapping, Residency};
 use super::walk::ClusterFile;
 use super::VerifyError;
-use crate::aio::{AioCallbacks, AioError, IoBuffer, IoOp, IoStatus, IoTarget, SharedCompletion};
+use crate::aio::{
+    AioCallbacks, AioError, IoBuffer, IoOp, IoPipeline, IoStatus, IoTarget, PipelineDriver,
+    PipelineIo, SharedCompletion, WaitRef,
+};
 use crate::config::BLCKSZ;
 use crate::page::checksum::{pg_checksum_page, stored_checksum};
 use crate::storage::{OpenMode, SegmentFile, RELSEG_SIZE_BLOCKS};
-use crate::Aio;
+use crate::{Aio, Backend};
 
 /// How often the calling thread looks for finished files and updates progress. Short enough
 /// that failure lines appear promptly, long enough to cost nothing.
@@ -545,138 +549,204 @@ struct Read {
 }
 
 /// One scanner: takes windows from the cursor, checks cached ones in place and keeps
-/// `depth` reads of the others in flight, until the cursor runs dry.
+/// `depth` reads of the others in flight through the AIO layer's [`IoPipeline`], until the
+/// cursor runs dry.
 ///
-/// A read of several blocks that fails with an errno is read again one block at a time, so
-/// the error names the block that failed, as `pg_checksums` (which reads one block at a
-/// time) names it; blocks of the range that do read are checked as usual.
+/// A read that comes back PARTIAL has its rest re-issued by the pipeline; the unit stays open
+/// until the last piece completes. A read of several blocks that fails with an errno is read
+/// again one block at a time, so the error names the block that failed, as `pg_checksums`
+/// (which reads one block at a time) names it; blocks of the range that do read are checked
+/// as usual.
 fn scanner(aio: &Aio, shared: &Arc<Shared>, depth: usize) -> Result<(), VerifyError> {
     let mut backend = aio.backend()?;
-    let callbacks: Arc<dyn AioCallbacks> = Arc::new(VerifyCallback {
-        shared: shared.clone(),
-    });
     let combine = shared.combine_blocks;
-    let full_bytes = combine as usize * BLCKSZ;
-    // Full-size buffers come back with each completion and are reused: allocating and
-    // zeroing a buffer per read would cost as much memory bandwidth as the read itself.
-    let mut free_buffers: Vec<IoBuffer> = Vec::with_capacity(depth);
-    let mut in_flight: VecDeque<(crate::aio::WaitRef, Read)> = VecDeque::with_capacity(depth);
-    // Reads not staged yet: the rest of the current window, and block-by-block retries.
-    let mut pending: VecDeque<Read> = VecDeque::new();
-    loop {
-        backend.enter_batch_mode();
-        while in_flight.len() < depth {
-            if pending.is_empty() {
-                let Some((file, first, n)) = shared.next_window() else {
-                    break;
-                };
-                let f = &shared.files[file];
-                let seg = match aio.files().open(&f.path, f.display.clone(), OpenMode::Read) {
-                    Ok(h) => h,
-                    Err(e) => {
-                        shared.fail_file(file, VerifyError::Aio(AioError::Storage(Arc::new(e))));
-                        shared.finish_unit(file);
-                        continue;
-                    }
-                };
-                if shared.mapped_reads {
-                    // Keep the reads already staged moving while this thread checksums.
-                    backend.submit_staged();
-                    if check_in_place(shared, file, &seg, first, n) {
-                        continue;
-                    }
-                }
-                split_into_reads(shared, file, &seg, first, n, combine, &mut pending);
-            }
-            let Some(read) = pending.pop_front() else {
-                continue;
-            };
-            let f = &shared.files[read.file];
-            let len = read.n as usize * BLCKSZ;
-            let buffer = match free_buffers.pop() {
-                Some(b) if b.len() == len => b,
-                Some(b) => {
-                    free_buffers.push(b);
-                    IoBuffer::zeroed(len)
-                }
-                None => IoBuffer::zeroed(len),
-            };
-            let target = IoTarget {
-                path: f.display.clone(),
-                first_block: f.segno as u64 * RELSEG_SIZE_BLOCKS as u64 + read.first,
-                nblocks: read.n,
-            };
-            let staged = (|| {
-                let mut h = backend.acquire()?;
-                h.set_callbacks(callbacks.clone(), &[read.file as u64, read.first]);
-                h.stage_read_owned(read.seg.clone(), read.first * BLCKSZ as u64, buffer, target)
-            })();
-            match staged {
-                Ok(wref) => in_flight.push_back((wref, read)),
-                Err(e) => {
-                    shared.fail_file(read.file, e.into());
-                    shared.finish_unit(read.file);
-                }
+    let mut driver = ScanReads {
+        aio,
+        shared,
+        callbacks: Arc::new(VerifyCallback {
+            shared: shared.clone(),
+        }),
+        combine_blocks: combine,
+        full_bytes: combine as usize * BLCKSZ,
+        depth,
+        free_buffers: Vec::with_capacity(depth),
+        pending: VecDeque::new(),
+    };
+    IoPipeline::new(depth).run(&mut backend, &mut driver)?;
+    Ok(())
+}
+
+/// Which file (and open segment) a scanner's read belongs to.
+#[derive(Clone)]
+struct ReadTag {
+    file: usize,
+    seg: Arc<SegmentFile>,
+}
+
+/// The pipeline driver of one scanner.
+struct ScanReads<'a> {
+    aio: &'a Aio,
+    shared: &'a Arc<Shared>,
+    callbacks: Arc<dyn AioCallbacks>,
+    combine_blocks: u64,
+    full_bytes: usize,
+    depth: usize,
+    /// Full-size buffers come back with each completion and are reused: allocating and
+    /// zeroing a buffer per read would cost as much memory bandwidth as the read itself.
+    free_buffers: Vec<IoBuffer>,
+    /// Reads not staged yet: the rest of the current window, and block-by-block retries.
+    pending: VecDeque<Read>,
+}
+
+impl ScanReads<'_> {
+    fn recycle(&mut self, buffer: Option<IoBuffer>) {
+        if let Some(buffer) = buffer {
+            if buffer.len() == self.full_bytes && self.free_buffers.len() < self.depth {
+                self.free_buffers.push(buffer);
             }
         }
-        backend.exit_batch_mode();
-        let Some((wref, read)) = in_flight.pop_front() else {
-            if pending.is_empty() {
+    }
+}
+
+impl PipelineDriver for ScanReads<'_> {
+    type Tag = ReadTag;
+
+    fn next_io(&mut self, backend: &mut Backend) -> Option<PipelineIo<ReadTag>> {
+        let shared = self.shared;
+        loop {
+            if let Some(read) = self.pending.pop_front() {
+                return Some(PipelineIo {
+                    first_block: read.first,
+                    nblocks: read.n,
+                    tag: ReadTag {
+                        file: read.file,
+                        seg: read.seg,
+                    },
+                });
+            }
+            // The cursor is finite: every call moves it forward, so this loop ends.
+            let (file, first, n) = shared.next_window()?;
+            let cluster_file = &shared.files[file];
+            let seg = match self.aio.files().open(
+                &cluster_file.path,
+                cluster_file.display.clone(),
+                OpenMode::Read,
+            ) {
+                Ok(seg) => seg,
+                Err(e) => {
+                    shared.fail_file(file, VerifyError::Aio(AioError::Storage(Arc::new(e))));
+                    shared.finish_unit(file);
+                    continue;
+                }
+            };
+            if shared.mapped_reads {
+                // Keep the reads already staged moving while this thread checksums.
+                backend.submit_staged();
+                if check_in_place(shared, file, &seg, first, n) {
+                    continue;
+                }
+            }
+            split_into_reads(
+                shared,
+                file,
+                &seg,
+                first,
+                n,
+                self.combine_blocks,
+                &mut self.pending,
+            );
+        }
+    }
+
+    fn stage(
+        &mut self,
+        backend: &mut Backend,
+        io: &PipelineIo<ReadTag>,
+    ) -> Result<WaitRef, AioError> {
+        let cluster_file = &self.shared.files[io.tag.file];
+        let len = io.nblocks as usize * BLCKSZ;
+        let buffer = match self.free_buffers.pop() {
+            Some(b) if b.len() == len => b,
+            Some(b) => {
+                self.free_buffers.push(b);
+                IoBuffer::zeroed(len)
+            }
+            None => IoBuffer::zeroed(len),
+        };
+        let target = IoTarget {
+            path: cluster_file.display.clone(),
+            first_block: cluster_file.segno as u64 * RELSEG_SIZE_BLOCKS as u64 + io.first_block,
+            nblocks: io.nblocks,
+        };
+        let mut handle = backend.acquire()?;
+        handle.set_callbacks(
+            self.callbacks.clone(),
+            &[io.tag.file as u64, io.first_block],
+        );
+        handle.stage_read_owned(
+            io.tag.seg.clone(),
+            io.first_block * BLCKSZ as u64,
+            buffer,
+            target,
+        )
+    }
+
+    fn stage_failed(&mut self, io: PipelineIo<ReadTag>, error: AioError) -> Result<(), AioError> {
+        // The file ends the run here; other files go on.
+        self.shared.fail_file(io.tag.file, error.into());
+        self.shared.finish_unit(io.tag.file);
+        Ok(())
+    }
+
+    fn complete(
+        &mut self,
+        io: &PipelineIo<ReadTag>,
+        completion: crate::aio::IoCompletion,
+    ) -> Result<(), AioError> {
+        let shared = self.shared;
+        let file = io.tag.file;
+        let slot = &shared.slots[file];
+        let done = completion.result.blocks_done.min(io.nblocks) as u64;
+        slot.blocks_scanned.fetch_add(done, Ordering::Relaxed);
+        shared
+            .bytes_done
+            .fetch_add(done * BLCKSZ as u64, Ordering::Relaxed);
+        match completion.result.status {
+            IoStatus::Ok => {}
+            // The pipeline re-issues the rest; the unit ends with its last piece.
+            IoStatus::Partial => {
+                self.recycle(completion.buffer);
                 return Ok(());
             }
-            continue;
-        };
-        let file = read.file;
-        let completion = backend.wait(wref).or_else(|| backend.take_completion(wref));
-        let slot = &shared.slots[file];
-        match completion {
-            None => shared.fail_file(
-                file,
-                VerifyError::Internal(format!(
-                    "the completion of the read of blocks {}.. of \"{}\" went missing",
-                    read.first, shared.files[file].display
-                )),
-            ),
-            Some(c) => {
-                let done = c.result.blocks_done.min(read.n) as u64;
-                slot.blocks_scanned.fetch_add(done, Ordering::Relaxed);
-                shared
-                    .bytes_done
-                    .fetch_add(done * BLCKSZ as u64, Ordering::Relaxed);
-                if c.result.status != IoStatus::Ok {
-                    if c.result.raw_result < 0 && read.n > 1 && done == 0 {
-                        // Find the failing block: retry the range block by block, next.
-                        let first = read.first;
-                        let n = read.n as u64;
-                        slot.units_remaining
-                            .fetch_add((n - 1) as u32, Ordering::AcqRel);
-                        for b in (first..first + n).rev() {
-                            pending.push_front(Read {
-                                file,
-                                seg: read.seg.clone(),
-                                first: b,
-                                n: 1,
-                            });
-                        }
-                        if let Some(b) = c.buffer {
-                            if b.len() == full_bytes && free_buffers.len() < depth {
-                                free_buffers.push(b);
-                            }
-                        }
-                        continue;
+            IoStatus::Error | IoStatus::Unknown => {
+                if completion.result.raw_result < 0 && io.nblocks > 1 && done == 0 {
+                    // Find the failing block: retry the range block by block, next.
+                    slot.units_remaining
+                        .fetch_add(io.nblocks - 1, Ordering::AcqRel);
+                    for block in (io.first_block..io.first_block + io.nblocks as u64).rev() {
+                        self.pending.push_front(Read {
+                            file,
+                            seg: io.tag.seg.clone(),
+                            first: block,
+                            n: 1,
+                        });
                     }
-                    if let Some(e) = read_error(&shared.files[file], read.first, done, &c.result) {
-                        shared.fail_file(file, e);
-                    }
+                    self.recycle(completion.buffer);
+                    return Ok(());
                 }
-                if let Some(b) = c.buffer {
-                    if b.len() == full_bytes && free_buffers.len() < depth {
-                        free_buffers.push(b);
-                    }
+                if let Some(e) = read_error(
+                    &shared.files[file],
+                    io.first_block,
+                    done,
+                    &completion.result,
+                ) {
+                    shared.fail_file(file, e);
                 }
             }
         }
+        self.recycle(completion.buffer);
         shared.finish_unit(file);
+        Ok(())
     }
 }
 

@@ -17,6 +17,13 @@
 //! * [`sync`] executes at submission, in the submitting thread.
 //! * [`worker`] queues groups for a pool of I/O threads.
 //! * [`uring`] puts each group on the backend's io_uring as one SQE.
+//!
+//! The AIO layer calls a method only through `IoMethodImpl`: `attach_backend` when a
+//! backend slot is first used (io_uring creates the slot's ring — method state is the
+//! method's own, by backend id), `submit`, `wait_for` (bounded sleeps; the default sleeps on
+//! the handle, woken by the completing thread) and `reap` (io_uring drains completions).
+//! Whatever happens in `submit`, every handle ends up completed — by the kernel, or failed
+//! with an errno — never stranded in SUBMITTED.
 
 pub mod sync;
 pub mod uring;
@@ -25,7 +32,7 @@ pub mod worker;
 use std::sync::Arc;
 
 use super::handle::{BackendShared, HandleState};
-use super::result::IoOp;
+use super::result::{AioError, IoOp};
 use crate::config::IoMethodKind;
 
 /// Most iovecs in one kernel I/O. The kernel's `IOV_MAX` is 1024; merging stops there.
@@ -34,12 +41,37 @@ pub(crate) const MAX_IOVECS_PER_IO: usize = 1024;
 /// One kernel I/O: a leader handle and the handles merged behind it, in file order.
 pub(crate) type Group = Vec<u32>;
 
-/// The interface between the AIO layer and a method.
+/// The interface between the AIO layer and a method. The generic layer knows nothing of
+/// rings or queues: per-backend state a method needs (io_uring's ring) is the method's own,
+/// indexed by backend id, as PostgreSQL keeps `pgaio_uring_contexts` per process.
 pub(crate) trait IoMethodImpl: Send + Sync {
     /// Which method this is.
     fn kind(&self) -> IoMethodKind;
-    /// Starts execution of `groups` of `backend`'s handles (all in state SUBMITTED).
+
+    /// Prepares whatever the method keeps per backend for the backend in slot
+    /// `backend.id` (called when a thread registers; slots are reused).
+    fn attach_backend(&self, backend: &BackendShared) -> Result<(), AioError> {
+        let _ = backend;
+        Ok(())
+    }
+
+    /// Starts execution of `groups` of `backend`'s handles (all in state SUBMITTED). Every
+    /// handle ends up completed — by the kernel, or failed with an errno — never stranded.
     fn submit(&self, backend: &Arc<BackendShared>, groups: Vec<Group>);
+
+    /// Waits until the I/O `(index, generation)` of `backend` has completed shared. Every
+    /// sleep inside is bounded; the loop ends because the I/O completes (it was submitted,
+    /// or is being submitted by its owner, who never waits on another backend before
+    /// submitting its own staged I/O).
+    fn wait_for(&self, backend: &BackendShared, index: u32, generation: u64) {
+        backend.wait_done(index, generation);
+    }
+
+    /// Completes whatever has finished without waiting (io_uring: drains the ring's
+    /// completion queue). Nothing to do for methods whose completer is the executing thread.
+    fn reap(&self, backend: &BackendShared) {
+        let _ = backend;
+    }
 }
 
 /// Merges `staged` (handle indices, in staging order) into groups of contiguous same-file,
@@ -49,14 +81,14 @@ pub(crate) fn plan_groups(backend: &BackendShared, staged: &[u32]) -> Vec<Group>
     let mut groups: Vec<Group> = Vec::with_capacity(staged.len());
     // (fd, op, end offset, iovec count) of the group being built.
     let mut open: Option<(i32, IoOp, u64, usize)> = None;
-    for &idx in staged {
-        let d = backend.handles[idx as usize].lock();
-        let fd = d.file.as_ref().map(|f| f.raw_fd()).unwrap_or(-1);
-        let op = d.op.unwrap_or(IoOp::Readv);
-        let len = d.len_bytes() as u64;
-        let n_iov = d.iovecs.len();
-        let start = d.offset_bytes;
-        drop(d);
+    for &index in staged {
+        let data = backend.handles[index as usize].lock();
+        let fd = data.file.as_ref().map(|f| f.raw_fd()).unwrap_or(-1);
+        let op = data.op.unwrap_or(IoOp::Readv);
+        let len = data.len_bytes() as u64;
+        let n_iov = data.iovecs.len();
+        let start = data.offset_bytes;
+        drop(data);
         match (&mut open, groups.last_mut()) {
             (Some((gfd, gop, gend, giov)), Some(group))
                 if *gfd == fd
@@ -64,12 +96,12 @@ pub(crate) fn plan_groups(backend: &BackendShared, staged: &[u32]) -> Vec<Group>
                     && *gend == start
                     && *giov + n_iov <= MAX_IOVECS_PER_IO =>
             {
-                group.push(idx);
+                group.push(index);
                 *gend += len;
                 *giov += n_iov;
             }
             _ => {
-                groups.push(vec![idx]);
+                groups.push(vec![index]);
                 open = Some((fd, op, start + len, n_iov));
             }
         }
@@ -98,12 +130,16 @@ pub(crate) fn execute_group_sync(backend: &BackendShared, group: &[u32], execute
         };
         iovecs.clear();
         let (file, op, offset) = {
-            let d = backend.handles[group[0] as usize].lock();
-            iovecs.extend_from_slice(&d.iovecs);
-            (d.file.clone(), d.op.unwrap_or(IoOp::Readv), d.offset_bytes)
+            let data = backend.handles[group[0] as usize].lock();
+            iovecs.extend_from_slice(&data.iovecs);
+            (
+                data.file.clone(),
+                data.op.unwrap_or(IoOp::Readv),
+                data.offset_bytes,
+            )
         };
-        for &idx in &group[1..] {
-            iovecs.extend_from_slice(&backend.handles[idx as usize].lock().iovecs);
+        for &index in &group[1..] {
+            iovecs.extend_from_slice(&backend.handles[index as usize].lock().iovecs);
         }
         match file {
             Some(file) => vectored_io(file.raw_fd(), op, offset, iovecs),
@@ -126,13 +162,13 @@ pub(crate) fn distribute(backend: &BackendShared, group: &[u32], raw: i64, execu
         .collect();
     let total: i64 = lens.iter().sum();
     if raw == total {
-        for (&idx, &len) in group.iter().zip(&lens) {
-            backend.complete(idx, len, executed_sync);
+        for (&index, &len) in group.iter().zip(&lens) {
+            backend.complete(index, len, executed_sync);
         }
         return;
     }
-    for &idx in group {
-        execute_group_sync(backend, &[idx], true);
+    for &index in group {
+        execute_group_sync(backend, &[index], true);
     }
 }
 
@@ -171,12 +207,12 @@ pub(crate) fn vectored_io(fd: i32, op: IoOp, offset: u64, iovecs: &[libc::iovec]
 /// Marks the handles of `groups` as submitted (the method may complete them at once).
 pub(crate) fn mark_submitted(backend: &BackendShared, groups: &[Group], now_ns: u64) {
     for group in groups {
-        for &idx in group {
-            let h = &backend.handles[idx as usize];
-            let mut d = h.lock();
-            debug_assert_eq!(h.state(), HandleState::Staged);
-            d.submit_ns = now_ns;
-            h.set_state(HandleState::Submitted);
+        for &index in group {
+            let handle = &backend.handles[index as usize];
+            let mut data = handle.lock();
+            debug_assert_eq!(handle.state(), HandleState::Staged);
+            data.submit_ns = now_ns;
+            handle.set_state(HandleState::Submitted);
         }
     }
 }

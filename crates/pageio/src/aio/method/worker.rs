@@ -77,14 +77,14 @@ impl WorkerMethod {
             threads: Mutex::new(Vec::new()),
         });
         let mut joins = Vec::with_capacity(io_workers);
-        for n in 0..io_workers {
-            let p = pool.clone();
+        for worker_index in 0..io_workers {
+            let pool_for_worker = pool.clone();
             let join = std::thread::Builder::new()
-                .name(format!("io worker {n}"))
-                .spawn(move || worker_loop(&p, n))
+                .name(format!("io worker {worker_index}"))
+                .spawn(move || worker_loop(&pool_for_worker, worker_index))
                 .map_err(|e| AioError::MethodStart {
                     method: "worker",
-                    reason: format!("could not start I/O worker thread {n}: {e}"),
+                    reason: format!("could not start I/O worker thread {worker_index}: {e}"),
                 })?;
             pool.threads
                 .lock()
@@ -103,16 +103,16 @@ fn lock(pool: &PoolShared) -> std::sync::MutexGuard<'_, QueueState> {
     pool.queue.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-fn worker_loop(pool: &PoolShared, me: usize) {
+fn worker_loop(pool: &PoolShared, worker_index: usize) {
     loop {
         let job = {
-            let mut q = lock(pool);
-            match q.jobs.pop_front() {
-                Some(j) => {
+            let mut queue = lock(pool);
+            match queue.jobs.pop_front() {
+                Some(job) => {
                     pool.queued.fetch_sub(1, Ordering::Relaxed);
-                    Some(j)
+                    Some(job)
                 }
-                None if q.shutdown => return,
+                None if queue.shutdown => return,
                 None => None,
             }
         };
@@ -132,13 +132,13 @@ fn worker_loop(pool: &PoolShared, me: usize) {
             }
         }
         {
-            let mut q = lock(pool);
-            if !q.jobs.is_empty() || q.shutdown {
+            let mut queue = lock(pool);
+            if !queue.jobs.is_empty() || queue.shutdown {
                 continue;
             }
-            if !q.is_idle[me] {
-                q.is_idle[me] = true;
-                q.idle.push(me);
+            if !queue.is_idle[worker_index] {
+                queue.is_idle[worker_index] = true;
+                queue.idle.push(worker_index);
             }
         }
         // A wake-up that raced ahead of this park left a token, so park returns at once.
@@ -155,13 +155,13 @@ impl IoMethodImpl for WorkerMethod {
         let mut overflow: Vec<Group> = Vec::new();
         let mut wake: Vec<usize> = Vec::new();
         {
-            let mut q = lock(&self.pool);
+            let mut queue = lock(&self.pool);
             let mut pushed = 0usize;
             for group in groups {
-                if q.jobs.len() >= WORKER_QUEUE_CAPACITY || q.shutdown {
+                if queue.jobs.len() >= WORKER_QUEUE_CAPACITY || queue.shutdown {
                     overflow.push(group);
                 } else {
-                    q.jobs.push_back(Job {
+                    queue.jobs.push_back(Job {
                         backend: backend.clone(),
                         group,
                     });
@@ -174,16 +174,18 @@ impl IoMethodImpl for WorkerMethod {
             let spinner = usize::from(self.pool.spinning.load(Ordering::Acquire));
             let mut want = pushed.saturating_sub(spinner);
             while want > 0 {
-                let Some(w) = q.idle.pop() else { break };
-                q.is_idle[w] = false;
-                wake.push(w);
+                let Some(worker) = queue.idle.pop() else {
+                    break;
+                };
+                queue.is_idle[worker] = false;
+                wake.push(worker);
                 want -= 1;
             }
         }
         if !wake.is_empty() {
             let threads = self.pool.threads.lock().unwrap_or_else(|p| p.into_inner());
-            for w in wake {
-                threads[w].unpark();
+            for worker in wake {
+                threads[worker].unpark();
             }
         }
         for group in overflow {
@@ -199,22 +201,22 @@ impl IoMethodImpl for WorkerMethod {
 impl Drop for WorkerMethod {
     fn drop(&mut self) {
         lock(&self.pool).shutdown = true;
-        for t in self
+        for thread in self
             .pool
             .threads
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .iter()
         {
-            t.unpark();
+            thread.unpark();
         }
-        for j in self
+        for job in self
             .joins
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .drain(..)
         {
-            let _ = j.join();
+            let _ = job.join();
         }
     }
 }
