@@ -152,19 +152,23 @@ fn corrupt_page_body() {
             let event = &r.damaged_pages[0];
             assert_eq!(
                 (event.path.as_str(), event.block, event.action),
-                ("base/5/16384", BLOCK, DamagedPageAction::Zeroed),
+                (rel("uniform"), BLOCK, DamagedPageAction::Zeroed),
                 "{method} {kind}"
             );
             let line = event.to_string();
             assert!(
                 line.starts_with(
-                    "invalid page in block 7 of relation base/5/16384; zeroing out page"
+                    &format!(
+                        "invalid page in block 7 of relation {}; zeroing out page",
+                        rel("uniform")
+                    )
                 ),
                 "{line}"
             );
             assert!(
                 line.contains(&format!(
-                    "calculated checksum {computed} but expected {STORED}"
+                    "calculated checksum {computed} but expected {}",
+                    stored()
                 )),
                 "{line}"
             );
