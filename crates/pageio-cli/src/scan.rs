@@ -31,7 +31,7 @@ use pageio::scan::{
     resolve_relation_path, run_scan, Between, RelationKind, ScanKind, ScanOptions, ScanResult,
     Table,
 };
-use pageio::storage::RelFile;
+use pageio::storage::{ForkNumber, RelFile};
 use pageio::stream::DistancePolicy;
 use pageio::Aio;
 
@@ -195,18 +195,21 @@ fn resolve_table(args: &ScanArgs) -> Result<Resolved, Box<dyn std::error::Error>
         };
         // Relation paths must lead to regular files inside PGDATA (or a tablespace linked
         // from pg_tblspc) holding the right kind of relation.
-        let heap_path = resolve_relation_path(pgdata, heap, RelationKind::Heap)
+        // Once checked, the relations are named in messages as PostgreSQL names them:
+        // relative to the data directory (`base/5/16384`).
+        resolve_relation_path(pgdata, heap, RelationKind::Heap)
             .map_err(|e| format!("--heap: {e}"))?;
         let index = match args.index.as_deref() {
-            Some(i) => Some(RelFile::new(
+            Some(i) => {
                 resolve_relation_path(pgdata, i, RelationKind::Btree)
-                    .map_err(|e| format!("--index: {e}"))?,
-            )),
+                    .map_err(|e| format!("--index: {e}"))?;
+                Some(RelFile::in_data_dir(pgdata, i, ForkNumber::Main))
+            }
             None => None,
         };
         return Ok(Resolved {
             table: Table {
-                heap: RelFile::new(heap_path),
+                heap: RelFile::in_data_dir(pgdata, heap, ForkNumber::Main),
                 index,
                 columns,
             },

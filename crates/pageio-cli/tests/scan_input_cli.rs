@@ -95,7 +95,7 @@ fn relation_paths_stay_inside_pgdata_and_are_regular_relation_files() {
     refused(
         &pgdata,
         &["--heap", "PG_VERSION"],
-        &["not a whole number of 8192-byte pages"],
+        &["\"PG_VERSION\" is 3 bytes, not a multiple of the 8192-byte page size"],
     );
 
     // A tablespace: the link in pg_tblspc may lead outside PGDATA.

@@ -157,12 +157,10 @@ fn corrupt_page_body() {
             );
             let line = event.to_string();
             assert!(
-                line.starts_with(
-                    &format!(
-                        "invalid page in block 7 of relation {}; zeroing out page",
-                        rel("uniform")
-                    )
-                ),
+                line.starts_with(&format!(
+                    "invalid page in block 7 of relation {}; zeroing out page",
+                    rel("uniform")
+                )),
                 "{line}"
             );
             assert!(

@@ -166,15 +166,15 @@ fn check_kind(path: &Path, len_bytes: u64, kind: RelationKind) -> Result<(), Rel
         expected: kind.as_str(),
         reason,
     };
-    if !len_bytes.is_multiple_of(BLCKSZ as u64) {
-        return Err(wrong(format!(
-            "its size, {len_bytes} bytes, is not a whole number of {BLCKSZ}-byte pages"
-        )));
-    }
-    if len_bytes == 0 {
+    // A size that is not a whole number of pages is a truncated or damaged relation, not a
+    // different kind of file: the scan reports it, naming the file, its size and the page
+    // size. Only a file too short to hold block 0 cannot be told apart here.
+    if len_bytes < BLCKSZ as u64 {
         return match kind {
             RelationKind::Heap => Ok(()),
-            RelationKind::Btree => Err(wrong("the file is empty (no metapage)".into())),
+            RelationKind::Btree => Err(wrong(format!(
+                "the file is {len_bytes} bytes, shorter than one {BLCKSZ}-byte page (no metapage)"
+            ))),
         };
     }
     let mut page = vec![0u8; BLCKSZ];

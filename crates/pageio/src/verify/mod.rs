@@ -238,7 +238,9 @@ impl VerifyError {
             VerifyError::NotShutDown { .. } => "cluster_running",
             VerifyError::ChecksumsDisabled => "checksums_disabled",
             VerifyError::OpenDirectory { .. } => "directory_unreadable",
-            VerifyError::NoTablespaceVersionDirectory { .. } => "tablespace_without_version_directory",
+            VerifyError::NoTablespaceVersionDirectory { .. } => {
+                "tablespace_without_version_directory"
+            }
             VerifyError::Stat { .. } => "stat_failed",
             VerifyError::InvalidSegmentNumber { .. } => "invalid_segment_number",
             VerifyError::ShortRead { .. } => "short_read",
