@@ -303,6 +303,12 @@ pub fn run(args: ScanArgs) -> CliResult {
         label,
         key_column,
     } = resolve_table(&args)?;
+    if kind != ScanKind::Seq && table.index.is_none() {
+        return Err(format!(
+            "a {kind} scan needs the table's index: pass --index (the btree on the first column)"
+        )
+        .into());
+    }
     let predicate = match &args.predicate {
         Some(p) => Between::parse_on(p, &key_column).map_err(|e| {
             if args.pgdata.is_some()

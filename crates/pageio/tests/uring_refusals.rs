@@ -57,7 +57,7 @@ fn io_uring_disabled_by_sysctl_gives_actionable_error_and_auto_falls_back() {
         msg.contains("sysctl -w kernel.io_uring_disabled=0"),
         "{msg}"
     );
-    assert!(msg.contains("--io-method worker"), "{msg}");
+    assert!(msg.contains("io_method = worker"), "{msg}");
 
     let aio = Aio::new(IoConfig {
         io_method: IoMethodKind::Auto,
@@ -169,7 +169,7 @@ fn io_uring_blocked_by_seccomp_is_explained_and_auto_falls_back() {
             let msg = err.to_string();
             assert_eq!(err.errno(), Some(errno as i32), "{msg}");
             assert!(
-                msg.contains(words) && msg.contains("--io-method worker"),
+                msg.contains(words) && msg.contains("io_method = worker"),
                 "{msg}"
             );
             let aio = Aio::new(IoConfig {

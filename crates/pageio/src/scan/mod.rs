@@ -247,7 +247,9 @@ pub enum ScanError {
         source: PageError,
     },
     /// A bitmap or index scan without an index.
-    #[error("a {0} scan needs the table's index: pass --index (the btree on the first column)")]
+    #[error(
+        "a {0} scan needs the table's index (the btree on its first column), and none was given"
+    )]
     NoIndex(ScanKind),
     /// The index is not a usable btree.
     #[error("\"{path}\" is not a btree this scan can use: {reason}")]

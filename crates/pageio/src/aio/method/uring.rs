@@ -526,7 +526,7 @@ pub fn probe() -> Result<(), AioError> {
                 if !probe.is_supported(code) {
                     return Err(AioError::UringUnavailable {
                         cause: format!("the kernel's io_uring does not support {name}"),
-                        fix: "upgrade the kernel (5.1 or later), or use --io-method worker".into(),
+                        fix: "upgrade the kernel (5.1 or later), or set io_method = worker".into(),
                         errno: libc::EOPNOTSUPP,
                     });
                 }
@@ -561,7 +561,7 @@ fn rlimit(resource: libc::__rlimit_resource_t) -> Option<u64> {
 /// names no group at all: then only CAP_SYS_ADMIN helps, and "add the user to group -1"
 /// would be nonsense.
 pub(crate) fn restricted_by_sysctl(io_uring_group: Option<&str>) -> (String, String) {
-    let worker = "or use --io-method worker (or auto)";
+    let worker = "or set io_method = worker (or auto)";
     match io_uring_group.and_then(|g| g.trim().parse::<i64>().ok()) {
         Some(gid) if gid >= 0 => (
             format!(
@@ -589,7 +589,7 @@ pub(crate) fn restricted_by_sysctl(io_uring_group: Option<&str>) -> (String, Str
 /// Turns a failed `io_uring_setup` into a message naming the cause and the fix.
 pub(crate) fn explain_setup_error(e: &std::io::Error) -> AioError {
     let errno = e.raw_os_error().unwrap_or(libc::EIO);
-    let worker = "or use --io-method worker (or auto)";
+    let worker = "or set io_method = worker (or auto)";
     let (cause, fix) = match errno {
         libc::EPERM => match read_sysctl("kernel.io_uring_disabled").as_deref() {
             Some("2") => (
@@ -630,7 +630,7 @@ pub(crate) fn explain_setup_error(e: &std::io::Error) -> AioError {
                 ),
                 format!(
                     "raise the limit (ulimit -l unlimited, or LimitMEMLOCK=infinity for a \
-                     systemd service), lower --io-max-concurrency, {worker}"
+                     systemd service), lower io_max_concurrency, {worker}"
                 ),
             )
         }
@@ -639,7 +639,7 @@ pub(crate) fn explain_setup_error(e: &std::io::Error) -> AioError {
                 "no file descriptor is left for the ring (RLIMIT_NOFILE soft limit is {})",
                 rlimit(libc::RLIMIT_NOFILE).unwrap_or(0)
             ),
-            format!("raise it with ulimit -n, lower --max-open-files, {worker}"),
+            format!("raise it with ulimit -n, lower max_open_files, {worker}"),
         ),
         _ => (
             format!("io_uring_setup failed: {e}"),
@@ -665,7 +665,7 @@ mod tests {
             let err = explain_setup_error(&std::io::Error::from_raw_os_error(errno));
             let msg = err.to_string();
             assert!(msg.starts_with("io_uring is unavailable: "), "{msg}");
-            assert!(msg.contains("--io-method worker"), "{msg}");
+            assert!(msg.contains("io_method = worker"), "{msg}");
             assert_eq!(err.errno(), Some(errno));
         }
         let msg = explain_setup_error(&std::io::Error::from_raw_os_error(libc::ENOMEM)).to_string();
@@ -687,7 +687,7 @@ mod tests {
                 fix.contains("sysctl -w kernel.io_uring_disabled=0")
                     && fix.contains("kernel.io_uring_group=GID")
                     && fix.contains("CAP_SYS_ADMIN")
-                    && fix.contains("--io-method worker"),
+                    && fix.contains("io_method = worker"),
                 "{fix}"
             );
         }
@@ -698,6 +698,6 @@ mod tests {
              CAP_SYS_ADMIN or in group 1001 (kernel.io_uring_group)"
         );
         assert!(fix.starts_with("add the user to group 1001, "), "{fix}");
-        assert!(fix.contains("--io-method worker"), "{fix}");
+        assert!(fix.contains("io_method = worker"), "{fix}");
     }
 }
