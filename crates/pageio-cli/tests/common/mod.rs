@@ -10,8 +10,12 @@ use std::sync::OnceLock;
 // against one fixture.
 #[path = "../../../pageio/tests/common/fixture.rs"]
 mod fixture;
+#[path = "../../../pageio/tests/common/watchdog.rs"]
+mod watchdog;
 
 pub use fixture::FixtureFacts;
+#[allow(unused_imports)] // each test file uses its own subset
+pub use watchdog::with_watchdog;
 
 /// The facts PostgreSQL gave about the fixture when it was built (`facts.json`, parsed once
 /// per process; builds the fixture first if needed).
@@ -62,35 +66,6 @@ pub fn pg_bin() -> Option<PathBuf> {
         found
     })
     .clone()
-}
-
-/// Runs `body` on its own thread and fails the test if it has not finished within
-/// `bound_secs`, so a command that hangs fails the suite with a message instead of stalling
-/// it. A panic in `body` is re-raised with its own message.
-pub fn with_watchdog<T: Send + 'static>(
-    name: &str,
-    bound_secs: u64,
-    body: impl FnOnce() -> T + Send + 'static,
-) -> T {
-    let (done_tx, done_rx) = std::sync::mpsc::channel();
-    let worker = std::thread::Builder::new()
-        .name(format!("watchdog:{name}"))
-        .spawn(move || {
-            let result = body();
-            // The receiver is gone only when the watchdog already fired.
-            let _ = done_tx.send(());
-            result
-        })
-        .expect("spawn the watched test thread");
-    match done_rx.recv_timeout(std::time::Duration::from_secs(bound_secs)) {
-        Ok(()) | Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => match worker.join() {
-            Ok(result) => result,
-            Err(panic) => std::panic::resume_unwind(panic),
-        },
-        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
-            panic!("{name}: did not finish within {bound_secs} s (hang?)")
-        }
-    }
 }
 
 /// Runs the `pageio` binary with `args`, killing it and failing the test if it runs longer
