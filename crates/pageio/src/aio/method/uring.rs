@@ -95,8 +95,13 @@ pub(crate) struct Ring {
     ring: IoUring,
     sq_lock: Mutex<()>,
     cq_lock: Mutex<()>,
-    /// SQEs the kernel has taken whose CQE has not been reaped yet.
-    in_kernel: AtomicUsize,
+    /// SQEs the kernel has taken, ever. With `reaped_cqes`, tells how many are still in the
+    /// kernel ([`Ring::in_kernel`]). Two ever-growing counts rather than one up-down count:
+    /// the submitter adds what the kernel took only after `io_uring_enter` returns, by which
+    /// time another thread may already have reaped some of those completions.
+    submitted_sqes: AtomicUsize,
+    /// Completions reaped, ever.
+    reaped_cqes: AtomicUsize,
     /// 0 while usable; the errno that retired the ring when SQEs had to be abandoned in it.
     retired_errno: AtomicI32,
     /// SQEs left in a retired ring, never to be submitted.
@@ -118,7 +123,8 @@ impl Ring {
             ring,
             sq_lock: Mutex::new(()),
             cq_lock: Mutex::new(()),
-            in_kernel: AtomicUsize::new(0),
+            submitted_sqes: AtomicUsize::new(0),
+            reaped_cqes: AtomicUsize::new(0),
             retired_errno: AtomicI32::new(0),
             abandoned_sqes: AtomicUsize::new(0),
             timed_waits,
@@ -262,7 +268,7 @@ impl Ring {
             };
             match outcome {
                 Ok(taken) if taken > 0 => {
-                    self.in_kernel.fetch_add(taken, Ordering::AcqRel);
+                    self.submitted_sqes.fetch_add(taken, Ordering::AcqRel);
                     fruitless_attempts = 0;
                 }
                 Ok(_) => {
@@ -326,7 +332,7 @@ impl Ring {
         if done() {
             return true;
         }
-        if self.in_kernel.load(Ordering::Acquire) == 0 {
+        if self.in_kernel() == 0 {
             return false;
         }
         let rc = if self.timed_waits {
@@ -364,6 +370,16 @@ impl Ring {
         done()
     }
 
+    /// SQEs the kernel has taken whose completion has not been reaped. It may read low —
+    /// briefly 0 while a submitter has not yet counted what the kernel took and a reaper
+    /// already counted some of its completions; waiters then sleep on the handle for a
+    /// bounded slice — but never high, which would send a waiter to sleep in the kernel
+    /// with nothing there to wake it: `submitted` is read before `reaped`.
+    fn in_kernel(&self) -> usize {
+        let submitted = self.submitted_sqes.load(Ordering::Acquire);
+        submitted.saturating_sub(self.reaped_cqes.load(Ordering::Acquire))
+    }
+
     /// Drains every available completion without waiting.
     pub fn reap(&self, backend: &BackendShared) {
         if let Ok(_cq) = self.cq_lock.try_lock() {
@@ -385,12 +401,7 @@ impl Ring {
             if done.is_empty() {
                 return;
             }
-            let in_kernel_before = self.in_kernel.fetch_sub(done.len(), Ordering::AcqRel);
-            debug_assert!(
-                in_kernel_before >= done.len(),
-                "reaped {} completions with only {in_kernel_before} SQEs in the kernel",
-                done.len()
-            );
+            self.reaped_cqes.fetch_add(done.len(), Ordering::AcqRel);
             for (leader, raw) in done {
                 let followers = {
                     let mut data = backend.handles[leader as usize].lock();
@@ -406,7 +417,7 @@ impl Ring {
 
     /// Waits (in slices) until nothing this ring submitted is still in the kernel.
     fn drain(&self, backend: &BackendShared) {
-        while self.in_kernel.load(Ordering::Acquire) > 0 {
+        while self.in_kernel() > 0 {
             self.wait_for_completions(backend, || false);
         }
     }
@@ -497,7 +508,7 @@ impl IoMethodImpl for UringMethod {
             if ring.wait_for_completions(backend, || handle.is_done(generation)) {
                 return;
             }
-            if ring.in_kernel.load(Ordering::Acquire) == 0 {
+            if ring.in_kernel() == 0 {
                 // The I/O is still with its owner (staged, being submitted, or being failed):
                 // the owner's completion wakes this sleep, the slice bounds it.
                 backend.wait_done_timeout(index, generation, WAIT_SLICE);
