@@ -307,3 +307,35 @@ impl<T> Drop for InFlightGuard<'_, T> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::BlockRanges;
+    use crate::storage::RELSEG_SIZE_BLOCKS;
+
+    fn ranges(first_block: u64, total_blocks: u64, combine_blocks: u64) -> Vec<(u64, u32)> {
+        BlockRanges::new(first_block, total_blocks, combine_blocks)
+            .map(|io| (io.first_block, io.nblocks))
+            .collect()
+    }
+
+    #[test]
+    fn block_ranges_stop_at_io_combine_limit_and_segment_ends() {
+        assert_eq!(
+            ranges(0, 70, 16),
+            [(0, 16), (16, 16), (32, 16), (48, 16), (64, 6)]
+        );
+        let seg = RELSEG_SIZE_BLOCKS as u64;
+        assert_eq!(
+            ranges(seg - 2, 20, 16),
+            [(seg - 2, 2), (seg, 16), (seg + 16, 2)]
+        );
+        assert_eq!(ranges(5, 0, 16), []);
+        // A limit of zero still makes progress, one block at a time.
+        assert_eq!(ranges(7, 2, 0), [(7, 1), (8, 1)]);
+        let mut r = BlockRanges::new(10, 5, 4);
+        assert_eq!(r.next_block(), 10);
+        r.by_ref().for_each(drop);
+        assert_eq!(r.next_block(), 15);
+    }
+}
