@@ -31,7 +31,7 @@ use std::time::Instant;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use pageio::aio::{
-    AioCallbacks, AioError, IoBuffer, IoCompletion, IoOp, IoPipeline, IoStatus, IoTarget,
+    AioCallbacks, AioError, BlockRanges, IoBuffer, IoCompletion, IoOp, IoPipeline, IoStatus,
     PipelineDriver, PipelineIo, SharedCompletion, WaitRef,
 };
 use pageio::config::{IoMethodKind, BLCKSZ};
@@ -483,9 +483,7 @@ fn generate(
 /// into a fresh owned buffer and verified in the shared callback.
 struct ReadRelation<'r> {
     rel: &'r RelFile,
-    nblocks: u64,
-    combine_blocks: u64,
-    next_block: u64,
+    ranges: BlockRanges,
     verify: Arc<VerifyPages>,
     first_error: Option<AioError>,
 }
@@ -494,33 +492,12 @@ impl PipelineDriver for ReadRelation<'_> {
     type Tag = ();
 
     fn next_io(&mut self, _backend: &mut Backend) -> Option<PipelineIo<()>> {
-        if self.next_block >= self.nblocks {
-            return None;
-        }
-        let first_block = self.next_block;
-        let nblocks = (self.nblocks - first_block)
-            .min(self.combine_blocks)
-            .min(RelFile::blocks_in_segment(first_block) as u64);
-        self.next_block += nblocks;
-        Some(PipelineIo {
-            first_block,
-            nblocks: nblocks as u32,
-            tag: (),
-        })
+        self.ranges.next()
     }
 
     fn stage(&mut self, backend: &mut Backend, io: &PipelineIo<()>) -> Result<WaitRef, AioError> {
-        let (file, offset) = self.rel.locate(
-            backend.aio().files(),
-            io.first_block,
-            io.nblocks,
-            OpenMode::Read,
-        )?;
-        let target = IoTarget {
-            path: self.rel.display_name().clone(),
-            first_block: io.first_block,
-            nblocks: io.nblocks,
-        };
+        let (file, offset, target) =
+            backend.locate(self.rel, io.first_block, io.nblocks, OpenMode::Read)?;
         let mut handle = backend.acquire()?;
         handle.set_callbacks(self.verify.clone(), &[]);
         handle.stage_read_owned(
@@ -561,9 +538,7 @@ fn read_all(
     let mut backend = aio.backend()?;
     let mut reads = ReadRelation {
         rel,
-        nblocks,
-        combine_blocks: combine,
-        next_block: 0,
+        ranges: BlockRanges::new(0, nblocks, combine),
         verify: verify.clone(),
         first_error: None,
     };

@@ -130,14 +130,7 @@ struct Resolved {
 /// directory already holds files (gen refuses a non-empty directory without it).
 fn gen_command(name: &str, data_dir: &std::path::Path, rows_seed: Option<(u64, u64)>) -> String {
     let dir = data_dir.join(name);
-    let names: Vec<String> = std::fs::read_dir(&dir)
-        .map(|entries| {
-            entries
-                .flatten()
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .collect()
-        })
-        .unwrap_or_default();
+    let names = pageio::storage::dir_entry_names(&dir);
     let non_empty = !names.is_empty();
     let mut cmd = String::new();
     if names.iter().any(|n| !pageio::gen::is_generator_file(n)) {

@@ -18,21 +18,6 @@ use std::process::Command;
 
 const ROWS: u64 = 20_000;
 
-/// A directory the unprivileged PostgreSQL user can reach (the driver creates the data
-/// directory inside it and hands it to that user).
-fn work_dir() -> tempfile::TempDir {
-    let dir = tempfile::Builder::new()
-        .prefix("pageio-bench-pg-")
-        .tempdir_in("/tmp")
-        .unwrap();
-    std::fs::set_permissions(
-        dir.path(),
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .unwrap();
-    dir
-}
-
 fn json_file(path: &Path) -> serde_json::Value {
     let text =
         std::fs::read_to_string(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
@@ -52,7 +37,8 @@ fn key(r: &serde_json::Value) -> Query {
 #[test]
 fn pageio_on_postgresql_files_counts_what_postgresql_counts() {
     let Some(bin) = pg_bin() else { return };
-    let dir = work_dir();
+    // The driver creates the data directory inside and hands it to the PostgreSQL user.
+    let dir = common::pg_reachable_dir("pageio-bench-pg-");
     let pgdata = dir.path().join("data");
     let out = dir.path().join("out");
     let driver = repo_root().join("bench/pg18-bench.py");

@@ -4,50 +4,6 @@
 
 mod common;
 
-use std::path::Path;
-use std::process::Command;
-
-const PG_USER: &str = "pgtest";
-
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
-
-/// `initdb` into `dir/data` (as the unprivileged user when root: PostgreSQL refuses root).
-fn initdb(bin: &Path, dir: &Path) -> std::path::PathBuf {
-    let data = dir.join("data");
-    if is_root() {
-        let ok = Command::new("chown")
-            .args(["-R", PG_USER])
-            .arg(dir)
-            .status()
-            .unwrap()
-            .success();
-        assert!(ok, "chown {}", dir.display());
-    }
-    let exe = bin.join("initdb");
-    let mut cmd = if is_root() {
-        let mut c = Command::new("runuser");
-        c.args(["-u", PG_USER, "--"]).arg(&exe);
-        c
-    } else {
-        Command::new(&exe)
-    };
-    let out = cmd
-        .args(["-k", "-U", "postgres", "-D"])
-        .arg(&data)
-        .current_dir("/tmp")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "initdb failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    data
-}
-
 fn stderr(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
@@ -56,16 +12,8 @@ fn stderr(out: &std::process::Output) -> String {
 fn initdb_postgresql_conf_with_includes_is_accepted() {
     let Some(bin) = common::pg_bin() else { return };
     common::with_watchdog("config_cli", 120, move || {
-        let dir = tempfile::Builder::new()
-            .prefix("pageio-config-")
-            .tempdir_in("/tmp")
-            .unwrap();
-        std::fs::set_permissions(
-            dir.path(),
-            std::os::unix::fs::PermissionsExt::from_mode(0o755),
-        )
-        .unwrap();
-        let data = initdb(&bin, dir.path());
+        let dir = common::pg_cluster_dir("pageio-config-");
+        let data = common::initdb(&bin, dir.path());
         let conf = data.join("postgresql.conf");
         let text = std::fs::read_to_string(&conf).unwrap();
         assert!(
@@ -92,19 +40,20 @@ fn initdb_postgresql_conf_with_includes_is_accepted() {
 
         let tmp = tempfile::tempdir().unwrap();
         let pgdata = common::unpack_fixture(tmp.path());
-        let out = common::pageio_bounded(
-            &[
+        // A scan of the fixture's `uniform` heap with `extra` arguments and `--config`.
+        let scan = |extra: &[&str]| {
+            let mut args = vec![
                 "scan",
                 "--pgdata",
                 pgdata.to_str().unwrap(),
                 "--heap",
                 "base/5/16384",
-                "--json",
-                "--config",
-                conf.to_str().unwrap(),
-            ],
-            60,
-        );
+            ];
+            args.extend_from_slice(extra);
+            args.extend(["--config", conf.to_str().unwrap()]);
+            common::pageio_bounded(&args, 60)
+        };
+        let out = scan(&["--json"]);
         assert!(out.status.success(), "{}", stderr(&out));
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(v["io_method"], "sync");
@@ -115,18 +64,7 @@ fn initdb_postgresql_conf_with_includes_is_accepted() {
 
         // A real error names the file and the line; the flag hint is added by the CLI.
         std::fs::write(data.join("pageio.conf"), "# io\nio_combine_limit = 4MB\n").unwrap();
-        let out = common::pageio_bounded(
-            &[
-                "scan",
-                "--pgdata",
-                pgdata.to_str().unwrap(),
-                "--heap",
-                "base/5/16384",
-                "--config",
-                conf.to_str().unwrap(),
-            ],
-            60,
-        );
+        let out = scan(&[]);
         assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
         let err = stderr(&out);
         assert!(err.contains("pageio.conf\" line 2"), "{err}");

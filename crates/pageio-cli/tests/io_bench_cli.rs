@@ -9,15 +9,7 @@ fn stderr(out: &std::process::Output) -> String {
 }
 
 fn io_bench(dir: &std::path::Path, extra: &[&str]) -> std::process::Output {
-    let mut args = vec![
-        "io-bench",
-        "--size",
-        "4MB",
-        "--methods",
-        "sync",
-        "--dir",
-        dir.to_str().unwrap(),
-    ];
+    let mut args = common::small_io_bench_args(dir);
     args.extend_from_slice(extra);
     common::pageio_bounded(&args, 120)
 }

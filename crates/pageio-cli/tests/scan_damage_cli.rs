@@ -14,6 +14,14 @@ fn fixture() -> (tempfile::TempDir, std::path::PathBuf) {
     (dir, pgdata)
 }
 
+/// `pageio scan` of `uniform`'s heap in the fixture at `pgdata`, with `extra` arguments,
+/// bounded.
+fn scan_uniform(pgdata: &str, extra: &[&str]) -> std::process::Output {
+    let mut args = vec!["scan", "--pgdata", pgdata, "--heap", "base/5/16384"];
+    args.extend_from_slice(extra);
+    pageio_bounded(&args, BOUND_SECS)
+}
+
 /// Flips a byte in the free space of `uniform`'s blocks 7 and 9: the rows are intact, the
 /// checksums fail.
 fn damage_two_pages(pgdata: &std::path::Path) {
@@ -31,19 +39,7 @@ fn zeroed_pages_are_reported_per_page_under_every_method() {
     damage_two_pages(&pgdata);
     let pgdata = pgdata.to_str().unwrap();
     for method in ["sync", "worker", "io_uring"] {
-        let out = pageio_bounded(
-            &[
-                "scan",
-                "--pgdata",
-                pgdata,
-                "--heap",
-                "base/5/16384",
-                "--zero-damaged-pages",
-                "--io-method",
-                method,
-            ],
-            BOUND_SECS,
-        );
+        let out = scan_uniform(pgdata, &["--zero-damaged-pages", "--io-method", method]);
         let stdout = String::from_utf8_lossy(&out.stdout);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "{method}: {stderr}");
@@ -66,18 +62,7 @@ fn zeroed_pages_are_reported_per_page_under_every_method() {
         );
     }
     // The JSON report lists the same events.
-    let out = pageio_bounded(
-        &[
-            "scan",
-            "--pgdata",
-            pgdata,
-            "--heap",
-            "base/5/16384",
-            "--ignore-checksum-failure",
-            "--json",
-        ],
-        BOUND_SECS,
-    );
+    let out = scan_uniform(pgdata, &["--ignore-checksum-failure", "--json"]);
     assert!(out.status.success());
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["rows"], 20000);
@@ -104,20 +89,7 @@ fn a_right_link_cycle_is_one_error_line_naming_index_and_block() {
     std::fs::write(&path, &bytes).unwrap();
     let pgdata = pgdata.to_str().unwrap();
     for kind in ["bitmap", "index"] {
-        let out = pageio_bounded(
-            &[
-                "scan",
-                "--pgdata",
-                pgdata,
-                "--heap",
-                "base/5/16384",
-                "--index",
-                "base/5/16394",
-                "--kind",
-                kind,
-            ],
-            BOUND_SECS,
-        );
+        let out = scan_uniform(pgdata, &["--index", "base/5/16394", "--kind", kind]);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{kind}: {stderr}");
         assert!(
@@ -144,8 +116,7 @@ fn a_partial_page_and_an_orphan_segment_fail_the_scan() {
     std::io::Write::write_all(&mut f, &[0x55; 100]).unwrap();
     drop(f);
     let pgdata_s = pgdata.to_str().unwrap();
-    let args = ["scan", "--pgdata", pgdata_s, "--heap", "base/5/16384"];
-    let out = pageio_bounded(&args, BOUND_SECS);
+    let out = scan_uniform(pgdata_s, &[]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(
@@ -164,7 +135,7 @@ fn a_partial_page_and_an_orphan_segment_fail_the_scan() {
         .set_len(size)
         .unwrap();
     std::fs::write(pgdata.join("base/5/16384.2"), [0u8; 8192]).unwrap();
-    let out = pageio_bounded(&args, BOUND_SECS);
+    let out = scan_uniform(pgdata_s, &[]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("relation \"base/5/16384\" has segment file \"base/5/16384\" of 9109504 bytes, shorter than a full segment"), "{stderr}");

@@ -4,51 +4,6 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-const PG_USER: &str = "pgtest";
-
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
-
-fn pg_ok(bin: &Path, program: &str, args: &[&str]) -> String {
-    let exe = bin.join(program);
-    let mut cmd = if is_root() {
-        let mut c = Command::new("runuser");
-        c.args(["-u", PG_USER, "--"]).arg(&exe);
-        c
-    } else {
-        Command::new(&exe)
-    };
-    let out: Output = cmd.args(args).current_dir("/tmp").output().unwrap();
-    assert!(
-        out.status.success(),
-        "{program} {args:?}: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// Stops the server when dropped, so a failing test never leaves one running.
-struct Running {
-    bin: PathBuf,
-    data: String,
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        pg_ok(
-            &self.bin,
-            "pg_ctl",
-            &["-D", &self.data, "-m", "fast", "-w", "stop"],
-        );
-    }
-}
-
 /// The predicates, as SQL and as pageio's --where.
 const PREDICATES: [&str; 8] = [
     "a between 0 and 'NaN'",
@@ -65,53 +20,11 @@ const PREDICATES: [&str; 8] = [
 fn nan_infinity_and_zeroes_scan_to_postgresqls_answers() {
     let Some(bin) = common::pg_bin() else { return };
     common::with_watchdog("nan_postgres", 300, move || {
-        let dir = tempfile::Builder::new()
-            .prefix("pageio-nan-")
-            .tempdir_in("/tmp")
-            .unwrap();
+        let dir = common::pg_cluster_dir("pageio-nan-");
         let root = dir.path();
-        std::fs::set_permissions(root, std::os::unix::fs::PermissionsExt::from_mode(0o755))
-            .unwrap();
-        if is_root() {
-            assert!(Command::new("chown")
-                .args(["-R", PG_USER])
-                .arg(root)
-                .status()
-                .unwrap()
-                .success());
-        }
-        let data = root.join("data").display().to_string();
-        pg_ok(&bin, "initdb", &["-k", "-U", "postgres", "-D", &data]);
-        let opts = format!("-k {} -c listen_addresses='' -c port=5432", root.display());
-        let log = root.join("log").display().to_string();
-        pg_ok(
-            &bin,
-            "pg_ctl",
-            &["-D", &data, "-o", &opts, "-l", &log, "-w", "start"],
-        );
-        let running = Running {
-            bin: bin.clone(),
-            data: data.clone(),
-        };
-        let host = root.display().to_string();
-        let psql = |sql: &str| {
-            pg_ok(
-                &bin,
-                "psql",
-                &[
-                    "-h",
-                    &host,
-                    "-U",
-                    "postgres",
-                    "-X",
-                    "-qAt",
-                    "-v",
-                    "ON_ERROR_STOP=1",
-                    "-c",
-                    sql,
-                ],
-            )
-        };
+        let data = common::initdb(&bin, root).display().to_string();
+        let running = common::PgServer::start(&bin, root);
+        let psql = |sql: &str| running.psql(sql);
         psql("CREATE TABLE t (a double precision, b text) WITH (fillfactor = 25)");
         psql(
             "INSERT INTO t SELECT CASE g % 10 \

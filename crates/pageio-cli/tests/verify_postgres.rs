@@ -13,7 +13,7 @@
 //! fail, so CI can never pass by not running them.
 
 mod common;
-use common::pg_bin;
+use common::{chown_to_pg_user, initdb, pg, pg_bin, pg_cluster_dir, pg_ok, PgServer};
 
 use std::collections::BTreeMap;
 use std::fs::OpenOptions;
@@ -27,55 +27,6 @@ use pageio::page::builder::set_checksum;
 
 const BLCKSZ: u64 = 8192;
 const RELSEG_SIZE_BLOCKS: u64 = 131072;
-const PG_USER: &str = "pgtest";
-
-fn is_root() -> bool {
-    // SAFETY: getuid has no preconditions.
-    unsafe { libc_getuid() == 0 }
-}
-
-extern "C" {
-    #[link_name = "getuid"]
-    fn libc_getuid() -> u32;
-}
-
-/// Runs a PostgreSQL binary as the unprivileged user when we are root (PostgreSQL refuses
-/// to run as root), directly otherwise.
-fn pg(bin: &Path, program: &str, args: &[&str]) -> Output {
-    let exe = bin.join(program);
-    let mut cmd = if is_root() {
-        let mut c = Command::new("runuser");
-        c.args(["-u", PG_USER, "--"]).arg(&exe);
-        c
-    } else {
-        Command::new(&exe)
-    };
-    cmd.args(args).current_dir("/tmp");
-    cmd.output()
-        .unwrap_or_else(|e| panic!("run {}: {e}", exe.display()))
-}
-
-fn pg_ok(bin: &Path, program: &str, args: &[&str]) -> String {
-    let out = pg(bin, program, args);
-    assert!(
-        out.status.success(),
-        "{program} {args:?} failed: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn chown_to_pg_user(path: &Path) {
-    if is_root() {
-        let st = Command::new("chown")
-            .args(["-R", PG_USER])
-            .arg(path)
-            .status()
-            .unwrap();
-        assert!(st.success());
-    }
-}
 
 /// A stopped cluster: `<dir>/data` plus a tablespace at `<dir>/ts`.
 struct Cluster {
@@ -100,77 +51,9 @@ impl Cluster {
 }
 
 fn new_root() -> (tempfile::TempDir, PathBuf) {
-    let dir = tempfile::Builder::new()
-        .prefix("pageio-verify-")
-        .tempdir_in("/tmp")
-        .unwrap();
+    let dir = pg_cluster_dir("pageio-verify-");
     let root = dir.path().to_path_buf();
-    std::fs::set_permissions(&root, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    chown_to_pg_user(&root);
     (dir, root)
-}
-
-fn start(bin: &Path, root: &Path) {
-    let data = root.join("data").display().to_string();
-    let opts = format!("-k {} -c listen_addresses='' -c port=5432", root.display());
-    let log = root.join("log").display().to_string();
-    pg_ok(
-        bin,
-        "pg_ctl",
-        &["-D", &data, "-o", &opts, "-l", &log, "-w", "start"],
-    );
-}
-
-fn stop(bin: &Path, root: &Path) {
-    let data = root.join("data").display().to_string();
-    pg_ok(bin, "pg_ctl", &["-D", &data, "-m", "fast", "-w", "stop"]);
-}
-
-/// Stops the server when dropped, so a failing test never leaves one running.
-struct Running<'a> {
-    bin: &'a Path,
-    root: PathBuf,
-}
-
-impl<'a> Running<'a> {
-    fn start(bin: &'a Path, root: &Path) -> Running<'a> {
-        start(bin, root);
-        Running {
-            bin,
-            root: root.to_path_buf(),
-        }
-    }
-}
-
-impl Drop for Running<'_> {
-    fn drop(&mut self) {
-        stop(self.bin, &self.root);
-    }
-}
-
-/// Runs each `;`-terminated statement as its own `-c` (one transaction each: CREATE
-/// TABLESPACE may not run inside a transaction block).
-fn psql(bin: &Path, root: &Path, sql: &str) -> String {
-    let host = root.display().to_string();
-    let mut args = vec![
-        "-h",
-        &host,
-        "-U",
-        "postgres",
-        "-X",
-        "-qAt",
-        "-v",
-        "ON_ERROR_STOP=1",
-    ];
-    for stmt in sql
-        .split_terminator(';')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-    {
-        args.push("-c");
-        args.push(stmt);
-    }
-    pg_ok(bin, "psql", &args)
 }
 
 /// The template cluster, built once per test run.
@@ -178,14 +61,11 @@ fn template(bin: &Path) -> &'static Cluster {
     static T: OnceLock<Cluster> = OnceLock::new();
     T.get_or_init(|| {
         let (dir, root) = new_root();
-        let data = root.join("data").display().to_string();
-        pg_ok(bin, "initdb", &["-k", "-U", "postgres", "-D", &data]);
+        initdb(bin, &root);
         std::fs::create_dir(root.join("ts")).unwrap();
         chown_to_pg_user(&root.join("ts"));
-        let running = Running::start(bin, &root);
-        let paths = psql(
-            bin,
-            &root,
+        let running = PgServer::start(bin, &root);
+        let paths = running.psql(
             &format!(
                 "CREATE TABLE t (a int, b text) WITH (fillfactor = 50);
                  INSERT INTO t SELECT g, repeat('x', 100) FROM generate_series(1, 20000) g;
@@ -626,7 +506,7 @@ fn json_reports_fatal_errors_as_a_json_object_with_the_same_exit_status() {
 fn running_cluster_is_refused() {
     let Some(bin) = pg_bin() else { return };
     let c = copy_cluster(&bin);
-    let running = Running::start(&bin, &c.root);
+    let running = PgServer::start(&bin, &c.root);
     let ours = compare(&bin, &c, &[], &[]);
     let ours_json = pageio(&["--json", &c.data_str()]);
     drop(running);

@@ -9,12 +9,13 @@ mod common;
 use std::sync::{Arc, Barrier};
 
 use pageio::aio::{
-    AioCallbacks, AioError, Fault, FaultPlan, IoBuffer, IoOp, IoPipeline, IoStatus, IoTarget,
-    PipelineDriver, PipelineIo, SharedCompletion,
+    AioCallbacks, AioError, BlockRanges, Fault, FaultPlan, IoBuffer, IoOp, IoPipeline, IoStatus,
+    IoTarget, PipelineDriver, PipelineIo, SharedCompletion, SubmitFault,
 };
 use pageio::config::{IoConfig, IoMethodKind, BLCKSZ};
 use pageio::storage::{OpenMode, RelFile, StorageError};
 use pageio::{Aio, Backend};
+use tempfile::TempDir;
 
 fn config(method: IoMethodKind) -> IoConfig {
     IoConfig {
@@ -58,20 +59,57 @@ fn make_rel(backend: &mut Backend, dir: &std::path::Path, name: &str, nblocks: u
     rel
 }
 
+/// Makes `plan` the subsystem's fault injector and returns it, to ask what fired.
+fn inject(aio: &Aio, plan: FaultPlan) -> Arc<FaultPlan> {
+    let plan = Arc::new(plan);
+    aio.set_fault_injector(Some(plan.clone()));
+    plan
+}
+
+/// Whether `target` covers `block`.
+fn covers(target: &IoTarget, block: u64) -> bool {
+    target.first_block <= block && block < target.first_block + target.nblocks as u64
+}
+
+/// Asserts that `err` is an EIO of a read covering `block`, and returns the read's target.
+fn assert_read_eio_at(err: &AioError, block: u64) -> &IoTarget {
+    match err {
+        AioError::Io { op, errno, target } => {
+            assert_eq!((*op, *errno), (IoOp::Readv, libc::EIO));
+            assert!(covers(target, block), "{target}");
+            target
+        }
+        other => panic!("expected an I/O error, got {other:?}"),
+    }
+}
+
+/// Asserts that `err` is a read of `block` onward that got nothing (the end of the file, or
+/// an injected empty read).
+fn assert_nothing_read_at(err: &AioError, block: u64) {
+    assert!(
+        matches!(err, AioError::Short { target, bytes: 0, .. } if target.first_block == block),
+        "{err:?}"
+    );
+}
+
+/// A fresh subsystem for `method`, a backend of it, and relation `16384` of `nblocks`
+/// blocks of the reference image written through it into a fresh directory (the guard,
+/// returned first: keep it alive).
+fn aio_with_rel(method: IoMethodKind, nblocks: u64) -> (TempDir, Aio, Backend, RelFile) {
+    let dir = tempfile::tempdir().unwrap();
+    let aio = aio(method);
+    let mut backend = aio.backend().unwrap();
+    let rel = make_rel(&mut backend, dir.path(), "16384", nblocks);
+    (dir, aio, backend, rel)
+}
+
 fn stage_read(
     backend: &mut Backend,
     rel: &RelFile,
     block: u64,
     nblocks: u32,
 ) -> pageio::aio::WaitRef {
-    let (file, offset) = rel
-        .locate(backend.aio().files(), block, nblocks, OpenMode::Read)
-        .unwrap();
-    let target = IoTarget {
-        path: rel.display_name().clone(),
-        first_block: block,
-        nblocks,
-    };
+    let (file, offset, target) = backend.locate(rel, block, nblocks, OpenMode::Read).unwrap();
     let h = backend.acquire().unwrap();
     h.stage_read_owned(
         file,
@@ -118,10 +156,7 @@ fn writes_and_reads_land_the_right_bytes(method: IoMethodKind, direct: bool) {
 }
 
 fn merging_happens_and_shows_in_counters(method: IoMethodKind) {
-    let dir = tempfile::tempdir().unwrap();
-    let aio = aio(method);
-    let mut backend = aio.backend().unwrap();
-    let rel = make_rel(&mut backend, dir.path(), "16384", 64);
+    let (dir, _aio, mut backend, rel) = aio_with_rel(method, 64);
     let other = make_rel(&mut backend, dir.path(), "16389", 64);
     let before = backend.counters();
     backend.enter_batch_mode();
@@ -154,10 +189,7 @@ fn merging_happens_and_shows_in_counters(method: IoMethodKind) {
 }
 
 fn read_past_eof_is_partial_then_error(method: IoMethodKind) {
-    let dir = tempfile::tempdir().unwrap();
-    let aio = aio(method);
-    let mut backend = aio.backend().unwrap();
-    let rel = make_rel(&mut backend, dir.path(), "16384", 10);
+    let (_dir, _aio, mut backend, rel) = aio_with_rel(method, 10);
     let first = {
         let w = stage_read(&mut backend, &rel, 8, 4);
         backend.wait(w)
@@ -196,33 +228,26 @@ fn read_past_eof_is_partial_then_error(method: IoMethodKind) {
 }
 
 fn injected_eio_is_a_typed_error_naming_file_and_block(method: IoMethodKind) {
-    let dir = tempfile::tempdir().unwrap();
-    let aio = aio(method);
-    let mut backend = aio.backend().unwrap();
-    let rel = make_rel(&mut backend, dir.path(), "16384", 32);
-    let plan =
-        Arc::new(FaultPlan::new().on_block(IoOp::Readv, "16384", 21, Fault::Errno(libc::EIO), 1));
-    aio.set_fault_injector(Some(plan.clone()));
+    let (_dir, aio, mut backend, rel) = aio_with_rel(method, 32);
+    let plan = inject(
+        &aio,
+        FaultPlan::new().on_block(IoOp::Readv, "16384", 21, Fault::Errno(libc::EIO), 1),
+    );
     let err = backend
         .read_blocks(&rel, 0, IoBuffer::zeroed(32 * BLCKSZ))
         .unwrap_err();
     assert_eq!(plan.fired(), 1);
-    match &err {
-        AioError::Io { op, errno, target } => {
-            assert_eq!((*op, *errno), (IoOp::Readv, libc::EIO));
-            assert!(target.first_block <= 21 && 21 < target.first_block + target.nblocks as u64);
-            assert!(target.path.ends_with("16384"));
-        }
-        other => panic!("expected an I/O error, got {other:?}"),
-    }
+    assert!(assert_read_eio_at(&err, 21).path.ends_with("16384"));
     let msg = err.to_string();
     assert!(
         msg.contains("could not read blocks 16..31") && msg.contains("Input/output error"),
         "{msg}"
     );
     // Writes fail the same way.
-    let plan = Arc::new(FaultPlan::new().nth(IoOp::Writev, 1, Fault::Errno(libc::ENOSPC)));
-    aio.set_fault_injector(Some(plan));
+    inject(
+        &aio,
+        FaultPlan::new().nth(IoOp::Writev, 1, Fault::Errno(libc::ENOSPC)),
+    );
     let err = backend
         .write_blocks(&rel, 3, IoBuffer::zeroed(BLCKSZ))
         .unwrap_err();
@@ -239,14 +264,12 @@ fn injected_eio_is_a_typed_error_naming_file_and_block(method: IoMethodKind) {
 }
 
 fn injected_short_reads_are_partial_and_reissued(method: IoMethodKind) {
-    let dir = tempfile::tempdir().unwrap();
-    let aio = aio(method);
-    let mut backend = aio.backend().unwrap();
-    let rel = make_rel(&mut backend, dir.path(), "16384", 8);
+    let (_dir, aio, mut backend, rel) = aio_with_rel(method, 8);
     // Once: the read of blocks 0..7 stops after block 4 → PARTIAL(5); the re-issue works.
-    let plan =
-        Arc::new(FaultPlan::new().on_block(IoOp::Readv, "16384", 5, Fault::Short { bytes: 0 }, 1));
-    aio.set_fault_injector(Some(plan));
+    inject(
+        &aio,
+        FaultPlan::new().on_block(IoOp::Readv, "16384", 5, Fault::Short { bytes: 0 }, 1),
+    );
     let before = backend.counters();
     let back = backend
         .read_blocks(&rel, 0, IoBuffer::zeroed(8 * BLCKSZ))
@@ -254,25 +277,25 @@ fn injected_short_reads_are_partial_and_reissued(method: IoMethodKind) {
     assert_eq!(back.as_slice(), &image(8)[..]);
     assert_eq!(backend.counters().partials - before.partials, 1);
     // Twice: the re-issued read of 5..7 gets nothing → ERROR naming block 5.
-    let plan =
-        Arc::new(FaultPlan::new().on_block(IoOp::Readv, "16384", 5, Fault::Short { bytes: 0 }, 2));
-    aio.set_fault_injector(Some(plan));
+    inject(
+        &aio,
+        FaultPlan::new().on_block(IoOp::Readv, "16384", 5, Fault::Short { bytes: 0 }, 2),
+    );
     let err = backend
         .read_blocks(&rel, 0, IoBuffer::zeroed(8 * BLCKSZ))
         .unwrap_err();
-    assert!(
-        matches!(err, AioError::Short { ref target, bytes: 0, .. } if target.first_block == 5),
-        "{err:?}"
-    );
+    assert_nothing_read_at(&err, 5);
     // A short read inside a block: 100 bytes of block 2 → PARTIAL with 2 whole blocks.
-    let plan = Arc::new(FaultPlan::new().nth(
-        IoOp::Readv,
-        1,
-        Fault::Short {
-            bytes: 2 * BLCKSZ + 100,
-        },
-    ));
-    aio.set_fault_injector(Some(plan));
+    inject(
+        &aio,
+        FaultPlan::new().nth(
+            IoOp::Readv,
+            1,
+            Fault::Short {
+                bytes: 2 * BLCKSZ + 100,
+            },
+        ),
+    );
     let c = {
         let w = stage_read(&mut backend, &rel, 0, 4);
         backend.wait(w)
@@ -313,21 +336,20 @@ impl AioCallbacks for VerifyAgainstImage {
 }
 
 fn bit_flips_surface_through_the_shared_callback(method: IoMethodKind) {
-    let dir = tempfile::tempdir().unwrap();
-    let aio = aio(method);
-    let mut backend = aio.backend().unwrap();
-    let rel = make_rel(&mut backend, dir.path(), "16384", 16);
-    let plan = Arc::new(FaultPlan::new().on_block(
-        IoOp::Readv,
-        "16384",
-        9,
-        Fault::FlipBit {
-            byte_offset: 4000,
-            bit: 3,
-        },
-        1,
-    ));
-    aio.set_fault_injector(Some(plan.clone()));
+    let (_dir, aio, mut backend, rel) = aio_with_rel(method, 16);
+    let plan = inject(
+        &aio,
+        FaultPlan::new().on_block(
+            IoOp::Readv,
+            "16384",
+            9,
+            Fault::FlipBit {
+                byte_offset: 4000,
+                bit: 3,
+            },
+            1,
+        ),
+    );
     let (file, offset) = rel.locate(aio.files(), 8, 4, OpenMode::Read).unwrap();
     let mut h = backend.acquire().unwrap();
     h.set_callbacks(Arc::new(VerifyAgainstImage), &[8, 9, 10, 11]);
@@ -356,10 +378,7 @@ fn bit_flips_surface_through_the_shared_callback(method: IoMethodKind) {
 }
 
 fn a_thread_waits_on_another_threads_io(method: IoMethodKind) {
-    let dir = tempfile::tempdir().unwrap();
-    let aio = aio(method);
-    let mut owner = aio.backend().unwrap();
-    let rel = make_rel(&mut owner, dir.path(), "16384", 64);
+    let (_dir, aio, mut owner, rel) = aio_with_rel(method, 64);
     for round in 0..50u64 {
         let wref = stage_read(&mut owner, &rel, (round % 4) * 16, 16);
         let barrier = Arc::new(Barrier::new(2));
@@ -753,47 +772,30 @@ fn write_into_an_unwritable_directory_is_an_error_not_a_hang(method: IoMethodKin
 /// An EIO in the middle of a 600-block request: the error names the failing range, the
 /// ranges already in flight are waited for, and nothing is left pending.
 fn an_error_in_the_middle_of_a_long_request_stops_it_cleanly(method: IoMethodKind) {
-    let dir = tempfile::tempdir().unwrap();
-    let aio = aio(method);
-    let mut backend = aio.backend().unwrap();
-    let rel = make_rel(&mut backend, dir.path(), "16384", 600);
-    let plan =
-        Arc::new(FaultPlan::new().on_block(IoOp::Readv, "16384", 300, Fault::Errno(libc::EIO), 1));
-    aio.set_fault_injector(Some(plan.clone()));
+    let (_dir, aio, mut backend, rel) = aio_with_rel(method, 600);
+    let plan = inject(
+        &aio,
+        FaultPlan::new().on_block(IoOp::Readv, "16384", 300, Fault::Errno(libc::EIO), 1),
+    );
     let before = backend.counters();
     let err = backend
         .read_blocks(&rel, 0, IoBuffer::zeroed(600 * BLCKSZ))
         .unwrap_err();
     assert_eq!(plan.fired(), 1);
-    match &err {
-        AioError::Io { op, errno, target } => {
-            assert_eq!((*op, *errno), (IoOp::Readv, libc::EIO));
-            assert!(
-                target.first_block <= 300 && 300 < target.first_block + target.nblocks as u64,
-                "{target}"
-            );
-        }
-        other => panic!("expected an I/O error, got {other:?}"),
-    }
+    assert_read_eio_at(&err, 300);
     assert!(err.to_string().contains("Input/output error"), "{err}");
     assert_eq!(backend.counters().errors - before.errors, 1);
     assert_nothing_pending(&backend, &aio);
     // Writes stop the same way.
-    let plan = Arc::new(FaultPlan::new().on_block(
-        IoOp::Writev,
-        "16384",
-        450,
-        Fault::Errno(libc::ENOSPC),
-        1,
-    ));
-    aio.set_fault_injector(Some(plan));
+    inject(
+        &aio,
+        FaultPlan::new().on_block(IoOp::Writev, "16384", 450, Fault::Errno(libc::ENOSPC), 1),
+    );
     let err = backend
         .write_blocks(&rel, 0, IoBuffer::from_slice(&image(600)))
         .unwrap_err();
     assert_eq!(err.errno(), Some(libc::ENOSPC), "{err:?}");
-    assert!(err
-        .target()
-        .is_some_and(|t| t.first_block <= 450 && 450 < t.first_block + t.nblocks as u64));
+    assert!(err.target().is_some_and(|t| covers(t, 450)));
     assert_nothing_pending(&backend, &aio);
     aio.set_fault_injector(None);
     let back = backend
@@ -809,18 +811,15 @@ fn an_error_in_the_middle_of_a_long_request_stops_it_cleanly(method: IoMethodKin
 /// gets nothing — an error naming the first missing block; a request past the end of the
 /// file names the blocks that are not there.
 fn partial_reads_in_a_long_request_are_reissued_or_named(method: IoMethodKind) {
-    let dir = tempfile::tempdir().unwrap();
-    let aio = aio(method);
-    let mut backend = aio.backend().unwrap();
-    let rel = make_rel(&mut backend, dir.path(), "16384", 200);
+    let (_dir, aio, mut backend, rel) = aio_with_rel(method, 200);
     // Three ranges come back short once each; every rest is re-issued and succeeds.
-    let plan = Arc::new(
+    let plan = inject(
+        &aio,
         FaultPlan::new()
             .on_block(IoOp::Readv, "16384", 37, Fault::Short { bytes: 0 }, 1)
             .on_block(IoOp::Readv, "16384", 101, Fault::Short { bytes: 100 }, 1)
             .on_block(IoOp::Readv, "16384", 190, Fault::Short { bytes: 0 }, 1),
     );
-    aio.set_fault_injector(Some(plan.clone()));
     let before = backend.counters();
     let back = backend
         .read_blocks(&rel, 0, IoBuffer::zeroed(200 * BLCKSZ))
@@ -830,31 +829,21 @@ fn partial_reads_in_a_long_request_are_reissued_or_named(method: IoMethodKind) {
     assert_eq!(backend.counters().partials - before.partials, 3);
     assert_nothing_pending(&backend, &aio);
     // Block 101 never arrives: the re-issue of 101.. gets nothing either.
-    let plan = Arc::new(FaultPlan::new().on_block(
-        IoOp::Readv,
-        "16384",
-        101,
-        Fault::Short { bytes: 0 },
-        2,
-    ));
-    aio.set_fault_injector(Some(plan));
+    inject(
+        &aio,
+        FaultPlan::new().on_block(IoOp::Readv, "16384", 101, Fault::Short { bytes: 0 }, 2),
+    );
     let err = backend
         .read_blocks(&rel, 0, IoBuffer::zeroed(200 * BLCKSZ))
         .unwrap_err();
-    assert!(
-        matches!(err, AioError::Short { ref target, bytes: 0, .. } if target.first_block == 101),
-        "{err:?}"
-    );
+    assert_nothing_read_at(&err, 101);
     assert_nothing_pending(&backend, &aio);
     aio.set_fault_injector(None);
     // A real end of file in the middle of the request.
     let err = backend
         .read_blocks(&rel, 150, IoBuffer::zeroed(100 * BLCKSZ))
         .unwrap_err();
-    assert!(
-        matches!(err, AioError::Short { ref target, bytes: 0, .. } if target.first_block == 200),
-        "{err:?}"
-    );
+    assert_nothing_read_at(&err, 200);
     assert!(err.to_string().contains("16384"), "{err}");
     assert_nothing_pending(&backend, &aio);
 }
@@ -875,10 +864,7 @@ impl pageio::aio::FaultInjector for PanicOnBlock {
 /// A panic in completion (in whichever thread completes the I/O) fails that I/O with an
 /// error naming it; the request stops cleanly and the memory and the backend stay usable.
 fn a_panicking_completion_fails_the_io_and_leaves_nothing_pending(method: IoMethodKind) {
-    let dir = tempfile::tempdir().unwrap();
-    let aio = aio(method);
-    let mut backend = aio.backend().unwrap();
-    let rel = make_rel(&mut backend, dir.path(), "16384", 100);
+    let (_dir, aio, mut backend, rel) = aio_with_rel(method, 100);
     aio.set_fault_injector(Some(Arc::new(PanicOnBlock(70))));
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         backend.read_blocks(&rel, 0, IoBuffer::zeroed(100 * BLCKSZ))
@@ -888,7 +874,7 @@ fn a_panicking_completion_fails_the_io_and_leaves_nothing_pending(method: IoMeth
         .unwrap_err();
     match &err {
         AioError::CallbackPanicked { target, message } => {
-            assert!(target.first_block <= 70 && 70 < target.first_block + target.nblocks as u64);
+            assert!(covers(target, 70));
             assert_eq!(message, "injected panic at block 70");
         }
         other => panic!("expected CallbackPanicked, got {other:?}"),
@@ -909,7 +895,7 @@ fn a_panicking_completion_fails_the_io_and_leaves_nothing_pending(method: IoMeth
 struct PanickingDriver<'a> {
     rel: &'a RelFile,
     memory: &'a mut [u8],
-    next_block: u64,
+    ranges: BlockRanges,
     completed: usize,
 }
 
@@ -917,16 +903,7 @@ impl PipelineDriver for PanickingDriver<'_> {
     type Tag = ();
 
     fn next_io(&mut self, _backend: &mut Backend) -> Option<PipelineIo<()>> {
-        let total = (self.memory.len() / BLCKSZ) as u64;
-        (self.next_block < total).then(|| {
-            let io = PipelineIo {
-                first_block: self.next_block,
-                nblocks: 4,
-                tag: (),
-            };
-            self.next_block += 4;
-            io
-        })
+        self.ranges.next()
     }
 
     fn stage(
@@ -934,23 +911,14 @@ impl PipelineDriver for PanickingDriver<'_> {
         backend: &mut Backend,
         io: &PipelineIo<()>,
     ) -> Result<pageio::aio::WaitRef, AioError> {
-        let (file, offset) = self.rel.locate(
-            backend.aio().files(),
-            io.first_block,
-            io.nblocks,
-            OpenMode::Read,
-        )?;
+        let (file, offset, target) =
+            backend.locate(self.rel, io.first_block, io.nblocks, OpenMode::Read)?;
         let at = io.first_block as usize * BLCKSZ;
         let iov = libc::iovec {
             iov_base: self.memory[at..at + io.nblocks as usize * BLCKSZ]
                 .as_mut_ptr()
                 .cast(),
             iov_len: io.nblocks as usize * BLCKSZ,
-        };
-        let target = IoTarget {
-            path: self.rel.display_name().clone(),
-            first_block: io.first_block,
-            nblocks: io.nblocks,
         };
         let mut handle = backend.acquire()?;
         handle.keep_result();
@@ -976,15 +944,12 @@ impl PipelineDriver for PanickingDriver<'_> {
 /// The pipeline's guard: a panic while I/Os into borrowed memory are in flight unwinds only
 /// after every one of them has completed, so the memory is never freed under the kernel.
 fn a_panicking_pipeline_driver_unwinds_only_after_its_ios_end(method: IoMethodKind) {
-    let dir = tempfile::tempdir().unwrap();
-    let aio = aio(method);
-    let mut backend = aio.backend().unwrap();
-    let rel = make_rel(&mut backend, dir.path(), "16384", 64);
+    let (_dir, aio, mut backend, rel) = aio_with_rel(method, 64);
     let mut memory = vec![0u8; 64 * BLCKSZ];
     let mut driver = PanickingDriver {
         rel: &rel,
         memory: &mut memory,
-        next_block: 0,
+        ranges: BlockRanges::new(0, 64, 4),
         completed: 0,
     };
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -995,7 +960,11 @@ fn a_panicking_pipeline_driver_unwinds_only_after_its_ios_end(method: IoMethodKi
         panic.downcast_ref::<&str>(),
         Some(&"driver panicked with I/O in flight")
     );
-    assert_eq!(driver.next_block, 64, "all sixteen ranges were staged");
+    assert_eq!(
+        driver.ranges.next_block(),
+        64,
+        "all sixteen ranges were staged"
+    );
     // Every range staged was waited for before the unwind passed: all bytes are there.
     assert_nothing_pending(&backend, &aio);
     assert!(
@@ -1015,6 +984,18 @@ fn stage_four_separate_reads(backend: &mut Backend, rel: &RelFile) -> Vec<pageio
     (0..4).map(|i| stage_read(backend, rel, i * 2, 1)).collect()
 }
 
+/// Stages [`stage_four_separate_reads`], submits them and returns their outcomes.
+fn read_four_separately(backend: &mut Backend, rel: &RelFile) -> Vec<(IoStatus, Option<i32>)> {
+    let refs = stage_four_separate_reads(backend, rel);
+    backend.exit_batch_mode();
+    outcomes(backend, &refs)
+}
+
+/// A plan that refuses the next `times` submissions (`io_uring_enter`) with `errno`.
+fn refuse_submissions(errno: i32, times: u64) -> FaultPlan {
+    FaultPlan::new().on_submit(SubmitFault::Errno(errno), times)
+}
+
 /// The outcome of each of `refs`, in order: the status and the errno.
 fn outcomes(backend: &mut Backend, refs: &[pageio::aio::WaitRef]) -> Vec<(IoStatus, Option<i32>)> {
     refs.iter()
@@ -1032,30 +1013,21 @@ fn outcomes(backend: &mut Backend, refs: &[pageio::aio::WaitRef]) -> Vec<(IoStat
 /// Sync and worker submit without a system call and never consult the hook.
 fn refused_submissions_fail_the_ios_with_the_errno(method: IoMethodKind) {
     use pageio::aio::method::uring::MAX_SUBMIT_ATTEMPTS;
-    use pageio::aio::SubmitFault;
-    let dir = tempfile::tempdir().unwrap();
-    let aio = aio(method);
-    let mut backend = aio.backend().unwrap();
-    let rel = make_rel(&mut backend, dir.path(), "16384", 8);
+    let (_dir, aio, mut backend, rel) = aio_with_rel(method, 8);
     let uring = method == IoMethodKind::IoUring;
     let ok = (IoStatus::Ok, None);
     let failed = |errno| (IoStatus::Error, Some(errno));
 
     // A hard error: every I/O of the batch fails with it, at once.
-    let plan = Arc::new(FaultPlan::new().on_submit(SubmitFault::Errno(libc::EINVAL), 1));
-    aio.set_fault_injector(Some(plan.clone()));
-    let refs = stage_four_separate_reads(&mut backend, &rel);
-    backend.exit_batch_mode();
-    let got = outcomes(&mut backend, &refs);
+    let plan = inject(&aio, refuse_submissions(libc::EINVAL, 1));
+    let got = read_four_separately(&mut backend, &rel);
     if uring {
         assert_eq!(got, vec![failed(libc::EINVAL); 4]);
         assert_eq!(plan.fired(), 1);
         // The error names file and block like any I/O error.
         let wref = {
             let refs = stage_four_separate_reads(&mut backend, &rel);
-            aio.set_fault_injector(Some(Arc::new(
-                FaultPlan::new().on_submit(SubmitFault::Errno(libc::EINVAL), 1),
-            )));
+            inject(&aio, refuse_submissions(libc::EINVAL, 1));
             backend.exit_batch_mode();
             refs
         };
@@ -1075,19 +1047,13 @@ fn refused_submissions_fail_the_ios_with_the_errno(method: IoMethodKind) {
     assert_nothing_pending(&backend, &aio);
 
     // Transient refusals are retried: three EAGAINs, then the kernel takes the batch.
-    let plan = Arc::new(FaultPlan::new().on_submit(SubmitFault::Errno(libc::EAGAIN), 3));
-    aio.set_fault_injector(Some(plan.clone()));
-    let refs = stage_four_separate_reads(&mut backend, &rel);
-    backend.exit_batch_mode();
-    assert_eq!(outcomes(&mut backend, &refs), vec![ok; 4]);
+    let plan = inject(&aio, refuse_submissions(libc::EAGAIN, 3));
+    assert_eq!(read_four_separately(&mut backend, &rel), vec![ok; 4]);
     assert_eq!(plan.fired(), if uring { 3 } else { 0 });
 
     // A refusal that persists is retried a bounded number of times, then fails the I/Os.
-    let plan = Arc::new(FaultPlan::new().on_submit(SubmitFault::Errno(libc::EBUSY), 1000));
-    aio.set_fault_injector(Some(plan.clone()));
-    let refs = stage_four_separate_reads(&mut backend, &rel);
-    backend.exit_batch_mode();
-    let got = outcomes(&mut backend, &refs);
+    let plan = inject(&aio, refuse_submissions(libc::EBUSY, 1000));
+    let got = read_four_separately(&mut backend, &rel);
     if uring {
         assert_eq!(got, vec![failed(libc::EBUSY); 4]);
         assert_eq!(plan.fired(), MAX_SUBMIT_ATTEMPTS as u64);
@@ -1097,22 +1063,20 @@ fn refused_submissions_fail_the_ios_with_the_errno(method: IoMethodKind) {
     assert_nothing_pending(&backend, &aio);
 
     // The kernel takes one SQE, then (no more faults) the rest.
-    let plan = Arc::new(FaultPlan::new().on_submit(SubmitFault::Partial { submitted: 1 }, 1));
-    aio.set_fault_injector(Some(plan));
-    let refs = stage_four_separate_reads(&mut backend, &rel);
-    backend.exit_batch_mode();
-    assert_eq!(outcomes(&mut backend, &refs), vec![ok; 4]);
+    inject(
+        &aio,
+        FaultPlan::new().on_submit(SubmitFault::Partial { submitted: 1 }, 1),
+    );
+    assert_eq!(read_four_separately(&mut backend, &rel), vec![ok; 4]);
 
     // The kernel takes two SQEs, then refuses: exactly the two it never saw fail.
-    let plan = Arc::new(
+    inject(
+        &aio,
         FaultPlan::new()
             .on_submit(SubmitFault::Partial { submitted: 2 }, 1)
             .on_submit(SubmitFault::Errno(libc::ENOMEM), 1),
     );
-    aio.set_fault_injector(Some(plan));
-    let refs = stage_four_separate_reads(&mut backend, &rel);
-    backend.exit_batch_mode();
-    let got = outcomes(&mut backend, &refs);
+    let got = read_four_separately(&mut backend, &rel);
     if uring {
         assert_eq!(
             got,
@@ -1124,11 +1088,11 @@ fn refused_submissions_fail_the_ios_with_the_errno(method: IoMethodKind) {
     assert_nothing_pending(&backend, &aio);
 
     // A kernel that keeps taking nothing: bounded, then EAGAIN.
-    let plan = Arc::new(FaultPlan::new().on_submit(SubmitFault::Partial { submitted: 0 }, 1000));
-    aio.set_fault_injector(Some(plan));
-    let refs = stage_four_separate_reads(&mut backend, &rel);
-    backend.exit_batch_mode();
-    let got = outcomes(&mut backend, &refs);
+    inject(
+        &aio,
+        FaultPlan::new().on_submit(SubmitFault::Partial { submitted: 0 }, 1000),
+    );
+    let got = read_four_separately(&mut backend, &rel);
     if uring {
         assert_eq!(got, vec![failed(libc::EAGAIN); 4]);
     } else {
@@ -1149,16 +1113,10 @@ fn refused_submissions_fail_the_ios_with_the_errno(method: IoMethodKind) {
 /// completion of an SQE that never reached it — and when the owner's submission works, the
 /// waiter returns as soon as the read is done.
 fn a_waiter_on_an_unsubmitted_io_returns(method: IoMethodKind) {
-    use pageio::aio::SubmitFault;
-    let dir = tempfile::tempdir().unwrap();
-    let aio = aio(method);
-    let mut owner = aio.backend().unwrap();
-    let rel = make_rel(&mut owner, dir.path(), "16384", 8);
+    let (_dir, aio, mut owner, rel) = aio_with_rel(method, 8);
     for refuse in [true, false] {
         if refuse {
-            aio.set_fault_injector(Some(Arc::new(
-                FaultPlan::new().on_submit(SubmitFault::Errno(libc::EINVAL), 1),
-            )));
+            inject(&aio, refuse_submissions(libc::EINVAL, 1));
         } else {
             aio.set_fault_injector(None);
         }
@@ -1192,22 +1150,14 @@ fn a_waiter_on_an_unsubmitted_io_returns(method: IoMethodKind) {
 /// Reads two 8-block ranges of a 4-block file into owned buffers; staging the second fails.
 struct FailsToStageSecond<'a> {
     rel: &'a RelFile,
-    next_block: u64,
+    ranges: BlockRanges,
 }
 
 impl PipelineDriver for FailsToStageSecond<'_> {
     type Tag = ();
 
     fn next_io(&mut self, _backend: &mut Backend) -> Option<PipelineIo<()>> {
-        (self.next_block < 16).then(|| {
-            let io = PipelineIo {
-                first_block: self.next_block,
-                nblocks: 8,
-                tag: (),
-            };
-            self.next_block += 8;
-            io
-        })
+        self.ranges.next()
     }
 
     fn stage(
@@ -1218,17 +1168,8 @@ impl PipelineDriver for FailsToStageSecond<'_> {
         if io.first_block == 8 {
             return Err(AioError::InvalidRequest("cannot stage block 8".into()));
         }
-        let (file, offset) = self.rel.locate(
-            backend.aio().files(),
-            io.first_block,
-            io.nblocks,
-            OpenMode::Read,
-        )?;
-        let target = IoTarget {
-            path: self.rel.display_name().clone(),
-            first_block: io.first_block,
-            nblocks: io.nblocks,
-        };
+        let (file, offset, target) =
+            backend.locate(self.rel, io.first_block, io.nblocks, OpenMode::Read)?;
         backend.acquire()?.stage_read_owned(
             file,
             offset,
@@ -1253,21 +1194,15 @@ impl PipelineDriver for FailsToStageSecond<'_> {
 /// 4-block file come back PARTIAL after staging 8..15 already failed; the rest, 4..7, is
 /// still re-issued (it lies below the error) and its end of file is what is returned.
 fn the_pipeline_reports_the_lowest_error(method: IoMethodKind) {
-    let dir = tempfile::tempdir().unwrap();
-    let aio = aio(method);
-    let mut backend = aio.backend().unwrap();
-    let rel = make_rel(&mut backend, dir.path(), "16384", 4);
+    let (_dir, aio, mut backend, rel) = aio_with_rel(method, 4);
     let mut driver = FailsToStageSecond {
         rel: &rel,
-        next_block: 0,
+        ranges: BlockRanges::new(0, 16, 8),
     };
     let err = IoPipeline::new(4)
         .run(&mut backend, &mut driver)
         .unwrap_err();
-    assert!(
-        matches!(err, AioError::Short { ref target, bytes: 0, .. } if target.first_block == 4),
-        "{err:?}"
-    );
+    assert_nothing_read_at(&err, 4);
     assert_eq!(backend.counters().partials, 1);
     assert_nothing_pending(&backend, &aio);
 }

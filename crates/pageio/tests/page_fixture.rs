@@ -13,25 +13,6 @@ use pageio::page::checksum::stored_checksum;
 use pageio::page::heap::{ColumnType, Datum, HeapTuple};
 use pageio::page::{pg_checksum_page, verify_page, PageRef, PageVerification, BLCKSZ};
 
-/// `SELECT count(*), sum(length(b)) FROM <table> WHERE a BETWEEN lo AND hi` as PostgreSQL 18
-/// answers it on the fixture's SQL. The SQL seeds its random numbers, so these never change;
-/// the builder fails if PostgreSQL computes anything else, and `known_answers_are_postgres_answers`
-/// checks that these constants are the ones PostgreSQL gave for this build.
-const ANSWERS: [(&str, f64, f64, usize, usize); 12] = [
-    ("uniform", 0.0, 1000.0, 20000, 1320000),
-    ("uniform", 0.0, 10.0, 207, 13662),
-    ("uniform", 100.0, 200.0, 1984, 130944),
-    ("uniform", 250.0, 750.0, 9917, 654522),
-    ("uniform", 500.0, 500.5, 14, 924),
-    ("uniform", 990.0, 1000.0, 227, 14982),
-    ("linear_10", 0.0, 1000.0, 19847, 1309902),
-    ("linear_10", -100.0, 10.0, 226, 14916),
-    ("linear_10", 100.0, 200.0, 2000, 132000),
-    ("linear_10", 250.0, 750.0, 10018, 661188),
-    ("linear_10", 500.0, 500.5, 7, 462),
-    ("linear_10", 990.0, 1100.0, 212, 13992),
-];
-
 /// min(a) and max(a) of linear_10, as PostgreSQL prints them.
 const LINEAR_10_RANGE: (f64, f64) = (-23.754288905933002, 1025.248542729012);
 
@@ -42,21 +23,8 @@ fn rel(name: &str) -> &'static str {
 
 #[test]
 fn known_answers_are_postgres_answers() {
+    common::assert_fixture_answers_are_postgres_answers();
     let facts = common::fixture_facts();
-    let from_postgres: Vec<(&str, f64, f64, usize, usize)> = facts
-        .queries
-        .iter()
-        .map(|q| {
-            (
-                q.table.as_str(),
-                q.lo,
-                q.hi,
-                q.count as usize,
-                q.sum_length_b as usize,
-            )
-        })
-        .collect();
-    assert_eq!(from_postgres, ANSWERS);
     let range: (f64, f64) = (
         facts.linear_10_a_min.parse().unwrap(),
         facts.linear_10_a_max.parse().unwrap(),
@@ -182,11 +150,11 @@ fn heap_query(path: &Path, lo: f64, hi: f64) -> (usize, usize) {
 #[test]
 fn heap_rows_match_postgres_answers() {
     let (_dir, pgdata) = common::unpack_fixture();
-    for (table, lo, hi, count, sum) in ANSWERS {
+    for (table, lo, hi, count, sum) in common::FIXTURE_ANSWERS {
         let path = pgdata.join(rel(table));
         assert_eq!(
             heap_query(&path, lo, hi),
-            (count, sum),
+            (count as usize, sum as usize),
             "{table} ({}) a BETWEEN {lo} AND {hi}",
             path.display()
         );

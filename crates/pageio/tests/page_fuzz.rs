@@ -146,13 +146,11 @@ proptest! {
 // Whole relations: a generated `uniform` table of RELATION_ROWS rows (67 heap pages, a btree
 // of a root over 4 leaves), mutated and scanned.
 
-use pageio::buffer::{BufferPool, PageCheckOptions};
 use pageio::config::{IoConfig, IoMethodKind};
 use pageio::gen::{generate, DataSet, GenOptions};
 use pageio::page::builder::set_checksum;
-use pageio::scan::{run_scan, Between, ScanKind, ScanOptions, Table};
+use pageio::scan::{Between, ScanKind, Table};
 use pageio::storage::RelFile;
-use pageio::stream::DistancePolicy;
 use pageio::Aio;
 use proptest::test_runner::{Config as RunnerConfig, TestRunner};
 
@@ -451,26 +449,11 @@ fn mutated_relations_scan_to_ok_or_error_in_bounded_time() {
                     index: Some(RelFile::new(case_dir.join("16385"))),
                     columns: vec![ColumnType::Float8, ColumnType::Text],
                 };
-                let pool = BufferPool::new(
-                    &aios[method],
-                    PageCheckOptions {
-                        checksums: true,
-                        ..Default::default()
-                    },
-                )
-                .unwrap();
+                let pool = common::checksum_pool(&aios[method]);
                 let start = Instant::now();
                 for kind in [ScanKind::Seq, ScanKind::Bitmap, ScanKind::Index] {
                     // Ok or a typed error are both fine; a panic fails the case.
-                    let outcome = run_scan(
-                        &pool,
-                        &table,
-                        &ScanOptions {
-                            kind,
-                            predicate: Between::ALL,
-                            policy: DistancePolicy::Adaptive,
-                        },
-                    );
+                    let outcome = common::scan(&pool, &table, kind, Between::ALL);
                     let counter = if outcome.is_ok() { &oks } else { &errs };
                     counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 }

@@ -9,7 +9,7 @@ mod common;
 use std::sync::Arc;
 
 use pageio::aio::{Fault, FaultPlan, IoBuffer, IoOp};
-use pageio::buffer::{BufferError, BufferPool, PageCheckOptions};
+use pageio::buffer::{BufferError, BufferPool};
 use pageio::config::{IoConfig, IoMethodKind, BLCKSZ};
 use pageio::page::builder::{set_checksum, PageBuilder};
 use pageio::storage::RelFile;
@@ -55,17 +55,6 @@ fn make_rel(aio: &Aio, dir: &std::path::Path) -> RelFile {
     rel
 }
 
-fn pool(aio: &Aio) -> BufferPool {
-    BufferPool::new(
-        aio,
-        PageCheckOptions {
-            checksums: true,
-            ..PageCheckOptions::default()
-        },
-    )
-    .unwrap()
-}
-
 /// Reads `blocks` through a stream; returns the blocks handed out, checking each page.
 fn stream_blocks(
     aio: &Aio,
@@ -94,7 +83,7 @@ fn sequential_and_random_streams_hand_out_every_block_in_order(method: IoMethodK
     let dir = tempfile::tempdir().unwrap();
     let aio = aio(method);
     let rel = make_rel(&aio, dir.path());
-    let pool = pool(&aio);
+    let pool = common::checksum_pool(&aio);
     for policy in [DistancePolicy::Pg18, DistancePolicy::Adaptive] {
         for bulk_read in [false, true] {
             let options = StreamOptions { policy, bulk_read };
@@ -125,7 +114,7 @@ fn a_read_error_ends_the_stream_with_the_block_named(method: IoMethodKind) {
     let dir = tempfile::tempdir().unwrap();
     let aio = aio(method);
     let rel = make_rel(&aio, dir.path());
-    let pool = pool(&aio);
+    let pool = common::checksum_pool(&aio);
     aio.set_fault_injector(Some(Arc::new(FaultPlan::new().on_block(
         IoOp::Readv,
         "16384",
@@ -164,7 +153,7 @@ fn two_streams_share_the_reads_of_the_same_blocks(method: IoMethodKind) {
     let dir = tempfile::tempdir().unwrap();
     let aio = aio(method);
     let rel = make_rel(&aio, dir.path());
-    let pool = pool(&aio);
+    let pool = common::checksum_pool(&aio);
     let threads: Vec<_> = (0..2)
         .map(|_| {
             let (aio, pool, rel) = (aio.clone(), pool.clone(), rel.clone());
@@ -201,7 +190,7 @@ fn streams_in_different_orders_share_claimed_buffers(method: IoMethodKind) {
     const ROUNDS: u64 = 40;
     for round in 0..ROUNDS {
         // A fresh pool each round, so both streams find their blocks uncached and claim them.
-        let pool = pool(&aio);
+        let pool = common::checksum_pool(&aio);
         let threads: Vec<_> = [1u64, 2]
             .into_iter()
             .map(|stream_no| {

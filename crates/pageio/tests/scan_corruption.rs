@@ -9,9 +9,8 @@ use pageio::buffer::{BufferPool, DamagedPageAction, PageCheckOptions};
 use pageio::config::{IoConfig, IoMethodKind, BLCKSZ};
 use pageio::page::heap::ColumnType;
 use pageio::page::pg_checksum_page;
-use pageio::scan::{run_scan, Between, ScanError, ScanKind, ScanOptions, Table};
+use pageio::scan::{Between, ScanError, ScanKind, Table};
 use pageio::storage::{ForkNumber, RelFile};
-use pageio::stream::DistancePolicy;
 use pageio::Aio;
 
 const BLOCK: u64 = 7;
@@ -63,15 +62,7 @@ fn scan(
         )),
         columns: vec![ColumnType::Float8, ColumnType::Text],
     };
-    run_scan(
-        &pool,
-        &table,
-        &ScanOptions {
-            kind,
-            predicate: Between::ALL,
-            policy: DistancePolicy::Adaptive,
-        },
-    )
+    common::scan(&pool, &table, kind, Between::ALL)
 }
 
 /// Nine scans of 20,000 rows per check; a minute means a hang.
@@ -197,16 +188,11 @@ fn missing_files_body() {
         index: None,
         columns: vec![ColumnType::Float8, ColumnType::Text],
     };
-    let opts = |kind| ScanOptions {
-        kind,
-        predicate: Between::ALL,
-        policy: DistancePolicy::Adaptive,
-    };
-    let err = run_scan(&pool, &table, &opts(ScanKind::Index)).unwrap_err();
+    let err = common::scan(&pool, &table, ScanKind::Index, Between::ALL).unwrap_err();
     assert!(matches!(err, ScanError::NoIndex(ScanKind::Index)));
     assert!(err.to_string().contains("needs the table's index"), "{err}");
     table.heap = RelFile::in_data_dir(&pgdata, "base/5/99999", ForkNumber::Main);
-    let err = run_scan(&pool, &table, &opts(ScanKind::Seq)).unwrap_err();
+    let err = common::scan(&pool, &table, ScanKind::Seq, Between::ALL).unwrap_err();
     assert!(err.to_string().contains("base/5/99999"), "{err}");
     // An index that is not a btree (the heap itself) is refused with a reason.
     table.heap = RelFile::in_data_dir(&pgdata, rel("uniform"), ForkNumber::Main);
@@ -215,7 +201,7 @@ fn missing_files_body() {
         rel("linear_10"),
         ForkNumber::Main,
     ));
-    let err = run_scan(&pool, &table, &opts(ScanKind::Bitmap)).unwrap_err();
+    let err = common::scan(&pool, &table, ScanKind::Bitmap, Between::ALL).unwrap_err();
     let relfilenode = rel("linear_10").rsplit('/').next().unwrap();
     assert!(err.to_string().contains(relfilenode), "{err}");
 }

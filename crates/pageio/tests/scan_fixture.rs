@@ -6,41 +6,16 @@ mod common;
 
 use std::sync::Arc;
 
-use pageio::buffer::{BufferPool, PageCheckOptions};
 use pageio::config::{IoConfig, IoMethodKind};
 use pageio::page::heap::ColumnType;
-use pageio::scan::{run_scan, Between, ScanKind, ScanOptions, Table};
+use pageio::scan::{run_scan, Between, ScanOptions, Table};
 use pageio::storage::{ForkNumber, RelFile};
 use pageio::stream::DistancePolicy;
 use pageio::Aio;
 
-/// `SELECT count(*), sum(length(b)) FROM <table> WHERE a BETWEEN lo AND hi`, as PostgreSQL
-/// 18 answers it on the fixture (deterministic: the SQL seeds its random numbers; the builder
-/// fails if PostgreSQL computes anything else, and `answers_are_postgres_answers` checks these
-/// constants against what PostgreSQL said for this build).
-const ANSWERS: [(&str, f64, f64, u64, u64); 12] = [
-    ("uniform", 0.0, 1000.0, 20000, 1320000),
-    ("uniform", 0.0, 10.0, 207, 13662),
-    ("uniform", 100.0, 200.0, 1984, 130944),
-    ("uniform", 250.0, 750.0, 9917, 654522),
-    ("uniform", 500.0, 500.5, 14, 924),
-    ("uniform", 990.0, 1000.0, 227, 14982),
-    ("linear_10", 0.0, 1000.0, 19847, 1309902),
-    ("linear_10", -100.0, 10.0, 226, 14916),
-    ("linear_10", 100.0, 200.0, 2000, 132000),
-    ("linear_10", 250.0, 750.0, 10018, 661188),
-    ("linear_10", 500.0, 500.5, 7, 462),
-    ("linear_10", 990.0, 1100.0, 212, 13992),
-];
-
 #[test]
 fn answers_are_postgres_answers() {
-    let from_postgres: Vec<(&str, f64, f64, u64, u64)> = common::fixture_facts()
-        .queries
-        .iter()
-        .map(|q| (q.table.as_str(), q.lo, q.hi, q.count, q.sum_length_b))
-        .collect();
-    assert_eq!(from_postgres, ANSWERS);
+    common::assert_fixture_answers_are_postgres_answers();
 }
 
 /// Table `name` of the fixture (uniform or linear_10) with its btree on `a`, at the files
@@ -64,24 +39,14 @@ fn check_all(method: IoMethodKind, direct: bool) {
         ..IoConfig::default()
     })
     .unwrap();
-    let checks = PageCheckOptions {
-        checksums: true,
-        ..PageCheckOptions::default()
-    };
-    for kind in [ScanKind::Seq, ScanKind::Bitmap, ScanKind::Index] {
+    for kind in common::SCAN_KINDS {
         // A fresh pool per scan kind, so every kind really reads from storage.
-        let pool = BufferPool::new(&aio, checks).unwrap();
-        for (name, lo, hi, rows, sum) in ANSWERS {
-            let r = run_scan(
-                &pool,
-                &table(&pgdata, name),
-                &ScanOptions {
-                    kind,
-                    predicate: Between { lo, hi },
-                    policy: DistancePolicy::Adaptive,
-                },
-            )
-            .unwrap_or_else(|e| panic!("{method} direct={direct} {kind} {name} [{lo},{hi}]: {e}"));
+        let pool = common::checksum_pool(&aio);
+        for (name, lo, hi, rows, sum) in common::FIXTURE_ANSWERS {
+            let r = common::scan(&pool, &table(&pgdata, name), kind, Between { lo, hi })
+                .unwrap_or_else(|e| {
+                    panic!("{method} direct={direct} {kind} {name} [{lo},{hi}]: {e}")
+                });
             assert_eq!(
                 (r.rows, r.sum_octet_length),
                 (rows, sum),
@@ -123,15 +88,8 @@ fn both_distance_policies_agree() {
     let (_dir, pgdata) = common::unpack_fixture();
     let aio = Aio::new(IoConfig::default()).unwrap();
     for policy in [DistancePolicy::Pg18, DistancePolicy::Adaptive] {
-        let pool = BufferPool::new(
-            &aio,
-            PageCheckOptions {
-                checksums: true,
-                ..Default::default()
-            },
-        )
-        .unwrap();
-        for kind in [ScanKind::Seq, ScanKind::Bitmap, ScanKind::Index] {
+        let pool = common::checksum_pool(&aio);
+        for kind in common::SCAN_KINDS {
             let r = run_scan(
                 &pool,
                 &table(&pgdata, "uniform"),
@@ -162,14 +120,7 @@ fn four_threads_through_a_one_megabyte_pool() {
         ..IoConfig::default()
     })
     .unwrap();
-    let pool = BufferPool::new(
-        &aio,
-        PageCheckOptions {
-            checksums: true,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let pool = common::checksum_pool(&aio);
     assert_eq!(pool.nbuffers(), 128);
     let pgdata = Arc::new(pgdata);
     let threads: Vec<_> = (0..4)
@@ -177,18 +128,11 @@ fn four_threads_through_a_one_megabyte_pool() {
             let (pool, pgdata) = (pool.clone(), pgdata.clone());
             std::thread::spawn(move || {
                 for round in 0..3 {
-                    let kind = [ScanKind::Seq, ScanKind::Bitmap, ScanKind::Index][(t + round) % 3];
-                    let (name, lo, hi, rows, sum) = ANSWERS[(t * 5 + round * 3) % ANSWERS.len()];
-                    let r = run_scan(
-                        &pool,
-                        &table(&pgdata, name),
-                        &ScanOptions {
-                            kind,
-                            predicate: Between { lo, hi },
-                            policy: DistancePolicy::Adaptive,
-                        },
-                    )
-                    .unwrap_or_else(|e| panic!("thread {t} {kind}: {e}"));
+                    let kind = common::SCAN_KINDS[(t + round) % 3];
+                    let answers = common::FIXTURE_ANSWERS;
+                    let (name, lo, hi, rows, sum) = answers[(t * 5 + round * 3) % answers.len()];
+                    let r = common::scan(&pool, &table(&pgdata, name), kind, Between { lo, hi })
+                        .unwrap_or_else(|e| panic!("thread {t} {kind}: {e}"));
                     assert_eq!(
                         (r.rows, r.sum_octet_length),
                         (rows, sum),

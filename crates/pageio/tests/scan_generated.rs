@@ -1,13 +1,12 @@
 //! Scans of generated data sets agree with an independent reference: the same seed's rows
 //! computed directly by `DataSet::rows`, filtered and summed in plain Rust.
 
-use pageio::buffer::{BufferPool, PageCheckOptions};
-use pageio::config::{IoConfig, IoMethodKind};
+mod common;
+
+use pageio::config::IoMethodKind;
 use pageio::gen::{generate, DataSet, GenOptions};
 use pageio::page::heap::ColumnType;
-use pageio::scan::{run_scan, Between, ScanKind, ScanOptions, Table};
-use pageio::stream::DistancePolicy;
-use pageio::Aio;
+use pageio::scan::{Between, Table};
 
 fn reference(ds: DataSet, opts: &GenOptions, p: Between) -> (u64, u64) {
     let n = ds.row_count(opts);
@@ -53,11 +52,7 @@ fn generated_data_sets_scan_to_the_reference_answers() {
         IoMethodKind::IoUring,
         IoMethodKind::Sync,
     ] {
-        let aio = Aio::new(IoConfig {
-            io_method: method,
-            ..IoConfig::default()
-        })
-        .unwrap();
+        let aio = common::aio_for(method);
         for (ds, rows, preds) in cases {
             let opts = GenOptions {
                 rows,
@@ -81,29 +76,14 @@ fn generated_data_sets_scan_to_the_reference_answers() {
                     vec![ColumnType::Float8, ColumnType::Text]
                 },
             };
-            let pool = BufferPool::new(
-                &aio,
-                PageCheckOptions {
-                    checksums: true,
-                    ..Default::default()
-                },
-            )
-            .unwrap();
+            let pool = common::checksum_pool(&aio);
             for (lo, hi) in preds {
                 let p = Between { lo, hi };
                 let want = reference(ds, &opts, p);
                 assert!(want.0 > 0, "{ds} [{lo},{hi}] selects nothing");
-                for kind in [ScanKind::Seq, ScanKind::Bitmap, ScanKind::Index] {
-                    let r = run_scan(
-                        &pool,
-                        &table,
-                        &ScanOptions {
-                            kind,
-                            predicate: p,
-                            policy: DistancePolicy::Adaptive,
-                        },
-                    )
-                    .unwrap_or_else(|e| panic!("{method} {ds} {kind}: {e}"));
+                for kind in common::SCAN_KINDS {
+                    let r = common::scan(&pool, &table, kind, p)
+                        .unwrap_or_else(|e| panic!("{method} {ds} {kind}: {e}"));
                     assert_eq!(
                         (r.rows, r.sum_octet_length),
                         want,

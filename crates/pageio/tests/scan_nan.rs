@@ -2,19 +2,18 @@
 //! every number, -0 equals 0 — in every scan type under every io_method, on a table that
 //! stores NaN, ±Infinity and both zeroes, with a btree built in the opclass's order.
 
+mod common;
+
 use std::cmp::Ordering;
 
-use pageio::buffer::{BufferPool, PageCheckOptions};
-use pageio::config::{IoConfig, IoMethodKind, BLCKSZ};
+use pageio::config::{IoMethodKind, BLCKSZ};
 use pageio::gen::nbtsort;
 use pageio::gen::KeyKind;
 use pageio::page::builder::{set_checksum, HeapTupleBuilder, PageBuilder};
 use pageio::page::heap::{ColumnType, Datum};
 use pageio::page::ItemPointer;
-use pageio::scan::{float8_cmp, run_scan, Between, ScanKind, ScanOptions, Table};
+use pageio::scan::{float8_cmp, Between, Table};
 use pageio::storage::RelFile;
-use pageio::stream::DistancePolicy;
-use pageio::Aio;
 
 /// The values of one page; NaN twice so NaN = NaN matters.
 const VALUES: [f64; 9] = [
@@ -129,31 +128,12 @@ fn nan_and_zeroes_follow_postgresql_float8_order_in_every_scan_and_method() {
         assert_eq!(per_page(p.lo, p.hi), *want, "{p:?}");
     }
     for method in IoMethodKind::CONCRETE {
-        let aio = Aio::new(IoConfig {
-            io_method: method,
-            ..IoConfig::default()
-        })
-        .unwrap();
-        let pool = BufferPool::new(
-            &aio,
-            PageCheckOptions {
-                checksums: true,
-                ..Default::default()
-            },
-        )
-        .unwrap();
+        let aio = common::aio_for(method);
+        let pool = common::checksum_pool(&aio);
         for (name, predicate, want_per_page) in &cases {
-            for kind in [ScanKind::Seq, ScanKind::Bitmap, ScanKind::Index] {
-                let r = run_scan(
-                    &pool,
-                    &table,
-                    &ScanOptions {
-                        kind,
-                        predicate: *predicate,
-                        policy: DistancePolicy::Adaptive,
-                    },
-                )
-                .unwrap_or_else(|e| panic!("{method} {kind} {name}: {e}"));
+            for kind in common::SCAN_KINDS {
+                let r = common::scan(&pool, &table, kind, *predicate)
+                    .unwrap_or_else(|e| panic!("{method} {kind} {name}: {e}"));
                 assert_eq!(
                     (r.rows, r.sum_octet_length),
                     (

@@ -9,17 +9,14 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use pageio::buffer::{BufferPool, PageCheckOptions};
-use pageio::config::{IoConfig, IoMethodKind, BLCKSZ};
+use pageio::config::{IoMethodKind, BLCKSZ};
 use pageio::page::btree::{BtreePage, BTP_DELETED, BTP_HALF_DEAD};
 use pageio::page::builder::set_checksum;
 use pageio::page::heap::{
     ColumnType, HEAP_HOT_UPDATED, HEAP_ONLY_TUPLE, HEAP_XMAX_COMMITTED, HEAP_XMAX_INVALID,
 };
-use pageio::scan::{run_scan, Between, ScanError, ScanKind, ScanOptions, Table};
+use pageio::scan::{Between, ScanError, ScanKind, Table};
 use pageio::storage::{ForkNumber, RelFile, RELSEG_SIZE_BLOCKS};
-use pageio::stream::DistancePolicy;
-use pageio::Aio;
 
 const HEAP: &str = "base/5/16384";
 const INDEX: &str = "base/5/16394";
@@ -28,7 +25,6 @@ const ROWS: u64 = 20000;
 const B_BYTES: u64 = 66;
 /// uniform_a: metapage 0, root 3 (level 1), leaves 1, 2, 4, 5, …, 56 left to right.
 const ROOT: u32 = 3;
-const KINDS: [ScanKind; 3] = [ScanKind::Seq, ScanKind::Bitmap, ScanKind::Index];
 /// Each case's scans (3 kinds × 3 methods on 20,000 rows) take well under a second; a
 /// minute means a hang.
 const WATCHDOG_SECS: u64 = 60;
@@ -227,30 +223,11 @@ fn toast_pointer(rawsize: i32, extsize: u32, method: u32) -> Vec<u8> {
 /// Runs every scan kind under every io_method over `rel` and checks each against `want`.
 fn check(case: &str, rel: &Rel, want: impl Fn(ScanKind) -> Want) {
     for method in IoMethodKind::CONCRETE {
-        let aio = Aio::new(IoConfig {
-            io_method: method,
-            ..IoConfig::default()
-        })
-        .unwrap();
-        for kind in KINDS {
+        let aio = common::aio_for(method);
+        for kind in common::SCAN_KINDS {
             // A fresh pool: every scan reads the damaged files from storage.
-            let pool = BufferPool::new(
-                &aio,
-                PageCheckOptions {
-                    checksums: true,
-                    ..Default::default()
-                },
-            )
-            .unwrap();
-            let got = run_scan(
-                &pool,
-                &rel.table(),
-                &ScanOptions {
-                    kind,
-                    predicate: Between::ALL,
-                    policy: DistancePolicy::Adaptive,
-                },
-            );
+            let pool = common::checksum_pool(&aio);
+            let got = common::scan(&pool, &rel.table(), kind, Between::ALL);
             let what = format!("{case}: {method} {kind} scan");
             match (want(kind), got) {
                 (Want::Answer(rows, sum), Ok(r)) => {

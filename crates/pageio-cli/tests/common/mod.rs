@@ -68,17 +68,188 @@ pub fn pg_bin() -> Option<PathBuf> {
     .clone()
 }
 
+/// The unprivileged user PostgreSQL runs as when the tests run as root (PostgreSQL refuses
+/// to run as root; `bench/setup-postgres.sh` creates the user).
+pub const PG_USER: &str = "pgtest";
+
+/// True when the tests run as root.
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Runs PostgreSQL's `program` from `bin` with `args` in `/tmp` — as [`PG_USER`] when root,
+/// directly otherwise — and returns its output.
+pub fn pg(bin: &Path, program: &str, args: &[&str]) -> Output {
+    let exe = bin.join(program);
+    let mut cmd = if is_root() {
+        let mut c = Command::new("runuser");
+        c.args(["-u", PG_USER, "--"]).arg(&exe);
+        c
+    } else {
+        Command::new(&exe)
+    };
+    cmd.args(args).current_dir("/tmp");
+    cmd.output()
+        .unwrap_or_else(|e| panic!("run {}: {e}", exe.display()))
+}
+
+/// [`pg`], failing the test unless the program succeeds; returns its stdout.
+pub fn pg_ok(bin: &Path, program: &str, args: &[&str]) -> String {
+    let out = pg(bin, program, args);
+    assert!(
+        out.status.success(),
+        "{program} {args:?} failed: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Gives `path` and everything under it to [`PG_USER`] when root (nothing to do otherwise).
+pub fn chown_to_pg_user(path: &Path) {
+    if is_root() {
+        let ok = Command::new("chown")
+            .args(["-R", PG_USER])
+            .arg(path)
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "chown {}", path.display());
+    }
+}
+
+/// A fresh directory named `<prefix>…` that [`PG_USER`] can enter: mode 0755, under `/tmp`
+/// (the default temporary directory may be private to root).
+pub fn pg_reachable_dir(prefix: &str) -> tempfile::TempDir {
+    let dir = tempfile::Builder::new()
+        .prefix(prefix)
+        .tempdir_in("/tmp")
+        .unwrap();
+    std::fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    dir
+}
+
+/// A [`pg_reachable_dir`] owned by [`PG_USER`], for a cluster and its socket.
+pub fn pg_cluster_dir(prefix: &str) -> tempfile::TempDir {
+    let dir = pg_reachable_dir(prefix);
+    chown_to_pg_user(dir.path());
+    dir
+}
+
+/// `initdb -k` (data checksums on, superuser `postgres`) into `<root>/data`; returns that
+/// path. `root` must belong to [`PG_USER`] ([`pg_cluster_dir`]).
+pub fn initdb(bin: &Path, root: &Path) -> PathBuf {
+    let data = root.join("data");
+    pg_ok(
+        bin,
+        "initdb",
+        &["-k", "-U", "postgres", "-D", &data.display().to_string()],
+    );
+    data
+}
+
+/// A PostgreSQL server running on `<root>/data`, listening only on a socket in `root`;
+/// stopped (fast) when dropped, so a failing test never leaves one running.
+pub struct PgServer {
+    bin: PathBuf,
+    root: PathBuf,
+}
+
+impl PgServer {
+    /// Starts the server and waits until it accepts connections.
+    pub fn start(bin: &Path, root: &Path) -> PgServer {
+        let data = root.join("data").display().to_string();
+        let opts = format!("-k {} -c listen_addresses='' -c port=5432", root.display());
+        let log = root.join("log").display().to_string();
+        pg_ok(
+            bin,
+            "pg_ctl",
+            &["-D", &data, "-o", &opts, "-l", &log, "-w", "start"],
+        );
+        PgServer {
+            bin: bin.to_path_buf(),
+            root: root.to_path_buf(),
+        }
+    }
+
+    /// Runs each `;`-terminated statement of `sql` as its own `psql -c` (one transaction
+    /// each: CREATE TABLESPACE may not run inside a transaction block), stopping at the first
+    /// error; returns the output, unaligned and without headers.
+    pub fn psql(&self, sql: &str) -> String {
+        let host = self.root.display().to_string();
+        let mut args = vec![
+            "-h",
+            &host,
+            "-U",
+            "postgres",
+            "-X",
+            "-qAt",
+            "-v",
+            "ON_ERROR_STOP=1",
+        ];
+        for stmt in sql
+            .split_terminator(';')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+        {
+            args.push("-c");
+            args.push(stmt);
+        }
+        pg_ok(&self.bin, "psql", &args)
+    }
+}
+
+impl Drop for PgServer {
+    fn drop(&mut self) {
+        let data = self.root.join("data").display().to_string();
+        pg_ok(
+            &self.bin,
+            "pg_ctl",
+            &["-D", &data, "-m", "fast", "-w", "stop"],
+        );
+    }
+}
+
 /// Runs the `pageio` binary with `args`, killing it and failing the test if it runs longer
 /// than `bound_secs` (a CLI that hangs must fail the test, not stall the suite).
 pub fn pageio_bounded(args: &[&str], bound_secs: u64) -> Output {
+    pageio_bounded_with(args, bound_secs, |_| {})
+}
+
+/// The uid and gid of `nobody`, whom file permissions apply to.
+const NOBODY_ID: u32 = 65534;
+
+/// [`pageio_bounded`] as a user file permissions apply to: root ignores them, so as root
+/// the child runs as `nobody`.
+pub fn pageio_bounded_unprivileged(args: &[&str], bound_secs: u64) -> Output {
+    use std::os::unix::process::CommandExt;
+    pageio_bounded_with(args, bound_secs, |command| {
+        if is_root() {
+            command.uid(NOBODY_ID).gid(NOBODY_ID);
+        }
+    })
+}
+
+/// [`pageio_bounded`] with `configure` applied to the command before it starts.
+fn pageio_bounded_with(
+    args: &[&str],
+    bound_secs: u64,
+    configure: impl FnOnce(&mut Command),
+) -> Output {
     use std::io::Read;
-    let mut child = Command::new(env!("CARGO_BIN_EXE_pageio"))
+    let mut command = Command::new(env!("CARGO_BIN_EXE_pageio"));
+    command
         .args(args)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+        .stderr(std::process::Stdio::piped());
+    configure(&mut command);
+    let mut child = command.spawn().unwrap();
     // Drain both pipes on their own threads: a child blocked on a full pipe would otherwise
     // look like a hang.
     let mut stdout_pipe = child.stdout.take().unwrap();
@@ -112,11 +283,24 @@ pub fn pageio_bounded(args: &[&str], bound_secs: u64) -> Output {
     }
 }
 
+/// The arguments of a small `io-bench` run into `dir` (4 MB, the sync method only: quick,
+/// and enough to write, read and remove a relation).
+pub fn small_io_bench_args(dir: &Path) -> Vec<&str> {
+    vec![
+        "io-bench",
+        "--size",
+        "4MB",
+        "--methods",
+        "sync",
+        "--dir",
+        dir.to_str().unwrap(),
+    ]
+}
+
 /// True when the test may change machine-wide state (mounts, rlimits): running as root.
 /// Otherwise prints why the test is skipped — or, under `CI`, fails it.
 pub fn have_root(test: &str) -> bool {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } == 0 {
+    if is_root() {
         return true;
     }
     if std::env::var_os("CI").is_some() {

@@ -70,7 +70,7 @@ pub mod stats;
 pub use callbacks::{AioCallbacks, LocalCompletion, SharedCompletion};
 pub use fault::{Fault, FaultInjector, FaultPlan, SubmitFault};
 pub use handle::{HandleState, WaitRef};
-pub use pipeline::{IoPipeline, PipelineDriver, PipelineIo};
+pub use pipeline::{BlockRanges, IoPipeline, PipelineDriver, PipelineIo};
 pub use result::{AioError, IoOp, IoResult, IoStatus, IoTarget};
 pub use stats::IoCounters;
 
@@ -445,6 +445,27 @@ impl Backend {
         }
     }
 
+    /// Opens (through the file cache) the segment of `rel` holding blocks
+    /// `first_block..first_block + nblocks` and returns it with the byte offset of
+    /// `first_block` in it and the [`IoTarget`] naming the range in messages and `pg_aios`:
+    /// what staging one I/O of a relation takes. The range must not cross a segment
+    /// boundary ([`BlockRanges`] never yields one that does).
+    pub fn locate(
+        &self,
+        rel: &RelFile,
+        first_block: u64,
+        nblocks: u32,
+        mode: OpenMode,
+    ) -> Result<(Arc<SegmentFile>, u64, IoTarget), AioError> {
+        let (file, offset_bytes) = rel.locate(&self.core.files, first_block, nblocks, mode)?;
+        let target = IoTarget {
+            path: rel.display_name().clone(),
+            first_block,
+            nblocks,
+        };
+        Ok((file, offset_bytes, target))
+    }
+
     /// This backend's counters.
     pub fn counters(&self) -> IoCounters {
         self.shared.counters.snapshot()
@@ -720,9 +741,11 @@ impl Backend {
             op,
             rel,
             first_block: block,
-            total_blocks: (buf.len() / BLCKSZ) as u64,
-            next_offset_blocks: 0,
-            combine_blocks: self.core.config.io_combine_limit_blocks.max(1) as u64,
+            ranges: BlockRanges::new(
+                block,
+                (buf.len() / BLCKSZ) as u64,
+                self.core.config.io_combine_limit_blocks as u64,
+            ),
             base: buf.as_mut_ptr(),
         };
         // Every handle may be in flight at once; the pipeline waits for all of them before
@@ -741,10 +764,8 @@ struct BlocksIo<'r> {
     rel: &'r RelFile,
     /// Block of `rel` at the start of the buffer.
     first_block: u64,
-    total_blocks: u64,
-    /// Blocks of the request already handed to the pipeline.
-    next_offset_blocks: u64,
-    combine_blocks: u64,
+    /// The request, cut at segment boundaries and `io_combine_limit`.
+    ranges: BlockRanges,
     /// Start of the caller's buffer; it outlives the pipeline run.
     base: *mut u8,
 }
@@ -753,19 +774,7 @@ impl PipelineDriver for BlocksIo<'_> {
     type Tag = ();
 
     fn next_io(&mut self, _backend: &mut Backend) -> Option<PipelineIo<()>> {
-        if self.next_offset_blocks >= self.total_blocks {
-            return None;
-        }
-        let first_block = self.first_block + self.next_offset_blocks;
-        let nblocks = (self.total_blocks - self.next_offset_blocks)
-            .min(self.combine_blocks)
-            .min(RelFile::blocks_in_segment(first_block) as u64);
-        self.next_offset_blocks += nblocks;
-        Some(PipelineIo {
-            first_block,
-            nblocks: nblocks as u32,
-            tag: (),
-        })
+        self.ranges.next()
     }
 
     fn stage(&mut self, backend: &mut Backend, io: &PipelineIo<()>) -> Result<WaitRef, AioError> {
@@ -773,14 +782,7 @@ impl PipelineDriver for BlocksIo<'_> {
             IoOp::Readv => OpenMode::Read,
             IoOp::Writev => OpenMode::ReadWriteCreate,
         };
-        let (file, offset) =
-            self.rel
-                .locate(&backend.core.files, io.first_block, io.nblocks, mode)?;
-        let target = IoTarget {
-            path: self.rel.display_name().clone(),
-            first_block: io.first_block,
-            nblocks: io.nblocks,
-        };
+        let (file, offset, target) = backend.locate(self.rel, io.first_block, io.nblocks, mode)?;
         let offset_in_buffer_bytes = (io.first_block - self.first_block) as usize * BLCKSZ;
         let iov = libc::iovec {
             // SAFETY: the range lies inside the caller's buffer (the driver never yields a

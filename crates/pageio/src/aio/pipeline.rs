@@ -47,6 +47,7 @@
 use std::collections::VecDeque;
 
 use super::{AioError, Backend, IoCompletion, IoStatus, WaitRef};
+use crate::storage::RelFile;
 
 /// One range a pipeline stages: `nblocks` blocks from `first_block` (numbered as the driver
 /// likes — within the relation fork for every caller here) and the driver's own data.
@@ -58,6 +59,62 @@ pub struct PipelineIo<T> {
     pub nblocks: u32,
     /// The driver's data for this range (which file, which buffer slot, …).
     pub tag: T,
+}
+
+/// Blocks `first_block..first_block + total_blocks` of one relation cut into the ranges a
+/// driver hands its pipeline, in order: each at most `combine_blocks` long (the caller's
+/// `io_combine_limit`) and never crossing a segment boundary, since one I/O reads or writes
+/// one segment file. [`Backend::read_blocks`] and `pageio io-bench` cut their requests with
+/// it.
+///
+/// `BlockRanges::new(131_070, 20, 16)` yields 131070..131071 (segment 0 ends there),
+/// 131072..131087 and 131088..131089.
+#[derive(Debug, Clone)]
+pub struct BlockRanges {
+    /// Block of the relation the request starts at.
+    first_block: u64,
+    total_blocks: u64,
+    /// Blocks of the request already handed out.
+    next_offset_blocks: u64,
+    combine_blocks: u64,
+}
+
+impl BlockRanges {
+    /// The ranges of `total_blocks` blocks from `first_block`, at most `combine_blocks` (at
+    /// least 1) each.
+    pub fn new(first_block: u64, total_blocks: u64, combine_blocks: u64) -> BlockRanges {
+        BlockRanges {
+            first_block,
+            total_blocks,
+            next_offset_blocks: 0,
+            combine_blocks: combine_blocks.max(1),
+        }
+    }
+
+    /// The first block not yet handed out (`first_block + total_blocks` once all are).
+    pub fn next_block(&self) -> u64 {
+        self.first_block + self.next_offset_blocks
+    }
+}
+
+impl Iterator for BlockRanges {
+    type Item = PipelineIo<()>;
+
+    fn next(&mut self) -> Option<PipelineIo<()>> {
+        if self.next_offset_blocks >= self.total_blocks {
+            return None;
+        }
+        let first_block = self.next_block();
+        let nblocks = (self.total_blocks - self.next_offset_blocks)
+            .min(self.combine_blocks)
+            .min(RelFile::blocks_in_segment(first_block) as u64);
+        self.next_offset_blocks += nblocks;
+        Some(PipelineIo {
+            first_block,
+            nblocks: nblocks as u32,
+            tag: (),
+        })
+    }
 }
 
 /// What a pipeline asks of its caller: ranges, how to stage one, what a completion means.
@@ -248,5 +305,37 @@ impl<T> Drop for InFlightGuard<'_, T> {
                 self.backend.take_completion(wref);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::BlockRanges;
+    use crate::storage::RELSEG_SIZE_BLOCKS;
+
+    fn ranges(first_block: u64, total_blocks: u64, combine_blocks: u64) -> Vec<(u64, u32)> {
+        BlockRanges::new(first_block, total_blocks, combine_blocks)
+            .map(|io| (io.first_block, io.nblocks))
+            .collect()
+    }
+
+    #[test]
+    fn block_ranges_stop_at_io_combine_limit_and_segment_ends() {
+        assert_eq!(
+            ranges(0, 70, 16),
+            [(0, 16), (16, 16), (32, 16), (48, 16), (64, 6)]
+        );
+        let seg = RELSEG_SIZE_BLOCKS as u64;
+        assert_eq!(
+            ranges(seg - 2, 20, 16),
+            [(seg - 2, 2), (seg, 16), (seg + 16, 2)]
+        );
+        assert_eq!(ranges(5, 0, 16), []);
+        // A limit of zero still makes progress, one block at a time.
+        assert_eq!(ranges(7, 2, 0), [(7, 1), (8, 1)]);
+        let mut r = BlockRanges::new(10, 5, 4);
+        assert_eq!(r.next_block(), 10);
+        r.by_ref().for_each(drop);
+        assert_eq!(r.next_block(), 15);
     }
 }

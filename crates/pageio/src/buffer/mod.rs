@@ -207,6 +207,31 @@ struct BufferDesc {
     header: Mutex<DescHeader>,
 }
 
+impl BufferDesc {
+    /// Claims the read of this buffer, last seen with `flags` (neither valid nor being
+    /// read), like PostgreSQL's `StartBufferIO`: one compare-and-swap, so exactly one thread
+    /// wins; the winner clears the wait reference and error of the buffer's last read.
+    /// `false` when the flags changed meanwhile (look again).
+    fn try_claim_read(&self, flags: u32) -> bool {
+        if self
+            .flags
+            .compare_exchange(
+                flags,
+                FLAG_IO_IN_PROGRESS,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            )
+            .is_err()
+        {
+            return false;
+        }
+        let mut header = self.header.lock().unwrap_or_else(|p| p.into_inner());
+        header.io_wref = None;
+        header.error = None;
+        true
+    }
+}
+
 /// The mapping that holds the buffers.
 struct PoolMemory {
     ptr: *mut u8,
@@ -595,19 +620,7 @@ impl BufferPool {
             if flags & FLAG_IO_IN_PROGRESS != 0 {
                 return Pinned::InProgress(id);
             }
-            if desc
-                .flags
-                .compare_exchange(
-                    flags,
-                    FLAG_IO_IN_PROGRESS,
-                    Ordering::AcqRel,
-                    Ordering::Acquire,
-                )
-                .is_ok()
-            {
-                let mut header = desc.header.lock().unwrap_or_else(|p| p.into_inner());
-                header.io_wref = None;
-                header.error = None;
+            if desc.try_claim_read(flags) {
                 return Pinned::NeedsRead(id);
             }
         }
@@ -835,19 +848,7 @@ impl BufferPool {
                 }
             }
             if flags & FLAG_IO_IN_PROGRESS == 0 {
-                if desc
-                    .flags
-                    .compare_exchange(
-                        flags,
-                        FLAG_IO_IN_PROGRESS,
-                        Ordering::AcqRel,
-                        Ordering::Acquire,
-                    )
-                    .is_ok()
-                {
-                    let mut header = desc.header.lock().unwrap_or_else(|p| p.into_inner());
-                    header.io_wref = None;
-                    header.error = None;
+                if desc.try_claim_read(flags) {
                     return Ok(false);
                 }
                 continue;

@@ -47,7 +47,7 @@ pub use direct::{
 pub use fd_cache::{FileCache, OpenMode, SegmentFile, RESERVED_FDS};
 pub use relation::{ForkNumber, OrphanSegment, RelFile, SegmentLayout, MAX_SEGMENTS};
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use thiserror::Error;
 
@@ -56,6 +56,20 @@ pub const BLCKSZ: usize = crate::config::BLCKSZ;
 
 /// Blocks per segment file (PostgreSQL's `RELSEG_SIZE`: 1 GB of 8 kB blocks).
 pub const RELSEG_SIZE_BLOCKS: u32 = 131072;
+
+/// The names in directory `dir`, for messages and checks that say what a directory holds:
+/// in the order the file system lists them, names that are not UTF-8 converted lossily,
+/// entries that cannot be read skipped, and none when the directory cannot be read.
+pub fn dir_entry_names(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
 
 /// Errors of the storage layer. Every variant names the file and says how to fix it.
 #[derive(Debug, Error)]

@@ -201,14 +201,7 @@ fn find_version_dir(tablespace: &OsStr) -> Result<OsString, VerifyError> {
             _ => target,
         })
         .unwrap_or_else(|_| link.to_path_buf());
-    let mut names: Vec<String> = std::fs::read_dir(tablespace)
-        .map(|entries| {
-            entries
-                .flatten()
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .collect()
-        })
-        .unwrap_or_default();
+    let mut names = crate::storage::dir_entry_names(link);
     names.sort();
     let found = if names.is_empty() {
         "nothing".to_string()

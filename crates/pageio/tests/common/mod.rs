@@ -1,5 +1,6 @@
 //! Shared helpers for integration tests: the real PostgreSQL 18 fixture (built by
-//! `scripts/build-fixture.py`, see `fixture.rs`), page and relation-file readers, and a
+//! `scripts/build-fixture.py`, see `fixture.rs`) and PostgreSQL's answers on it, page and
+//! relation-file readers, the set-up of a scan (subsystem, checking pool, options), and a
 //! watchdog for tests that could hang.
 #![allow(dead_code)]
 
@@ -8,6 +9,11 @@ mod watchdog;
 
 use std::path::{Path, PathBuf};
 
+use pageio::buffer::{BufferPool, PageCheckOptions};
+use pageio::config::{IoConfig, IoMethodKind};
+use pageio::scan::{run_scan, Between, ScanError, ScanKind, ScanOptions, ScanResult, Table};
+use pageio::stream::DistancePolicy;
+use pageio::Aio;
 use tempfile::TempDir;
 
 pub use fixture::FixtureFacts;
@@ -18,6 +24,80 @@ pub use watchdog::with_watchdog;
 /// per process; builds the fixture first if needed).
 pub fn fixture_facts() -> &'static FixtureFacts {
     fixture::fixture_facts()
+}
+
+/// `SELECT count(*), sum(length(b)) FROM <table> WHERE a BETWEEN lo AND hi` as PostgreSQL 18
+/// answers it on the fixture: (table, lo, hi, count, sum). The fixture's SQL seeds its random
+/// numbers, so these never change; the builder fails if PostgreSQL computes anything else,
+/// and [`assert_fixture_answers_are_postgres_answers`] checks that these constants are the
+/// ones PostgreSQL gave for this build.
+pub const FIXTURE_ANSWERS: [(&str, f64, f64, u64, u64); 12] = [
+    ("uniform", 0.0, 1000.0, 20000, 1320000),
+    ("uniform", 0.0, 10.0, 207, 13662),
+    ("uniform", 100.0, 200.0, 1984, 130944),
+    ("uniform", 250.0, 750.0, 9917, 654522),
+    ("uniform", 500.0, 500.5, 14, 924),
+    ("uniform", 990.0, 1000.0, 227, 14982),
+    ("linear_10", 0.0, 1000.0, 19847, 1309902),
+    ("linear_10", -100.0, 10.0, 226, 14916),
+    ("linear_10", 100.0, 200.0, 2000, 132000),
+    ("linear_10", 250.0, 750.0, 10018, 661188),
+    ("linear_10", 500.0, 500.5, 7, 462),
+    ("linear_10", 990.0, 1100.0, 212, 13992),
+];
+
+/// Asserts that [`FIXTURE_ANSWERS`] are the answers PostgreSQL gave when this build of the
+/// fixture was made (`facts.json`).
+pub fn assert_fixture_answers_are_postgres_answers() {
+    let from_postgres: Vec<(&str, f64, f64, u64, u64)> = fixture_facts()
+        .queries
+        .iter()
+        .map(|q| (q.table.as_str(), q.lo, q.hi, q.count, q.sum_length_b))
+        .collect();
+    assert_eq!(from_postgres, FIXTURE_ANSWERS);
+}
+
+/// Every scan kind, in the order the tests run them.
+pub const SCAN_KINDS: [ScanKind; 3] = [ScanKind::Seq, ScanKind::Bitmap, ScanKind::Index];
+
+/// A subsystem for `method`, every other setting at its default.
+pub fn aio_for(method: IoMethodKind) -> Aio {
+    Aio::new(IoConfig {
+        io_method: method,
+        ..IoConfig::default()
+    })
+    .unwrap_or_else(|e| panic!("{method}: {e}"))
+}
+
+/// A buffer pool on `aio` that verifies every page's checksum as it is read.
+pub fn checksum_pool(aio: &Aio) -> BufferPool {
+    BufferPool::new(
+        aio,
+        PageCheckOptions {
+            checksums: true,
+            ..PageCheckOptions::default()
+        },
+    )
+    .unwrap()
+}
+
+/// A `kind` scan of `table` for `predicate` through `pool`, with the adaptive distance
+/// policy (the default).
+pub fn scan(
+    pool: &BufferPool,
+    table: &Table,
+    kind: ScanKind,
+    predicate: Between,
+) -> Result<ScanResult, ScanError> {
+    run_scan(
+        pool,
+        table,
+        &ScanOptions {
+            kind,
+            predicate,
+            policy: DistancePolicy::Adaptive,
+        },
+    )
 }
 
 /// Copies the fixture data directory into a fresh temporary directory and returns the
