@@ -211,6 +211,11 @@ fn thp_always_and_the_kernel_basics_are_read() {
         facts.kernel.sched_migration_cost_source,
         Some(PathBuf::from("/sys/kernel/debug/sched/migration_cost_ns"))
     );
+    assert_eq!(facts.kernel.clocksource.as_deref(), Some("tsc"));
+    assert_eq!(
+        facts.kernel.available_clocksources,
+        ["tsc", "hpet", "acpi_pm"]
+    );
     // The default elsewhere is madvise.
     assert_eq!(
         read("numa2", None).kernel.thp.enabled.as_deref(),
@@ -409,6 +414,9 @@ fn facts_serialize_as_json_with_the_limit_that_applied() {
         "V2CpuMax"
     );
     assert_eq!(json["memory"]["mem_total_bytes"], 256 * GIB);
+    assert_eq!(json["limits"]["nofile"]["soft"], 1048576);
+    let hugepages = serde_json::to_value(read("hugepages-short", None).limits).unwrap();
+    assert_eq!(hugepages["memlock_bytes"]["hard"], "unlimited");
     assert_eq!(json["storage"], serde_json::Value::Null);
 }
 

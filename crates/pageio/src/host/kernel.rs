@@ -11,6 +11,8 @@
 //! * io_uring: `kernel.io_uring_disabled` (0 allowed, 1 restricted to CAP_SYS_ADMIN or
 //!   `kernel.io_uring_group`, 2 disabled) — the cause and fix come from the same wording the
 //!   io_uring method uses when the kernel refuses a ring;
+//! * clock source: `/sys/devices/system/clocksource/clocksource0/current_clocksource` (a
+//!   slow one such as `xen` or `hpet` makes every clock read — and `track_io_timing` — costly);
 //! * limits: `/proc/self/limits` (soft and hard `Max open files`, `Max locked memory`),
 //!   parsed rather than asked of `getrlimit` so a captured tree can stand in for it.
 
@@ -28,6 +30,12 @@ pub const NODE_DIR: &str = "/sys/devices/system/node";
 pub const MIGRATION_COST_SYSCTL: &str = "/proc/sys/kernel/sched_migration_cost_ns";
 /// The migration cost in debugfs (Linux 5.13 and later).
 pub const MIGRATION_COST_DEBUGFS: &str = "/sys/kernel/debug/sched/migration_cost_ns";
+/// The clock source in use.
+pub const CURRENT_CLOCKSOURCE: &str =
+    "/sys/devices/system/clocksource/clocksource0/current_clocksource";
+/// The clock sources the kernel could use.
+pub const AVAILABLE_CLOCKSOURCE: &str =
+    "/sys/devices/system/clocksource/clocksource0/available_clocksource";
 /// The process's resource limits.
 pub const PROC_SELF_LIMITS: &str = "/proc/self/limits";
 
@@ -92,15 +100,28 @@ pub struct KernelFacts {
     pub sched_migration_cost_source: Option<PathBuf>,
     /// io_uring sysctls.
     pub io_uring: IoUringFacts,
+    /// The clock source in use (`tsc`, `kvm-clock`, `xen`, `hpet`…).
+    pub clocksource: Option<String>,
+    /// The clock sources available.
+    pub available_clocksources: Vec<String>,
 }
 
-/// A resource limit's value.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+/// A resource limit's value. Serialized as the number, or the string `"unlimited"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RlimitValue {
     /// `unlimited`.
     Unlimited,
     /// A number, in the limit's unit (descriptors, bytes).
     Limited(u64),
+}
+
+impl Serialize for RlimitValue {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Self::Unlimited => serializer.serialize_str("unlimited"),
+            Self::Limited(n) => serializer.serialize_u64(*n),
+        }
+    }
 }
 
 /// A soft and hard limit.
@@ -180,6 +201,11 @@ pub fn read(sys: &Sysroot) -> KernelFacts {
         sched_migration_cost_ns,
         sched_migration_cost_source,
         io_uring: read_io_uring(sys),
+        clocksource: sys.value(CURRENT_CLOCKSOURCE),
+        available_clocksources: sys
+            .value(AVAILABLE_CLOCKSOURCE)
+            .map(|v| v.split_whitespace().map(str::to_string).collect())
+            .unwrap_or_default(),
     }
 }
 

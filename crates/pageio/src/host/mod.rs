@@ -342,6 +342,16 @@ pub struct HostFacts {
 
 impl HostFacts {
     /// Reads every source under `sysroot`; with `data_path`, also the storage behind it.
+    /// Never fails: what cannot be read is `None`, and why is in [`HostFacts::problems`].
+    ///
+    /// ```
+    /// use pageio::host::{HostFacts, Sysroot};
+    ///
+    /// let facts = HostFacts::read(&Sysroot::default(), Some(std::path::Path::new(".")));
+    /// if let Some(cpus) = &facts.resources.effective_cpus {
+    ///     println!("{} CPUs ({})", cpus.value, cpus.limit); // e.g. "2 CPUs (cgroup v2 cpu.max at …)"
+    /// }
+    /// ```
     pub fn read(sysroot: &Sysroot, data_path: Option<&Path>) -> Self {
         let kernel = kernel::read(sysroot);
         let memory = memory::read(sysroot);
