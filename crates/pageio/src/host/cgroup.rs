@@ -43,6 +43,10 @@ pub const MAX_CGROUP_DEPTH: usize = 64;
 /// limit any machine could hold.
 pub const V1_UNLIMITED_MIN_BYTES: u64 = 1 << 62;
 
+/// The CFS period the kernel uses when `cpu.max` gives only a quota (`cpu.max` accepts
+/// `QUOTA` alone and keeps the default period, 100 ms).
+pub const CPU_MAX_DEFAULT_PERIOD_US: u64 = 100_000;
+
 /// Which cgroup version holds the process's limits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum CgroupVersion {
@@ -212,7 +216,10 @@ fn v2_cpu_max(sys: &Sysroot, file: &Path) -> Option<f64> {
         return None;
     }
     let quota: u64 = sys.parse(file, quota, "`max` or a quota in microseconds")?;
-    let period: u64 = sys.parse(file, words.next().unwrap_or("100000"), "a period in µs")?;
+    let period = match words.next() {
+        Some(p) => sys.parse(file, p, "a period in microseconds")?,
+        None => CPU_MAX_DEFAULT_PERIOD_US,
+    };
     (period > 0).then(|| quota as f64 / period as f64)
 }
 
@@ -386,5 +393,76 @@ pub fn effective(sys: &Sysroot, memory: &MemoryFacts, cgroup: &CgroupFacts) -> R
         online_cpus,
         effective_cpus: cpus,
         effective_memory_bytes: ram,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with_file(text: &str, check: impl FnOnce(&Sysroot, &Path)) {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("f"), text).unwrap();
+        check(&Sysroot::new(dir.path()), Path::new("/f"));
+    }
+
+    #[test]
+    fn cpu_max_is_a_quota_in_cpus_or_no_limit() {
+        with_file("max 100000\n", |s, f| assert_eq!(v2_cpu_max(s, f), None));
+        with_file("50000 100000\n", |s, f| {
+            assert_eq!(v2_cpu_max(s, f), Some(0.5))
+        });
+        with_file("300000\n", |s, f| assert_eq!(v2_cpu_max(s, f), Some(3.0)));
+        with_file("lots 100000\n", |s, f| {
+            assert_eq!(v2_cpu_max(s, f), None);
+            let problems = s.take_problems();
+            assert_eq!(problems.len(), 1);
+            assert!(problems[0]
+                .to_string()
+                .starts_with("/f: cannot parse \"lots\""));
+        });
+    }
+
+    #[test]
+    fn memory_max_is_bytes_or_no_limit() {
+        with_file("max\n", |s, f| assert_eq!(v2_bytes(s, f), None));
+        with_file("4294967296\n", |s, f| {
+            assert_eq!(v2_bytes(s, f), Some(4 << 30))
+        });
+        with_file("4G\n", |s, f| {
+            assert_eq!(v2_bytes(s, f), None);
+            assert_eq!(s.take_problems().len(), 1);
+        });
+    }
+
+    #[test]
+    fn the_deepest_of_equal_limits_is_named() {
+        let mut best = None;
+        tighter(
+            &mut best,
+            4u64,
+            LimitKind::V2MemoryMax,
+            Path::new("/sys/fs/cgroup/a/b"),
+        );
+        tighter(
+            &mut best,
+            4u64,
+            LimitKind::V2MemoryMax,
+            Path::new("/sys/fs/cgroup/a"),
+        );
+        assert_eq!(
+            best.as_ref().unwrap().limit.at,
+            PathBuf::from("/sys/fs/cgroup/a/b")
+        );
+        tighter(
+            &mut best,
+            2u64,
+            LimitKind::V2MemoryMax,
+            Path::new("/sys/fs/cgroup"),
+        );
+        assert_eq!(
+            best.unwrap().limit.to_string(),
+            "cgroup v2 memory.max at /sys/fs/cgroup"
+        );
     }
 }

@@ -97,7 +97,8 @@ pub struct StorageFacts {
     pub mount: Option<Mount>,
     /// The device the file system is on (`None` for a file system without one).
     pub device: Option<BlockDevice>,
-    /// The disks at the bottom of the device stack (the device itself when it is a disk).
+    /// The devices at the bottom of the stack: disks, or partitions (which carry their disk's
+    /// queue settings); the device itself when nothing is under it.
     pub disks: Vec<BlockDevice>,
 }
 
