@@ -32,6 +32,8 @@
 //! * [`page`] reads and writes PostgreSQL's on-disk page format and computes its checksum;
 //!   every layer that looks inside a page uses it.
 //! * [`config`] holds the settings under their PostgreSQL names.
+//! * [`host`] reads the machine's facts (memory, cgroup limits, CPUs, THP, NUMA, scheduler,
+//!   io_uring sysctls, limits, the storage behind a path) for `advise`, through a sysroot.
 //!
 //! ## Example
 //!
@@ -63,6 +65,7 @@ pub mod aio;
 pub mod buffer;
 pub mod config;
 pub mod gen;
+pub mod host;
 pub mod page;
 pub mod scan;
 pub mod storage;
