@@ -260,3 +260,22 @@ fn damaged_relmapper_file() {
         "{e}"
     );
 }
+
+/// A cluster whose pg_control says it is running is refused before any catalog is read.
+#[test]
+fn running_cluster_is_refused() {
+    let (_dir, pgdata) = common::unpack_fixture();
+    let path = pgdata.join("global/pg_control");
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[16..20].copy_from_slice(&6u32.to_le_bytes()); // DB_IN_PRODUCTION
+    let crc = pageio::verify::control::crc32c(&bytes[..292]);
+    bytes[292..296].copy_from_slice(&crc.to_le_bytes());
+    std::fs::write(&path, &bytes).unwrap();
+    let e = cluster_check_options(&pgdata).unwrap_err();
+    assert!(matches!(e, CatalogError::NotShutDown { .. }), "{e:?}");
+    assert!(
+        e.to_string()
+            .contains("is in production, not cleanly shut down"),
+        "{e}"
+    );
+}

@@ -53,7 +53,13 @@
 //! or a segment missing before a later one) or a row that does not parse is a
 //! [`CatalogError`] naming the catalog, the database and the file, with the page-level
 //! cause (block and both checksums) inside. A relation that is not there names the
-//! database and what was looked for.
+//! database and what was looked for. A catalog file cut exactly at a page boundary looks
+//! like a shorter catalog to any reader, PostgreSQL included; the rows other rows point to
+//! (the catalogs' own pg_class rows, namespaces, access methods, TOAST tables, index
+//! tables) are checked, so such a cut is reported ([`CatalogError::MissingRow`]) whenever
+//! it removes one of them. Each call to [`Catalog::database`] (and [`Catalog::resolve`])
+//! reads the database's catalogs afresh; keep the [`DatabaseCatalog`] to resolve many
+//! names.
 //!
 //! ## Worked example
 //!
@@ -174,14 +180,14 @@ pub enum CatalogError {
         what: String,
     },
     /// Two visible rows for one oid.
-    #[error("catalog {catalog} of {scope} has two visible rows for oid {oid}; the catalog or the commit log is damaged")]
+    #[error("catalog {catalog} of {scope} has two visible rows for {what}; the catalog or the commit log is damaged: restore the cluster from a backup")]
     DuplicateRow {
         /// The catalog.
         catalog: String,
         /// `database "…"` or `the cluster`.
         scope: String,
-        /// The oid.
-        oid: u32,
+        /// Whose rows (`oid 16419`, `attribute 2 of relation oid 16419`).
+        what: String,
     },
     /// No database of that name.
     #[error("database \"{name}\" does not exist in the cluster (it has: {})", .available.join(", "))]
@@ -550,6 +556,7 @@ impl<'p> Catalog<'p> {
                 name: name_at(d, rows::pg_database::DATNAME),
                 tablespace_oid: u32_at(d, rows::pg_database::DATTABLESPACE),
             });
+            Ok(())
         })?;
         check_unique(&db_file, databases.iter().map(|d| d.oid))?;
         databases.sort_by(|a, b| a.name.cmp(&b.name));
@@ -560,6 +567,7 @@ impl<'p> Catalog<'p> {
                 oid: u32_at(d, 0),
                 name: name_at(d, rows::pg_tablespace::SPCNAME),
             });
+            Ok(())
         })?;
         check_unique(&ts_file, tablespaces.iter().map(|t| t.oid))?;
         catalog.databases = databases;
@@ -620,13 +628,13 @@ impl<'p> Catalog<'p> {
     }
 
     /// Every visible row of a catalog, with at least `fixed_bytes` of data each, handed to
-    /// `row`. Reads through the pool with a read stream; the file must hold whole pages
+    /// `row` (whose error is reported with the row's block and line pointer). Reads through the pool with a read stream; the file must hold whole pages
     /// and no segment after a missing one.
     fn read_rows(
         &self,
         file: &CatalogFile,
         fixed_bytes: usize,
-        mut row: impl FnMut(&[u8]),
+        mut row: impl FnMut(&[u8]) -> Result<(), String>,
     ) -> Result<(), CatalogError> {
         let unreadable =
             |source: Box<dyn std::error::Error + Send + Sync>| CatalogError::CatalogUnreadable {
@@ -712,7 +720,7 @@ impl<'p> Catalog<'p> {
                         ),
                     ));
                 }
-                row(data);
+                row(data).map_err(|problem| bad_row(off, problem))?;
             }
         }
         Ok(())
@@ -754,7 +762,7 @@ fn check_unique(file: &CatalogFile, oids: impl Iterator<Item = u32>) -> Result<(
             return Err(CatalogError::DuplicateRow {
                 catalog: file.catalog.into(),
                 scope: file.scope.clone(),
-                oid,
+                what: format!("oid {oid}"),
             });
         }
     }
@@ -833,7 +841,6 @@ impl DatabaseCatalog {
             catalog: "pg_class",
             scope: scope.clone(),
             relpath: cat.relpath(
-                rows::pg_class::OID,
                 0,
                 cat.db_map.filenumber(rows::pg_class::OID).ok_or_else(|| {
                     CatalogError::MissingMapping {
@@ -862,6 +869,7 @@ impl DatabaseCatalog {
                 kind: RelKind::from_byte(d[RELKIND]),
                 is_partition: d[RELISPARTITION] != 0,
             });
+            Ok(())
         })?;
         check_unique(&class_file, classes.iter().map(|c| c.oid))?;
         cat.classes = classes.into_iter().map(|c| (c.oid, c)).collect();
@@ -885,6 +893,7 @@ impl DatabaseCatalog {
         let mut namespaces = Vec::new();
         cluster.read_rows(&file, rows::pg_namespace::FIXED_BYTES, |d| {
             namespaces.push((u32_at(d, 0), name_at(d, rows::pg_namespace::NSPNAME)));
+            Ok(())
         })?;
         check_unique(&file, namespaces.iter().map(|n| n.0))?;
         cat.namespaces = namespaces.into_iter().collect();
@@ -893,6 +902,7 @@ impl DatabaseCatalog {
         let mut types = Vec::new();
         cluster.read_rows(&file, rows::pg_type::FIXED_BYTES, |d| {
             types.push((u32_at(d, 0), name_at(d, rows::pg_type::TYPNAME)));
+            Ok(())
         })?;
         check_unique(&file, types.iter().map(|t| t.0))?;
         cat.type_names = types.into_iter().collect();
@@ -901,6 +911,7 @@ impl DatabaseCatalog {
         let mut ams = Vec::new();
         cluster.read_rows(&file, rows::pg_am::FIXED_BYTES, |d| {
             ams.push((u32_at(d, 0), name_at(d, rows::pg_am::AMNAME)));
+            Ok(())
         })?;
         check_unique(&file, ams.iter().map(|a| a.0))?;
         cat.access_methods = ams.into_iter().collect();
@@ -912,7 +923,7 @@ impl DatabaseCatalog {
             use rows::pg_attribute::*;
             let attnum = i16_at(d, ATTNUM);
             if attnum <= 0 {
-                return; // system columns (ctid, xmin, …)
+                return Ok(()); // system columns (ctid, xmin, …)
             }
             let type_oid = u32_at(d, ATTTYPID);
             attributes
@@ -933,20 +944,15 @@ impl DatabaseCatalog {
                         atthasmissing: d[ATTHASMISSING] != 0,
                     },
                 });
+            Ok(())
         })?;
         for (relid, atts) in attributes.iter_mut() {
             atts.sort_by_key(|a| a.attnum);
             if let Some(w) = atts.windows(2).find(|w| w[0].attnum == w[1].attnum) {
-                return Err(CatalogError::CatalogRow {
+                return Err(CatalogError::DuplicateRow {
                     catalog: "pg_attribute".into(),
                     scope: scope.clone(),
-                    path: file.relpath.clone(),
-                    block: 0,
-                    offset: 0,
-                    problem: format!(
-                        "two visible rows for attribute {} of relation oid {relid}: the catalog or the commit log is damaged",
-                        w[0].attnum
-                    ),
+                    what: format!("attribute {} of relation oid {relid}", w[0].attnum),
                 });
             }
         }
@@ -954,34 +960,26 @@ impl DatabaseCatalog {
 
         let file = file_of(&cat, "pg_index", rows::pg_index::OID)?;
         let mut indexes: HashMap<u32, Vec<IndexRow>> = HashMap::new();
-        let mut bad_indkey = None;
         cluster.read_rows(&file, rows::pg_index::FIXED_BYTES, |d| {
             use rows::pg_index::*;
             let nkey = i16_at(d, INDNKEYATTS).max(0) as usize;
-            match int2vector_at(d, INDKEY) {
-                Ok(keys) => {
-                    let row = IndexRow {
-                        index: u32_at(d, INDEXRELID),
-                        table: u32_at(d, INDRELID),
-                        key_atts: keys.into_iter().take(nkey).collect(),
-                        unique: d[INDISUNIQUE] != 0,
-                        primary: d[INDISPRIMARY] != 0,
-                        valid: d[INDISVALID] != 0,
-                    };
-                    indexes.entry(row.table).or_default().push(row);
-                }
-                Err(problem) => {
-                    bad_indkey.get_or_insert((u32_at(d, INDEXRELID), problem));
-                }
-            }
+            let keys = int2vector_at(d, INDKEY).map_err(|problem| {
+                format!(
+                    "index oid {}: {problem}: the row is corrupt",
+                    u32_at(d, INDEXRELID)
+                )
+            })?;
+            let row = IndexRow {
+                index: u32_at(d, INDEXRELID),
+                table: u32_at(d, INDRELID),
+                key_atts: keys.into_iter().take(nkey).collect(),
+                unique: d[INDISUNIQUE] != 0,
+                primary: d[INDISPRIMARY] != 0,
+                valid: d[INDISVALID] != 0,
+            };
+            indexes.entry(row.table).or_default().push(row);
+            Ok(())
         })?;
-        if let Some((index, problem)) = bad_indkey {
-            return Err(CatalogError::MissingRow {
-                catalog: "pg_index".into(),
-                scope,
-                what: format!("a readable key of index oid {index} ({problem})"),
-            });
-        }
         cat.indexes = indexes;
         Ok(cat)
     }
@@ -996,7 +994,7 @@ impl DatabaseCatalog {
     }
 
     /// The relative path of a relation's main fork in `tablespace` (0: the database's).
-    fn relpath(&self, _oid: u32, tablespace: u32, filenode: u32) -> String {
+    fn relpath(&self, tablespace: u32, filenode: u32) -> String {
         let spc = if tablespace == 0 {
             self.database.tablespace_oid
         } else {
@@ -1041,7 +1039,7 @@ impl DatabaseCatalog {
             return Ok(None);
         }
         let filenode = self.filenode(c)?;
-        Ok(Some(self.relpath(oid, c.tablespace, filenode)))
+        Ok(Some(self.relpath(c.tablespace, filenode)))
     }
 
     fn class(&self, oid: u32) -> Result<&ClassRow, CatalogError> {
