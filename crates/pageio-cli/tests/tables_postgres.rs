@@ -541,3 +541,39 @@ fn commit_log_decides_unhinted_catalog_rows() {
         assert_ne!(path.as_deref(), Some(before.as_str()));
     });
 }
+
+/// `pageio tables` on the fixture with a flipped byte in pg_class: exit status 2 and one
+/// line naming the catalog, the database, the file and the block, under every io_method.
+#[test]
+fn damaged_pg_class_is_an_error_naming_it() {
+    use std::os::unix::fs::FileExt;
+    let dir = tempfile::tempdir().unwrap();
+    let data = common::unpack_fixture(dir.path());
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(data.join("base/5/1259"))
+        .unwrap();
+    let mut byte = [0u8; 1];
+    file.read_exact_at(&mut byte, 8192 + 5000).unwrap();
+    byte[0] ^= 0x01;
+    file.write_all_at(&byte, 8192 + 5000).unwrap();
+    let data = data.display().to_string();
+    for method in ["sync", "worker", "io_uring"] {
+        let out = common::pageio_bounded(&["tables", "--pgdata", &data, "--io-method", method], 60);
+        assert_eq!(out.status.code(), Some(2), "{method}");
+        assert!(out.stdout.is_empty(), "{method}: nothing listed");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.starts_with(
+                "pageio: error: cannot read catalog pg_class of database \"postgres\" from \"base/5/1259\": "
+            ),
+            "{method}: {err}"
+        );
+        assert!(err.contains("block 1"), "{method}: {err}");
+        assert!(err.contains("calculated checksum"), "{method}: {err}");
+        // Reading past a damaged catalog page would silently lose tables: no such advice.
+        assert!(!err.contains("ignore_checksum_failure"), "{method}: {err}");
+        assert_eq!(err.lines().count(), 1, "{method}: {err}");
+    }
+}

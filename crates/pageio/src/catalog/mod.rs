@@ -680,10 +680,25 @@ impl<'p> Catalog<'p> {
             })
         });
         let mut clog = self.clog.lock().unwrap_or_else(|p| p.into_inner());
-        while let Some(buf) = stream
-            .next(&mut backend)
-            .map_err(|e| unreadable(Box::new(e)))?
-        {
+        while let Some(buf) = stream.next(&mut backend).map_err(|e| match e {
+            // The pool's advice to read past a damaged page fits a table scan, not a
+            // catalog: a catalog read past a damaged page silently loses relations.
+            crate::buffer::BufferError::Io(crate::aio::AioError::InvalidPage {
+                path,
+                block,
+                detail,
+            }) => unreadable(
+                format!(
+                    "invalid page in block {block} of relation \"{path}\": {}",
+                    detail
+                        .split("; set ignore_checksum_failure")
+                        .next()
+                        .unwrap_or("")
+                )
+                .into(),
+            ),
+            other => unreadable(Box::new(other)),
+        })? {
             let block = buf.block;
             let page = buf.page();
             // A new (all-zero) page holds no rows, as PostgreSQL's PageIsNew.
