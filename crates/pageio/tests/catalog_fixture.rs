@@ -279,3 +279,35 @@ fn running_cluster_is_refused() {
         "{e}"
     );
 }
+
+/// A pool that does not verify checksums, or reads past damaged pages, is refused.
+#[test]
+fn pool_must_check_pages_as_the_cluster_says() {
+    use pageio::buffer::PageCheckOptions;
+    let (_dir, pgdata) = common::unpack_fixture();
+    let aio = Aio::new(IoConfig {
+        io_method: IoMethodKind::Sync,
+        shared_buffers_bytes: 16 << 20,
+        ..IoConfig::default()
+    })
+    .unwrap();
+    for (check, says) in [
+        (
+            PageCheckOptions::default(),
+            "does not verify checksums, and the cluster has them",
+        ),
+        (
+            PageCheckOptions {
+                checksums: true,
+                zero_damaged_pages: true,
+                ..PageCheckOptions::default()
+            },
+            "reads past damaged pages",
+        ),
+    ] {
+        let pool = BufferPool::new(&aio, check).unwrap();
+        let e = Catalog::open(&pgdata, &pool).unwrap_err();
+        assert!(matches!(e, CatalogError::PoolChecks { .. }), "{e:?}");
+        assert!(e.to_string().contains(says), "{e}");
+    }
+}

@@ -215,6 +215,12 @@ pub enum CatalogError {
         /// The schemas holding it.
         schemas: Vec<String>,
     },
+    /// The pool does not check pages as the cluster's catalogs must be checked.
+    #[error("the buffer pool {problem}: catalogs must be read with the cluster's own checks (pageio::catalog::cluster_check_options), never past a damaged page, which would silently lose relations")]
+    PoolChecks {
+        /// What differs.
+        problem: String,
+    },
     /// A relation name that cannot be split into `[database.][schema.]table`.
     #[error("\"{0}\" is not a relation name: expected [database.][schema.]table")]
     BadName(String),
@@ -515,9 +521,23 @@ impl std::fmt::Debug for Catalog<'_> {
 
 impl<'p> Catalog<'p> {
     /// Opens the cluster at `pgdata`, reading `pg_database` and `pg_tablespace` through
-    /// `pool`. The pool should verify pages as [`cluster_check_options`] says.
+    /// `pool`, which must check pages as [`cluster_check_options`] says (else
+    /// [`CatalogError::PoolChecks`]).
     pub fn open(pgdata: &Path, pool: &'p BufferPool) -> Result<Catalog<'p>, CatalogError> {
-        cluster_check_options(pgdata)?;
+        let wanted = cluster_check_options(pgdata)?;
+        let have = pool.check_options();
+        if have != wanted {
+            return Err(CatalogError::PoolChecks {
+                problem: if have.zero_damaged_pages || have.ignore_checksum_failure {
+                    "reads past damaged pages (zero_damaged_pages or ignore_checksum_failure)"
+                        .into()
+                } else if wanted.checksums {
+                    "does not verify checksums, and the cluster has them".into()
+                } else {
+                    "verifies checksums, and the cluster has none".into()
+                },
+            });
+        }
         let control_path = pgdata.join("global/pg_control");
         // ControlFile::read checked the version and the CRC over these bytes.
         let catversion = std::fs::read(&control_path)
