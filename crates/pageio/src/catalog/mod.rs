@@ -100,7 +100,7 @@ pub const GLOBAL_TABLESPACE_OID: u32 = 1664;
 /// `TABLESPACE_VERSION_DIRECTORY`'s major-version part.
 const TABLESPACE_VERSION_PREFIX: &str = "PG_18_";
 /// Byte offset of `catalog_version_no` in `pg_control` (after `system_identifier` and
-/// `pg_control_version`); the CRC that covers it is checked by [`ControlFile::read`].
+/// `pg_control_version`); the CRC that covers it is checked by [`ControlFile::parse`].
 const CONTROL_OFFSET_CATVERSION: usize = 12;
 /// Schemas `\dt` leaves out: the system catalogs and the SQL-standard views.
 const SYSTEM_SCHEMAS: [&str; 2] = ["pg_catalog", "information_schema"];
@@ -480,17 +480,31 @@ pub fn relation_size_bytes(pgdata: &Path, relpath: &str) -> u64 {
 /// The page checks a cluster's catalogs (and tables) must be read with: its checksums, if
 /// `pg_control` says it has them. Refuses a cluster that is not cleanly shut down.
 pub fn cluster_check_options(pgdata: &Path) -> Result<PageCheckOptions, CatalogError> {
-    let control = ControlFile::read(pgdata)?;
+    Ok(read_control(pgdata)?.0)
+}
+
+/// The page checks and the `catalog_version_no`, from one read of `pg_control` whose
+/// version and CRC [`ControlFile::parse`] checked.
+fn read_control(pgdata: &Path) -> Result<(PageCheckOptions, u32), CatalogError> {
+    let path = pgdata.join("global").join("pg_control");
+    let bytes =
+        std::fs::read(&path).map_err(|source| crate::verify::VerifyError::ControlFileRead {
+            path: path.clone(),
+            source,
+        })?;
+    let control = ControlFile::parse(&bytes, &path)?;
     if !control.state.is_shut_down() {
         return Err(CatalogError::NotShutDown {
             pgdata: pgdata.to_path_buf(),
             state: control.state.describe(),
         });
     }
-    Ok(PageCheckOptions {
+    let options = PageCheckOptions {
         checksums: control.data_checksum_version != 0,
         ..PageCheckOptions::default()
-    })
+    };
+    // parse() checked the file is longer than the CRC's offset, past this field.
+    Ok((options, u32_at(&bytes, CONTROL_OFFSET_CATVERSION)))
 }
 
 /// One catalog file to read: which catalog, in which scope, where.
@@ -524,7 +538,7 @@ impl<'p> Catalog<'p> {
     /// `pool`, which must check pages as [`cluster_check_options`] says (else
     /// [`CatalogError::PoolChecks`]).
     pub fn open(pgdata: &Path, pool: &'p BufferPool) -> Result<Catalog<'p>, CatalogError> {
-        let wanted = cluster_check_options(pgdata)?;
+        let (wanted, catversion) = read_control(pgdata)?;
         let have = pool.check_options();
         if have != wanted {
             return Err(CatalogError::PoolChecks {
@@ -538,13 +552,6 @@ impl<'p> Catalog<'p> {
                 },
             });
         }
-        let control_path = pgdata.join("global/pg_control");
-        // ControlFile::read checked the version and the CRC over these bytes.
-        let catversion = std::fs::read(&control_path)
-            .ok()
-            .filter(|b| b.len() >= CONTROL_OFFSET_CATVERSION + 4)
-            .map(|b| u32_at(&b, CONTROL_OFFSET_CATVERSION))
-            .unwrap_or(0);
         let mut catalog = Catalog {
             pgdata: pgdata.to_path_buf(),
             pool,
