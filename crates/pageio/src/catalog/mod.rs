@@ -20,8 +20,8 @@
 //! ```
 //!
 //! Each catalog row is deformed from the fixed-width part of its `FormData_pg_*` struct
-//! ([`rows`] holds the offsets); the variable-length tail (ACLs, options, defaults) is never
-//! read. A file path is built as PostgreSQL's `relpath` builds it:
+//! (`catalog/rows.rs` holds the offsets); the variable-length tail (ACLs, options,
+//! defaults) is never read. A file path is built as PostgreSQL's `relpath` builds it:
 //!
 //! ```text
 //!  tablespace 1663 (pg_default)  base/<dboid>/<filenode>
