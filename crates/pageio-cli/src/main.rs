@@ -10,6 +10,7 @@ mod io_bench;
 mod methods;
 mod scan;
 mod settings;
+mod tables;
 mod verify;
 
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -45,6 +46,8 @@ enum Command {
     /// The PostgreSQL 18 AIO experiments: every scan type over a selectivity sweep, every
     /// io_method, cold and warm, with the device limit and PostgreSQL 18's own results
     Bench(bench::BenchArgs),
+    /// List a stopped cluster's tables like psql's \dt+, read from its catalogs offline
+    Tables(tables::TablesArgs),
 }
 
 /// Bytes of the most recent allocation the system allocator refused (0: none yet).
@@ -153,6 +156,7 @@ fn main() {
         Command::Gen(args) => gen::run(args),
         Command::Verify(args) => verify::run(args),
         Command::Bench(args) => bench::run(args),
+        Command::Tables(args) => tables::run(args),
     };
     match result {
         Ok(code) => std::process::exit(code),

@@ -17,6 +17,8 @@
 //!
 //! * [`scan`] runs sequential, bitmap-heap and index scans over PostgreSQL's relation files,
 //!   walking btrees as PostgreSQL does and reading heap pages through read streams.
+//! * [`catalog`] reads a stopped cluster's system catalogs offline — databases, tables,
+//!   columns, TOAST tables, btree indexes and their files — through the buffer pool.
 //! * [`verify`] is `pg_checksums --check` for a stopped cluster: `pg_control`, the cluster
 //!   walk, a parallel checker that checks cached data in place, and verify's own defaults.
 //! * [`gen`] writes the published benchmark data sets as PostgreSQL heap and btree files.
@@ -63,6 +65,7 @@
 
 pub mod aio;
 pub mod buffer;
+pub mod catalog;
 pub mod config;
 pub mod gen;
 pub mod host;

@@ -1,0 +1,1250 @@
+//! # A stopped PostgreSQL 18 cluster's catalog, read offline
+//!
+//! Turns `[database.][schema.]table` into what a scan needs — the relation's file, its
+//! columns with their storage properties, its TOAST table and its btree indexes with their
+//! key columns — by reading the system catalogs' own heap files through the engine's buffer
+//! pool and read streams (pages verified against their checksums when the cluster has
+//! them, as every other read in pageio), never through a running server.
+//!
+//! ## Mechanism
+//!
+//! ```text
+//!  global/pg_control ─► checksums on?  cleanly shut down?  catversion (tablespace dirs)
+//!  global/pg_filenode.map ─► pg_database (1262) ─► databases: oid, name, default tablespace
+//!                        └─► pg_tablespace (1213) ─► tablespace names
+//!  base/<db>/pg_filenode.map ─► pg_class (1259) ─► every relation; relfilenode 0 = mapped
+//!                                  │  rows of pg_namespace (2615), pg_index (2610), pg_am
+//!                                  │  (2601): their files, from relfilenode or the map
+//!                                  ├─► pg_attribute (1249, mapped), pg_type (1247, mapped)
+//!                                  └─► pg_namespace, pg_index, pg_am
+//! ```
+//!
+//! Each catalog row is deformed from the fixed-width part of its `FormData_pg_*` struct
+//! (`catalog/rows.rs` holds the offsets); the variable-length tail (ACLs, options,
+//! defaults) is never read. A file path is built as PostgreSQL's `relpath` builds it:
+//!
+//! ```text
+//!  tablespace 1663 (pg_default)  base/<dboid>/<filenode>
+//!  tablespace 1664 (pg_global)   global/<filenode>
+//!  any other tablespace <spc>    pg_tblspc/<spc>/PG_18_<catversion>/<dboid>/<filenode>
+//! ```
+//!
+//! where the tablespace is `pg_class.reltablespace`, or the database's `dattablespace` when
+//! that is 0, and the file number is `pg_class.relfilenode`, or the relation mapper's entry
+//! when that is 0 (pg_class itself, pg_attribute, pg_type, pg_database, …).
+//!
+//! ## Visibility: what is and is not handled
+//!
+//! A cleanly shut-down cluster has no transaction in progress, so a catalog row is visible
+//! exactly when its inserting transaction committed and no committed transaction deleted
+//! (or updated) it. Hint bits answer when set; otherwise the commit log (`pg_xact`, see
+//! [`clog`]) does — hint bits alone are not enough, because a row updated by `VACUUM FULL`
+//! or `ALTER TABLE` and not read since has no hint on either version. A row locked but not
+//! updated (`HEAP_XMAX_LOCK_ONLY`) stays visible. Not handled, and refused with an error
+//! naming the catalog rather than guessed: an `xmax` that is a MultiXact updater (the
+//! update's xid is in `pg_multixact`, not read here) and a commit-log segment that is
+//! missing. A cluster that is not cleanly shut down is refused ([`CatalogError::NotShutDown`]):
+//! its in-progress transactions and unflushed pages make any answer a guess. Two visible
+//! pg_class rows for one oid are reported, never resolved by picking one.
+//!
+//! ## Errors
+//!
+//! A catalog page that fails its checksum, a truncated catalog file (a partial last page
+//! or a segment missing before a later one) or a row that does not parse is a
+//! [`CatalogError`] naming the catalog, the database and the file, with the page-level
+//! cause (block and both checksums) inside. A relation that is not there names the
+//! database and what was looked for. A catalog file cut exactly at a page boundary looks
+//! like a shorter catalog to any reader, PostgreSQL included; the rows other rows point to
+//! (the catalogs' own pg_class rows, namespaces, access methods, TOAST tables, index
+//! tables) are checked, so such a cut is reported ([`CatalogError::MissingRow`]) whenever
+//! it removes one of them. Each call to [`Catalog::database`] (and [`Catalog::resolve`])
+//! reads the database's catalogs afresh; keep the [`DatabaseCatalog`] to resolve many
+//! names.
+//!
+//! ## Worked example
+//!
+//! The test fixture's `postgres.public.uniform`: `global/pg_filenode.map` maps 1262 to file
+//! 1262, whose rows give `postgres` = oid 5 in tablespace 1663; `base/5/pg_filenode.map`
+//! maps 1259 to 1259; the pg_class row named `uniform` in namespace 2200 (`public`) has
+//! relfilenode 16384 and reltablespace 0, so its file is `base/5/16384` — what
+//! `pg_relation_filepath('uniform')` answers — and its pg_index row names the btree
+//! `uniform_a` on attribute 1, `a` (float8, attlen 8, align d, by value).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use thiserror::Error;
+
+use crate::buffer::{BufferPool, PageCheckOptions};
+use crate::page::heap::{HeapTuple, HEAP_XMAX_COMMITTED, HEAP_XMAX_INVALID};
+use crate::page::heap::{HEAP_XMAX_IS_MULTI, HEAP_XMAX_LOCK_ONLY};
+use crate::page::heap::{HEAP_XMIN_COMMITTED, HEAP_XMIN_INVALID};
+use crate::page::{LinePointerFlags, PageRef};
+use crate::storage::{ForkNumber, RelFile, RELSEG_SIZE_BLOCKS};
+use crate::stream::{ReadStream, StreamOptions};
+use crate::verify::control::ControlFile;
+
+pub mod clog;
+pub mod relmap;
+mod rows;
+
+use clog::{CommitLog, XidStatus};
+use relmap::RelMap;
+use rows::{f32_at, i16_at, i32_at, int2vector_at, name_at, u32_at};
+
+/// `DEFAULTTABLESPACE_OID` (pg_default).
+pub const DEFAULT_TABLESPACE_OID: u32 = 1663;
+/// `GLOBALTABLESPACE_OID` (pg_global).
+pub const GLOBAL_TABLESPACE_OID: u32 = 1664;
+/// `TABLESPACE_VERSION_DIRECTORY`'s major-version part.
+const TABLESPACE_VERSION_PREFIX: &str = "PG_18_";
+/// Byte offset of `catalog_version_no` in `pg_control` (after `system_identifier` and
+/// `pg_control_version`); the CRC that covers it is checked by [`ControlFile::parse`].
+const CONTROL_OFFSET_CATVERSION: usize = 12;
+/// Schemas `\dt` leaves out: the system catalogs and the SQL-standard views.
+const SYSTEM_SCHEMAS: [&str; 2] = ["pg_catalog", "information_schema"];
+
+/// Errors of the catalog reader. Each names the catalog, database and file involved.
+#[derive(Debug, Error)]
+pub enum CatalogError {
+    /// `pg_control` is missing, not PostgreSQL 18's, or fails its CRC.
+    #[error("cannot read the cluster's pg_control: {0}")]
+    Control(#[from] crate::verify::VerifyError),
+    /// The cluster was not cleanly shut down.
+    #[error("the cluster at \"{pgdata}\" is {state}, not cleanly shut down: its catalogs may hold uncommitted or unflushed rows; stop the server cleanly (pg_ctl stop -m fast) and try again")]
+    NotShutDown {
+        /// The data directory.
+        pgdata: PathBuf,
+        /// `pg_controldata`'s words for its state.
+        state: String,
+    },
+    /// A relation mapper file is missing or damaged.
+    #[error("relation mapper file \"{path}\" {problem}; restore it from a backup")]
+    RelMap {
+        /// The file, relative to the data directory.
+        path: String,
+        /// What is wrong.
+        problem: String,
+    },
+    /// The relation mapper has no entry for a mapped catalog.
+    #[error("relation mapper file \"{path}\" has no entry for catalog {catalog} (oid {oid}); the file is damaged: restore it from a backup")]
+    MissingMapping {
+        /// The mapper file.
+        path: String,
+        /// The catalog.
+        catalog: String,
+        /// Its oid.
+        oid: u32,
+    },
+    /// A catalog's file could not be read: a page failed verification, the file is
+    /// truncated, or a read failed.
+    #[error("cannot read catalog {catalog} of {scope} from \"{path}\": {source}; the catalog is damaged: restore the cluster from a backup (pageio verify lists every damaged page)")]
+    CatalogUnreadable {
+        /// The catalog (`pg_class`, …).
+        catalog: String,
+        /// `database "postgres"`, or `the cluster` for shared catalogs.
+        scope: String,
+        /// Its file, relative to the data directory.
+        path: String,
+        /// The page-level cause, naming the block.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// A catalog row does not parse, or its visibility cannot be decided.
+    #[error(
+        "catalog {catalog} of {scope} (\"{path}\") block {block}, line pointer {offset}: {problem}"
+    )]
+    CatalogRow {
+        /// The catalog.
+        catalog: String,
+        /// `database "…"` or `the cluster`.
+        scope: String,
+        /// Its file.
+        path: String,
+        /// Block.
+        block: u64,
+        /// Line pointer.
+        offset: u16,
+        /// What is wrong.
+        problem: String,
+    },
+    /// A row another row refers to is not in its catalog.
+    #[error("catalog {catalog} of {scope} has no row for {what}; the catalogs are inconsistent (a truncated or damaged catalog file): restore the cluster from a backup")]
+    MissingRow {
+        /// The catalog that should hold it.
+        catalog: String,
+        /// `database "…"` or `the cluster`.
+        scope: String,
+        /// What was looked for.
+        what: String,
+    },
+    /// Two visible rows for one oid.
+    #[error("catalog {catalog} of {scope} has two visible rows for {what}; the catalog or the commit log is damaged: restore the cluster from a backup")]
+    DuplicateRow {
+        /// The catalog.
+        catalog: String,
+        /// `database "…"` or `the cluster`.
+        scope: String,
+        /// Whose rows (`oid 16419`, `attribute 2 of relation oid 16419`).
+        what: String,
+    },
+    /// No database of that name.
+    #[error("database \"{name}\" does not exist in the cluster (it has: {})", .available.join(", "))]
+    NoDatabase {
+        /// The name asked for.
+        name: String,
+        /// The databases there are.
+        available: Vec<String>,
+    },
+    /// No relation of that name.
+    #[error("relation \"{name}\" does not exist in database \"{database}\"")]
+    NoRelation {
+        /// The database.
+        database: String,
+        /// The name as asked (`schema.table` or `table`).
+        name: String,
+    },
+    /// An unqualified name found in several schemas, none of them pg_catalog or public.
+    #[error("relation name \"{name}\" is in several schemas of database \"{database}\" ({}): qualify it as schema.{name}", .schemas.join(", "))]
+    Ambiguous {
+        /// The database.
+        database: String,
+        /// The name.
+        name: String,
+        /// The schemas holding it.
+        schemas: Vec<String>,
+    },
+    /// The pool does not check pages as the cluster's catalogs must be checked.
+    #[error("the buffer pool {problem}: catalogs must be read with the cluster's own checks (pageio::catalog::cluster_check_options), never past a damaged page, which would silently lose relations")]
+    PoolChecks {
+        /// What differs.
+        problem: String,
+    },
+    /// A relation name that cannot be split into `[database.][schema.]table`.
+    #[error("\"{0}\" is not a relation name: expected [database.][schema.]table")]
+    BadName(String),
+}
+
+/// A database of the cluster (a `pg_database` row).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Database {
+    /// `oid`: the directory under `base/`.
+    pub oid: u32,
+    /// `datname`.
+    pub name: String,
+    /// `dattablespace`: where its relations live unless they say otherwise.
+    pub tablespace_oid: u32,
+}
+
+/// A tablespace (a `pg_tablespace` row).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Tablespace {
+    /// `oid`.
+    pub oid: u32,
+    /// `spcname`.
+    pub name: String,
+}
+
+/// A column (a `pg_attribute` row with `attnum > 0`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Column {
+    /// `attnum` (1-based).
+    pub attnum: i16,
+    /// `attname` (`........pg.dropped.N........` for a dropped column).
+    pub name: String,
+    /// `pg_type.typname` of `atttypid`; `None` for a dropped column (its type is gone).
+    pub type_name: Option<String>,
+    /// `atttypid`.
+    pub type_oid: u32,
+    /// `attlen`: the fixed width in bytes, -1 varlena, -2 cstring.
+    pub attlen: i16,
+    /// `attalign`: `c`, `s`, `i` or `d`.
+    pub attalign: char,
+    /// `attbyval`.
+    pub attbyval: bool,
+    /// `attnotnull`.
+    pub attnotnull: bool,
+    /// `attisdropped`: still on disk in old rows, never shown.
+    pub dropped: bool,
+    /// `atthasmissing`: rows older than the column read its `attmissingval` (a value in
+    /// the row's variable-length tail, which this reader does not decode).
+    pub atthasmissing: bool,
+}
+
+/// `pg_class.relkind`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RelKind {
+    /// `r`.
+    Table,
+    /// `i`.
+    Index,
+    /// `S`.
+    Sequence,
+    /// `t`.
+    ToastTable,
+    /// `v`.
+    View,
+    /// `m`.
+    MaterializedView,
+    /// `c`.
+    CompositeType,
+    /// `f`.
+    ForeignTable,
+    /// `p`.
+    PartitionedTable,
+    /// `I`.
+    PartitionedIndex,
+    /// Anything else, as stored.
+    Other(char),
+}
+
+impl RelKind {
+    fn from_byte(b: u8) -> RelKind {
+        match b {
+            b'r' => RelKind::Table,
+            b'i' => RelKind::Index,
+            b'S' => RelKind::Sequence,
+            b't' => RelKind::ToastTable,
+            b'v' => RelKind::View,
+            b'm' => RelKind::MaterializedView,
+            b'c' => RelKind::CompositeType,
+            b'f' => RelKind::ForeignTable,
+            b'p' => RelKind::PartitionedTable,
+            b'I' => RelKind::PartitionedIndex,
+            other => RelKind::Other(other as char),
+        }
+    }
+
+    /// Whether relations of this kind have files (`RELKIND_HAS_STORAGE`).
+    pub fn has_storage(self) -> bool {
+        matches!(
+            self,
+            RelKind::Table
+                | RelKind::Index
+                | RelKind::Sequence
+                | RelKind::ToastTable
+                | RelKind::MaterializedView
+        )
+    }
+
+    /// How `\d` names the kind.
+    pub fn describe(self) -> &'static str {
+        match self {
+            RelKind::Table => "table",
+            RelKind::Index => "index",
+            RelKind::Sequence => "sequence",
+            RelKind::ToastTable => "TOAST table",
+            RelKind::View => "view",
+            RelKind::MaterializedView => "materialized view",
+            RelKind::CompositeType => "type",
+            RelKind::ForeignTable => "foreign table",
+            RelKind::PartitionedTable => "partitioned table",
+            RelKind::PartitionedIndex => "partitioned index",
+            RelKind::Other(_) => "other",
+        }
+    }
+}
+
+/// An index of a table.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Index {
+    /// The index's oid.
+    pub oid: u32,
+    /// Its name.
+    pub name: String,
+    /// Its schema.
+    pub schema: String,
+    /// `pg_am.amname` (`btree`, `hash`, …).
+    pub access_method: String,
+    /// Its main fork, relative to the data directory (`None` without storage).
+    pub path: Option<String>,
+    /// The key columns' names, in key order (`None` for an expression).
+    pub key_columns: Vec<Option<String>>,
+    /// `indisunique`.
+    pub is_unique: bool,
+    /// `indisprimary`.
+    pub is_primary: bool,
+    /// `indisvalid`: usable by queries.
+    pub is_valid: bool,
+    /// `relpages`.
+    pub relpages: i32,
+}
+
+impl Index {
+    /// A btree, the only index kind the scans walk.
+    pub fn is_btree(&self) -> bool {
+        self.access_method == "btree"
+    }
+}
+
+/// A TOAST table and its index.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Toast {
+    /// The TOAST table's oid.
+    pub oid: u32,
+    /// Its name (`pg_toast_<table oid>`).
+    pub name: String,
+    /// Its main fork.
+    pub path: Option<String>,
+    /// Its index's main fork.
+    pub index_path: Option<String>,
+}
+
+/// A relation resolved from the catalog.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Relation {
+    /// The database it is in.
+    pub database: String,
+    /// Its oid.
+    pub oid: u32,
+    /// Its schema.
+    pub schema: String,
+    /// Its name.
+    pub name: String,
+    /// `relkind`.
+    pub kind: RelKind,
+    /// `relpersistence`: `p` permanent, `u` unlogged, `t` temporary.
+    pub persistence: char,
+    /// `relispartition`.
+    pub is_partition: bool,
+    /// `relpages` (as of the last VACUUM or ANALYZE).
+    pub relpages: i32,
+    /// `reltuples` (-1: never vacuumed or analyzed).
+    pub reltuples: f32,
+    /// The tablespace its files are in.
+    pub tablespace_oid: u32,
+    /// The file number (`relfilenode`, or the mapper's for a mapped catalog); 0 without
+    /// storage.
+    pub filenode: u32,
+    /// Its main fork, relative to the data directory, as `pg_relation_filepath` gives it;
+    /// `None` for relations without storage and for temporary tables (whose files are
+    /// named after a backend that no longer exists).
+    pub path: Option<String>,
+    /// Its columns, `attnum` order, dropped ones included (flagged).
+    pub columns: Vec<Column>,
+    /// Its TOAST table.
+    pub toast: Option<Toast>,
+    /// Its indexes, by name.
+    pub indexes: Vec<Index>,
+}
+
+impl Relation {
+    /// `schema.name`.
+    pub fn qualified_name(&self) -> String {
+        format!("{}.{}", self.schema, self.name)
+    }
+
+    /// The btree indexes.
+    pub fn btree_indexes(&self) -> impl Iterator<Item = &Index> {
+        self.indexes.iter().filter(|i| i.is_btree())
+    }
+
+    /// `pg_table_size`: the bytes of every fork of the table and of its TOAST table and
+    /// TOAST index, from the files (0 for a relation without storage).
+    pub fn table_size_bytes(&self, pgdata: &Path) -> u64 {
+        let toast = self.toast.as_ref();
+        [
+            self.path.as_deref(),
+            toast.and_then(|t| t.path.as_deref()),
+            toast.and_then(|t| t.index_path.as_deref()),
+        ]
+        .into_iter()
+        .flatten()
+        .map(|p| relation_size_bytes(pgdata, p))
+        .sum()
+    }
+}
+
+/// The bytes of every fork and segment of the relation whose main fork is `relpath`.
+pub fn relation_size_bytes(pgdata: &Path, relpath: &str) -> u64 {
+    [
+        ForkNumber::Main,
+        ForkNumber::Fsm,
+        ForkNumber::Vm,
+        ForkNumber::Init,
+    ]
+    .into_iter()
+    .map(|fork| {
+        RelFile::in_data_dir(pgdata, relpath, fork)
+            .existing_segments()
+            .iter()
+            .filter_map(|p| std::fs::metadata(p).ok())
+            .map(|m| m.len())
+            .sum::<u64>()
+    })
+    .sum()
+}
+
+/// The page checks a cluster's catalogs (and tables) must be read with: its checksums, if
+/// `pg_control` says it has them. Refuses a cluster that is not cleanly shut down.
+pub fn cluster_check_options(pgdata: &Path) -> Result<PageCheckOptions, CatalogError> {
+    Ok(read_control(pgdata)?.0)
+}
+
+/// The page checks and the `catalog_version_no`, from one read of `pg_control` whose
+/// version and CRC [`ControlFile::parse`] checked.
+fn read_control(pgdata: &Path) -> Result<(PageCheckOptions, u32), CatalogError> {
+    let path = pgdata.join("global").join("pg_control");
+    let bytes =
+        std::fs::read(&path).map_err(|source| crate::verify::VerifyError::ControlFileRead {
+            path: path.clone(),
+            source,
+        })?;
+    let control = ControlFile::parse(&bytes, &path)?;
+    if !control.state.is_shut_down() {
+        return Err(CatalogError::NotShutDown {
+            pgdata: pgdata.to_path_buf(),
+            state: control.state.describe(),
+        });
+    }
+    let options = PageCheckOptions {
+        checksums: control.data_checksum_version != 0,
+        ..PageCheckOptions::default()
+    };
+    // parse() checked the file is longer than the CRC's offset, past this field.
+    Ok((options, u32_at(&bytes, CONTROL_OFFSET_CATVERSION)))
+}
+
+/// One catalog file to read: which catalog, in which scope, where.
+struct CatalogFile {
+    catalog: &'static str,
+    scope: String,
+    relpath: String,
+}
+
+/// The cluster-wide catalog: databases and tablespaces.
+pub struct Catalog<'p> {
+    pgdata: PathBuf,
+    pool: &'p BufferPool,
+    catversion: u32,
+    databases: Vec<Database>,
+    tablespaces: Vec<Tablespace>,
+    clog: Mutex<CommitLog>,
+}
+
+impl std::fmt::Debug for Catalog<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Catalog")
+            .field("pgdata", &self.pgdata)
+            .field("databases", &self.databases)
+            .finish()
+    }
+}
+
+impl<'p> Catalog<'p> {
+    /// Opens the cluster at `pgdata`, reading `pg_database` and `pg_tablespace` through
+    /// `pool`, which must check pages as [`cluster_check_options`] says (else
+    /// [`CatalogError::PoolChecks`]).
+    pub fn open(pgdata: &Path, pool: &'p BufferPool) -> Result<Catalog<'p>, CatalogError> {
+        let (wanted, catversion) = read_control(pgdata)?;
+        let have = pool.check_options();
+        if have != wanted {
+            return Err(CatalogError::PoolChecks {
+                problem: if have.zero_damaged_pages || have.ignore_checksum_failure {
+                    "reads past damaged pages (zero_damaged_pages or ignore_checksum_failure)"
+                        .into()
+                } else if wanted.checksums {
+                    "does not verify checksums, and the cluster has them".into()
+                } else {
+                    "verifies checksums, and the cluster has none".into()
+                },
+            });
+        }
+        let mut catalog = Catalog {
+            pgdata: pgdata.to_path_buf(),
+            pool,
+            catversion,
+            databases: Vec::new(),
+            tablespaces: Vec::new(),
+            clog: Mutex::new(CommitLog::new(pgdata)),
+        };
+        let map_path = "global/pg_filenode.map";
+        let map = RelMap::read(&pgdata.join(map_path), map_path)?;
+        let mapped = |catalog: &'static str, oid: u32| {
+            map.filenumber(oid)
+                .map(|f| CatalogFile {
+                    catalog,
+                    scope: "the cluster".into(),
+                    relpath: format!("global/{f}"),
+                })
+                .ok_or(CatalogError::MissingMapping {
+                    path: map_path.into(),
+                    catalog: catalog.into(),
+                    oid,
+                })
+        };
+        let db_file = mapped("pg_database", rows::pg_database::OID)?;
+        let mut databases = Vec::new();
+        catalog.read_rows(&db_file, rows::pg_database::FIXED_BYTES, |d| {
+            databases.push(Database {
+                oid: u32_at(d, 0),
+                name: name_at(d, rows::pg_database::DATNAME),
+                tablespace_oid: u32_at(d, rows::pg_database::DATTABLESPACE),
+            });
+            Ok(())
+        })?;
+        check_unique(&db_file, databases.iter().map(|d| d.oid))?;
+        databases.sort_by(|a, b| a.name.cmp(&b.name));
+        let ts_file = mapped("pg_tablespace", rows::pg_tablespace::OID)?;
+        let mut tablespaces = Vec::new();
+        catalog.read_rows(&ts_file, rows::pg_tablespace::FIXED_BYTES, |d| {
+            tablespaces.push(Tablespace {
+                oid: u32_at(d, 0),
+                name: name_at(d, rows::pg_tablespace::SPCNAME),
+            });
+            Ok(())
+        })?;
+        check_unique(&ts_file, tablespaces.iter().map(|t| t.oid))?;
+        catalog.databases = databases;
+        catalog.tablespaces = tablespaces;
+        Ok(catalog)
+    }
+
+    /// The data directory.
+    pub fn pgdata(&self) -> &Path {
+        &self.pgdata
+    }
+
+    /// `catalog_version_no` from `pg_control` (the `PG_18_<catversion>` of tablespace
+    /// directories).
+    pub fn catversion(&self) -> u32 {
+        self.catversion
+    }
+
+    /// The databases, by name.
+    pub fn databases(&self) -> &[Database] {
+        &self.databases
+    }
+
+    /// The tablespaces.
+    pub fn tablespaces(&self) -> &[Tablespace] {
+        &self.tablespaces
+    }
+
+    /// Reads database `name`'s catalogs.
+    pub fn database(&self, name: &str) -> Result<DatabaseCatalog, CatalogError> {
+        let db = self
+            .databases
+            .iter()
+            .find(|d| d.name == name)
+            .cloned()
+            .ok_or_else(|| CatalogError::NoDatabase {
+                name: name.into(),
+                available: self.databases.iter().map(|d| d.name.clone()).collect(),
+            })?;
+        DatabaseCatalog::read(self, db)
+    }
+
+    /// Resolves `[database.][schema.]table` (two parts are `schema.table`); names are
+    /// taken literally, case-sensitive, as PostgreSQL stores them. Without a database,
+    /// `default_database` is used.
+    pub fn resolve(&self, spec: &str, default_database: &str) -> Result<Relation, CatalogError> {
+        let parts: Vec<&str> = spec.split('.').collect();
+        if parts.iter().any(|p| p.is_empty()) || parts.len() > 3 {
+            return Err(CatalogError::BadName(spec.into()));
+        }
+        let (database, schema, table) = match parts[..] {
+            [t] => (default_database, None, t),
+            [s, t] => (default_database, Some(s), t),
+            [d, s, t] => (d, Some(s), t),
+            _ => return Err(CatalogError::BadName(spec.into())),
+        };
+        self.database(database)?.find(schema, table)
+    }
+
+    /// Every visible row of a catalog, with at least `fixed_bytes` of data each, handed to
+    /// `row` (whose error is reported with the row's block and line pointer). Reads through the pool with a read stream; the file must hold whole pages
+    /// and no segment after a missing one.
+    fn read_rows(
+        &self,
+        file: &CatalogFile,
+        fixed_bytes: usize,
+        mut row: impl FnMut(&[u8]) -> Result<(), String>,
+    ) -> Result<(), CatalogError> {
+        let unreadable =
+            |source: Box<dyn std::error::Error + Send + Sync>| CatalogError::CatalogUnreadable {
+                catalog: file.catalog.into(),
+                scope: file.scope.clone(),
+                path: file.relpath.clone(),
+                source,
+            };
+        let rel = RelFile::in_data_dir(&self.pgdata, &file.relpath, ForkNumber::Main);
+        let layout = rel.segment_layout().map_err(|e| unreadable(Box::new(e)))?;
+        if let Some(partial) = layout.partial_page_bytes {
+            return Err(unreadable(
+                format!(
+                    "segment file \"{}\" is {} bytes, not a whole number of pages: its last {partial} bytes are a partial page (the file is truncated)",
+                    rel.segment_display(layout.last_segno),
+                    layout.last_size_bytes
+                )
+                .into(),
+            ));
+        }
+        if let Some(o) = &layout.orphan {
+            return Err(unreadable(
+                format!(
+                    "segment file \"{}\" exists after segment {} ended the relation early (of {} blocks each)",
+                    rel.segment_display(o.later_segno),
+                    o.ended_at_segno,
+                    RELSEG_SIZE_BLOCKS
+                )
+                .into(),
+            ));
+        }
+        let nblocks = layout.nblocks;
+        let mut backend = self
+            .pool
+            .aio()
+            .backend()
+            .map_err(|e| unreadable(Box::new(e)))?;
+        let mut next = 0u64;
+        let mut stream = ReadStream::new(self.pool, &rel, StreamOptions::default(), move || {
+            (next < nblocks).then(|| {
+                next += 1;
+                (next - 1, ())
+            })
+        });
+        let mut clog = self.clog.lock().unwrap_or_else(|p| p.into_inner());
+        while let Some(buf) = stream.next(&mut backend).map_err(|e| match e {
+            // The pool's advice to read past a damaged page fits a table scan, not a
+            // catalog: a catalog read past a damaged page silently loses relations.
+            crate::buffer::BufferError::Io(crate::aio::AioError::InvalidPage {
+                path,
+                block,
+                detail,
+            }) => unreadable(
+                format!(
+                    "invalid page in block {block} of relation \"{path}\": {}",
+                    detail
+                        .split("; set ignore_checksum_failure")
+                        .next()
+                        .unwrap_or("")
+                )
+                .into(),
+            ),
+            other => unreadable(Box::new(other)),
+        })? {
+            let block = buf.block;
+            let page = buf.page();
+            // A new (all-zero) page holds no rows, as PostgreSQL's PageIsNew.
+            if page[14..16] == [0, 0] {
+                continue;
+            }
+            let bad_row = |offset: u16, problem: String| CatalogError::CatalogRow {
+                catalog: file.catalog.into(),
+                scope: file.scope.clone(),
+                path: file.relpath.clone(),
+                block,
+                offset,
+                problem,
+            };
+            let p = PageRef::new(page).map_err(|e| bad_row(0, e.to_string()))?;
+            for (off, id) in p.item_ids() {
+                if id.lp_flags != LinePointerFlags::Normal {
+                    continue;
+                }
+                let bytes = p
+                    .item_bytes(off, id)
+                    .map_err(|e| bad_row(off, e.to_string()))?;
+                let tuple = HeapTuple::parse(bytes).map_err(|e| bad_row(off, e.to_string()))?;
+                if !visible(tuple.header(), &mut clog).map_err(|e| bad_row(off, e))? {
+                    continue;
+                }
+                let data = tuple.data();
+                if data.len() < fixed_bytes {
+                    return Err(bad_row(
+                        off,
+                        format!(
+                            "the row has {} bytes of data, fewer than the {fixed_bytes} of the catalog's fixed-width columns: the row is corrupt",
+                            data.len()
+                        ),
+                    ));
+                }
+                row(data).map_err(|problem| bad_row(off, problem))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Is a catalog row visible in a cleanly shut-down cluster (see the module docs)?
+fn visible(h: &crate::page::heap::HeapTupleHeader, clog: &mut CommitLog) -> Result<bool, String> {
+    let mask = h.t_infomask;
+    let inserted = if mask & HEAP_XMIN_COMMITTED != 0 {
+        true // committed, or frozen (both bits)
+    } else if mask & HEAP_XMIN_INVALID != 0 {
+        false
+    } else {
+        clog.status(h.t_xmin)? == XidStatus::Committed
+    };
+    if !inserted {
+        return Ok(false);
+    }
+    if mask & HEAP_XMAX_INVALID != 0 || mask & HEAP_XMAX_LOCK_ONLY != 0 || h.t_xmax == 0 {
+        return Ok(true);
+    }
+    if mask & HEAP_XMAX_COMMITTED != 0 {
+        return Ok(false);
+    }
+    if mask & HEAP_XMAX_IS_MULTI != 0 {
+        return Err(format!(
+            "the row's xmax {} is a MultiXact updater, whose outcome is in pg_multixact, which this reader does not read; run VACUUM on the catalog with the server running, then stop it cleanly",
+            h.t_xmax
+        ));
+    }
+    Ok(clog.status(h.t_xmax)? != XidStatus::Committed)
+}
+
+fn check_unique(file: &CatalogFile, oids: impl Iterator<Item = u32>) -> Result<(), CatalogError> {
+    let mut seen = std::collections::HashSet::new();
+    for oid in oids {
+        if !seen.insert(oid) {
+            return Err(CatalogError::DuplicateRow {
+                catalog: file.catalog.into(),
+                scope: file.scope.clone(),
+                what: format!("oid {oid}"),
+            });
+        }
+    }
+    Ok(())
+}
+
+#[derive(Debug, Clone)]
+struct ClassRow {
+    oid: u32,
+    name: String,
+    namespace: u32,
+    am: u32,
+    filenode: u32,
+    tablespace: u32,
+    relpages: i32,
+    reltuples: f32,
+    toast: u32,
+    shared: bool,
+    persistence: u8,
+    kind: RelKind,
+    is_partition: bool,
+}
+
+#[derive(Debug, Clone)]
+struct AttRow {
+    attnum: i16,
+    column: Column,
+}
+
+#[derive(Debug, Clone)]
+struct IndexRow {
+    index: u32,
+    table: u32,
+    key_atts: Vec<i16>,
+    unique: bool,
+    primary: bool,
+    valid: bool,
+}
+
+/// One database's catalogs, read once: pg_class, pg_namespace, pg_attribute, pg_type,
+/// pg_index and pg_am.
+#[derive(Debug)]
+pub struct DatabaseCatalog {
+    database: Database,
+    catversion: u32,
+    db_map: RelMap,
+    global_map: RelMap,
+    classes: HashMap<u32, ClassRow>,
+    namespaces: HashMap<u32, String>,
+    attributes: HashMap<u32, Vec<AttRow>>,
+    type_names: HashMap<u32, String>,
+    indexes: HashMap<u32, Vec<IndexRow>>,
+    access_methods: HashMap<u32, String>,
+}
+
+impl DatabaseCatalog {
+    fn read(cluster: &Catalog<'_>, database: Database) -> Result<DatabaseCatalog, CatalogError> {
+        let scope = format!("database \"{}\"", database.name);
+        let map_path = format!("base/{}/pg_filenode.map", database.oid);
+        let db_map = RelMap::read(&cluster.pgdata.join(&map_path), &map_path)?;
+        let global_path = "global/pg_filenode.map";
+        let global_map = RelMap::read(&cluster.pgdata.join(global_path), global_path)?;
+        let mut cat = DatabaseCatalog {
+            database,
+            catversion: cluster.catversion,
+            db_map,
+            global_map,
+            classes: HashMap::new(),
+            namespaces: HashMap::new(),
+            attributes: HashMap::new(),
+            type_names: HashMap::new(),
+            indexes: HashMap::new(),
+            access_methods: HashMap::new(),
+        };
+        let class_file = CatalogFile {
+            catalog: "pg_class",
+            scope: scope.clone(),
+            relpath: cat.relpath(
+                0,
+                cat.db_map.filenumber(rows::pg_class::OID).ok_or_else(|| {
+                    CatalogError::MissingMapping {
+                        path: map_path.clone(),
+                        catalog: "pg_class".into(),
+                        oid: rows::pg_class::OID,
+                    }
+                })?,
+            ),
+        };
+        let mut classes = Vec::new();
+        cluster.read_rows(&class_file, rows::pg_class::FIXED_BYTES, |d| {
+            use rows::pg_class::*;
+            classes.push(ClassRow {
+                oid: u32_at(d, 0),
+                name: name_at(d, RELNAME),
+                namespace: u32_at(d, RELNAMESPACE),
+                am: u32_at(d, RELAM),
+                filenode: u32_at(d, RELFILENODE),
+                tablespace: u32_at(d, RELTABLESPACE),
+                relpages: i32_at(d, RELPAGES),
+                reltuples: f32_at(d, RELTUPLES),
+                toast: u32_at(d, RELTOASTRELID),
+                shared: d[RELISSHARED] != 0,
+                persistence: d[RELPERSISTENCE],
+                kind: RelKind::from_byte(d[RELKIND]),
+                is_partition: d[RELISPARTITION] != 0,
+            });
+            Ok(())
+        })?;
+        check_unique(&class_file, classes.iter().map(|c| c.oid))?;
+        cat.classes = classes.into_iter().map(|c| (c.oid, c)).collect();
+
+        let file_of = |cat: &DatabaseCatalog, catalog: &'static str, oid: u32| {
+            let path = cat
+                .storage_path(oid)?
+                .ok_or_else(|| CatalogError::MissingRow {
+                    catalog: "pg_class".into(),
+                    scope: scope.clone(),
+                    what: format!("a file of catalog {catalog} (oid {oid})"),
+                })?;
+            Ok::<_, CatalogError>(CatalogFile {
+                catalog,
+                scope: scope.clone(),
+                relpath: path,
+            })
+        };
+
+        let file = file_of(&cat, "pg_namespace", rows::pg_namespace::OID)?;
+        let mut namespaces = Vec::new();
+        cluster.read_rows(&file, rows::pg_namespace::FIXED_BYTES, |d| {
+            namespaces.push((u32_at(d, 0), name_at(d, rows::pg_namespace::NSPNAME)));
+            Ok(())
+        })?;
+        check_unique(&file, namespaces.iter().map(|n| n.0))?;
+        cat.namespaces = namespaces.into_iter().collect();
+
+        let file = file_of(&cat, "pg_type", rows::pg_type::OID)?;
+        let mut types = Vec::new();
+        cluster.read_rows(&file, rows::pg_type::FIXED_BYTES, |d| {
+            types.push((u32_at(d, 0), name_at(d, rows::pg_type::TYPNAME)));
+            Ok(())
+        })?;
+        check_unique(&file, types.iter().map(|t| t.0))?;
+        cat.type_names = types.into_iter().collect();
+
+        let file = file_of(&cat, "pg_am", rows::pg_am::OID)?;
+        let mut ams = Vec::new();
+        cluster.read_rows(&file, rows::pg_am::FIXED_BYTES, |d| {
+            ams.push((u32_at(d, 0), name_at(d, rows::pg_am::AMNAME)));
+            Ok(())
+        })?;
+        check_unique(&file, ams.iter().map(|a| a.0))?;
+        cat.access_methods = ams.into_iter().collect();
+
+        let file = file_of(&cat, "pg_attribute", rows::pg_attribute::OID)?;
+        let mut attributes: HashMap<u32, Vec<AttRow>> = HashMap::new();
+        let type_names = &cat.type_names;
+        cluster.read_rows(&file, rows::pg_attribute::FIXED_BYTES, |d| {
+            use rows::pg_attribute::*;
+            let attnum = i16_at(d, ATTNUM);
+            if attnum <= 0 {
+                return Ok(()); // system columns (ctid, xmin, …)
+            }
+            let type_oid = u32_at(d, ATTTYPID);
+            attributes
+                .entry(u32_at(d, ATTRELID))
+                .or_default()
+                .push(AttRow {
+                    attnum,
+                    column: Column {
+                        attnum,
+                        name: name_at(d, ATTNAME),
+                        type_name: type_names.get(&type_oid).cloned(),
+                        type_oid,
+                        attlen: i16_at(d, ATTLEN),
+                        attalign: d[ATTALIGN] as char,
+                        attbyval: d[ATTBYVAL] != 0,
+                        attnotnull: d[ATTNOTNULL] != 0,
+                        dropped: d[ATTISDROPPED] != 0,
+                        atthasmissing: d[ATTHASMISSING] != 0,
+                    },
+                });
+            Ok(())
+        })?;
+        for (relid, atts) in attributes.iter_mut() {
+            atts.sort_by_key(|a| a.attnum);
+            if let Some(w) = atts.windows(2).find(|w| w[0].attnum == w[1].attnum) {
+                return Err(CatalogError::DuplicateRow {
+                    catalog: "pg_attribute".into(),
+                    scope: scope.clone(),
+                    what: format!("attribute {} of relation oid {relid}", w[0].attnum),
+                });
+            }
+        }
+        cat.attributes = attributes;
+
+        let file = file_of(&cat, "pg_index", rows::pg_index::OID)?;
+        let mut indexes: HashMap<u32, Vec<IndexRow>> = HashMap::new();
+        cluster.read_rows(&file, rows::pg_index::FIXED_BYTES, |d| {
+            use rows::pg_index::*;
+            let nkey = i16_at(d, INDNKEYATTS).max(0) as usize;
+            let keys = int2vector_at(d, INDKEY).map_err(|problem| {
+                format!(
+                    "index oid {}: {problem}: the row is corrupt",
+                    u32_at(d, INDEXRELID)
+                )
+            })?;
+            let row = IndexRow {
+                index: u32_at(d, INDEXRELID),
+                table: u32_at(d, INDRELID),
+                key_atts: keys.into_iter().take(nkey).collect(),
+                unique: d[INDISUNIQUE] != 0,
+                primary: d[INDISPRIMARY] != 0,
+                valid: d[INDISVALID] != 0,
+            };
+            indexes.entry(row.table).or_default().push(row);
+            Ok(())
+        })?;
+        cat.indexes = indexes;
+        Ok(cat)
+    }
+
+    /// The database.
+    pub fn database(&self) -> &Database {
+        &self.database
+    }
+
+    fn scope(&self) -> String {
+        format!("database \"{}\"", self.database.name)
+    }
+
+    /// The relative path of a relation's main fork in `tablespace` (0: the database's).
+    fn relpath(&self, tablespace: u32, filenode: u32) -> String {
+        let spc = if tablespace == 0 {
+            self.database.tablespace_oid
+        } else {
+            tablespace
+        };
+        match spc {
+            GLOBAL_TABLESPACE_OID => format!("global/{filenode}"),
+            DEFAULT_TABLESPACE_OID => format!("base/{}/{filenode}", self.database.oid),
+            spc => format!(
+                "pg_tblspc/{spc}/{TABLESPACE_VERSION_PREFIX}{}/{}/{filenode}",
+                self.catversion, self.database.oid
+            ),
+        }
+    }
+
+    /// The file number of a relation: its relfilenode, or the mapper's entry (0 without
+    /// storage).
+    fn filenode(&self, c: &ClassRow) -> Result<u32, CatalogError> {
+        if c.filenode != 0 || !c.kind.has_storage() {
+            return Ok(c.filenode);
+        }
+        let (map, path) = if c.shared {
+            (&self.global_map, "global/pg_filenode.map".to_string())
+        } else {
+            (
+                &self.db_map,
+                format!("base/{}/pg_filenode.map", self.database.oid),
+            )
+        };
+        map.filenumber(c.oid).ok_or(CatalogError::MissingMapping {
+            path,
+            catalog: c.name.clone(),
+            oid: c.oid,
+        })
+    }
+
+    /// The main fork of relation `oid`, or `None` without storage or for a temporary
+    /// relation.
+    fn storage_path(&self, oid: u32) -> Result<Option<String>, CatalogError> {
+        let c = self.class(oid)?;
+        if !c.kind.has_storage() || c.persistence == b't' {
+            return Ok(None);
+        }
+        let filenode = self.filenode(c)?;
+        Ok(Some(self.relpath(c.tablespace, filenode)))
+    }
+
+    fn class(&self, oid: u32) -> Result<&ClassRow, CatalogError> {
+        self.classes
+            .get(&oid)
+            .ok_or_else(|| CatalogError::MissingRow {
+                catalog: "pg_class".into(),
+                scope: self.scope(),
+                what: format!("relation oid {oid}"),
+            })
+    }
+
+    fn namespace(&self, oid: u32) -> Result<&str, CatalogError> {
+        self.namespaces
+            .get(&oid)
+            .map(|s| s.as_str())
+            .ok_or_else(|| CatalogError::MissingRow {
+                catalog: "pg_namespace".into(),
+                scope: self.scope(),
+                what: format!("namespace oid {oid}"),
+            })
+    }
+
+    /// Relation `oid`, fully resolved.
+    pub fn relation(&self, oid: u32) -> Result<Relation, CatalogError> {
+        let c = self.class(oid)?;
+        let columns: Vec<Column> = self
+            .attributes
+            .get(&oid)
+            .map(|a| a.iter().map(|a| a.column.clone()).collect())
+            .unwrap_or_default();
+        let toast = if c.toast != 0 {
+            let t = self.class(c.toast)?;
+            let index_path = match self.indexes.get(&t.oid).and_then(|i| i.first()) {
+                Some(i) => self.storage_path(i.index)?,
+                None => None,
+            };
+            Some(Toast {
+                oid: t.oid,
+                name: t.name.clone(),
+                path: self.storage_path(t.oid)?,
+                index_path,
+            })
+        } else {
+            None
+        };
+        let mut indexes = Vec::new();
+        for row in self.indexes.get(&oid).into_iter().flatten() {
+            let ic = self.class(row.index)?;
+            let access_method = self.access_methods.get(&ic.am).cloned().ok_or_else(|| {
+                CatalogError::MissingRow {
+                    catalog: "pg_am".into(),
+                    scope: self.scope(),
+                    what: format!("access method oid {} of index \"{}\"", ic.am, ic.name),
+                }
+            })?;
+            let key_columns = row
+                .key_atts
+                .iter()
+                .map(|&n| {
+                    columns
+                        .iter()
+                        .find(|col| col.attnum == n)
+                        .map(|col| col.name.clone())
+                })
+                .collect();
+            indexes.push(Index {
+                oid: ic.oid,
+                name: ic.name.clone(),
+                schema: self.namespace(ic.namespace)?.to_string(),
+                access_method,
+                path: self.storage_path(ic.oid)?,
+                key_columns,
+                is_unique: row.unique,
+                is_primary: row.primary,
+                is_valid: row.valid,
+                relpages: ic.relpages,
+            });
+        }
+        indexes.sort_by(|a, b| a.name.cmp(&b.name));
+        let filenode = self.filenode(c)?;
+        Ok(Relation {
+            database: self.database.name.clone(),
+            oid,
+            schema: self.namespace(c.namespace)?.to_string(),
+            name: c.name.clone(),
+            kind: c.kind,
+            persistence: c.persistence as char,
+            is_partition: c.is_partition,
+            relpages: c.relpages,
+            reltuples: c.reltuples,
+            tablespace_oid: if c.tablespace == 0 {
+                self.database.tablespace_oid
+            } else {
+                c.tablespace
+            },
+            filenode,
+            path: self.storage_path(oid)?,
+            columns,
+            toast,
+            indexes,
+        })
+    }
+
+    /// The relation named `name` in `schema`; without a schema, pg_catalog, then public,
+    /// then the only schema holding that name (several: [`CatalogError::Ambiguous`]).
+    pub fn find(&self, schema: Option<&str>, name: &str) -> Result<Relation, CatalogError> {
+        let mut found: Vec<(&str, u32)> = Vec::new();
+        for c in self.classes.values().filter(|c| c.name == name) {
+            let nsp = self.namespace(c.namespace)?;
+            if schema.is_none_or(|s| s == nsp) {
+                found.push((nsp, c.oid));
+            }
+        }
+        let not_found = || CatalogError::NoRelation {
+            database: self.database.name.clone(),
+            name: match schema {
+                Some(s) => format!("{s}.{name}"),
+                None => name.to_string(),
+            },
+        };
+        let oid = match found.len() {
+            0 => return Err(not_found()),
+            1 => found[0].1,
+            _ => match ["pg_catalog", "public"]
+                .iter()
+                .find_map(|p| found.iter().find(|(s, _)| s == p))
+            {
+                Some((_, oid)) => *oid,
+                None => {
+                    let mut schemas: Vec<String> =
+                        found.iter().map(|(s, _)| s.to_string()).collect();
+                    schemas.sort();
+                    return Err(CatalogError::Ambiguous {
+                        database: self.database.name.clone(),
+                        name: name.into(),
+                        schemas,
+                    });
+                }
+            },
+        };
+        self.relation(oid)
+    }
+
+    /// What `\dt+ *.*` lists, system schemas left out: tables and partitioned tables
+    /// (partitions included) outside pg_catalog, information_schema, pg_toast and temporary
+    /// schemas, by schema and name.
+    pub fn tables(&self) -> Result<Vec<Relation>, CatalogError> {
+        let mut out = Vec::new();
+        for c in self.classes.values() {
+            if !matches!(c.kind, RelKind::Table | RelKind::PartitionedTable) {
+                continue;
+            }
+            let nsp = self.namespace(c.namespace)?;
+            if SYSTEM_SCHEMAS.contains(&nsp)
+                || nsp.starts_with("pg_toast")
+                || nsp.starts_with("pg_temp_")
+            {
+                continue;
+            }
+            out.push(self.relation(c.oid)?);
+        }
+        out.sort_by(|a, b| (&a.schema, &a.name).cmp(&(&b.schema, &b.name)));
+        Ok(out)
+    }
+}
