@@ -283,9 +283,25 @@ def check_known_answers(facts):
                "constants in the tests.")
 
 
+# The files a fresh initdb gives the SQL's relations (the first user OIDs, in creation
+# order). Some tests name them directly, as a user of the CLI would (`--heap base/5/16384`),
+# so the build fails loudly if PostgreSQL ever places them elsewhere.
+KNOWN_PATHS = {
+    "uniform": "base/5/16384",
+    "linear_10": "base/5/16389",
+    "uniform_a": "base/5/16394",
+    "linear_10_a": "base/5/16395",
+}
+
+
 def check_relations(facts):
     if sorted(facts["relations"] or {}) != sorted(RELATIONS):
         fail(f"relations found: {facts['relations']}, expected {RELATIONS}")
+    for name, path in KNOWN_PATHS.items():
+        got = facts["relations"][name]["path"]
+        if got != path:
+            fail(f"{name} is at {got}, but the tests name it {path}: update KNOWN_PATHS "
+                 f"here and the tests that name it")
     for b in facts["heap_blocks"]:
         if b["checksum"] != b["computed_checksum"]:
             fail(f"uniform block {b['block']}: stored checksum {b['checksum']}, PostgreSQL "
