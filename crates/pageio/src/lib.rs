@@ -63,6 +63,7 @@
 
 #![warn(missing_docs)]
 
+pub mod advise;
 pub mod aio;
 pub mod buffer;
 pub mod catalog;

@@ -15,7 +15,13 @@
 //!   io_uring sysctls and the process's resource limits (`/proc/self/limits`);
 //! * [`storage`] — for a data directory: its mount (`/proc/self/mountinfo`), the block
 //!   device behind it and, through device-mapper or md `slaves/`, the disks underneath, with
-//!   their queue settings.
+//!   their queue settings;
+//! * [`process`] — the process's seccomp mode (`/proc/self/status`);
+//! * [`pgbin`] — whether the PostgreSQL binaries link liburing (the ELF's `DT_NEEDED`);
+//! * [`instance`] — a cluster's `PG_VERSION`, resolved configuration, checksums, size and
+//!   running state;
+//! * [`probe`] and [`clock`] — what must be tried live (io_uring setup, O_DIRECT, the cost of
+//!   a clock read), as fields a test can inject.
 //!
 //! [`HostFacts::read`] gathers them all; it is `serde::Serialize` so a report can print it as
 //! JSON unchanged.
@@ -50,8 +56,13 @@
 //! `cgroup v2 memory.max at /sys/fs/cgroup/app`.
 
 pub mod cgroup;
+pub mod clock;
+pub mod instance;
 pub mod kernel;
 pub mod memory;
+pub mod pgbin;
+pub mod probe;
+pub mod process;
 pub mod storage;
 
 use std::path::{Component, Path, PathBuf};
@@ -60,8 +71,12 @@ use std::sync::Mutex;
 use serde::Serialize;
 
 pub use cgroup::{CgroupFacts, CgroupVersion, Effective, Limit, LimitKind, Resources};
+pub use instance::{InstanceFacts, RunningState, SettingSource};
 pub use kernel::{IoUringFacts, KernelFacts, NumaFacts, ProcessLimits, RlimitValue, ThpFacts};
 pub use memory::MemoryFacts;
+pub use pgbin::PgBinFacts;
+pub use probe::Probes;
+pub use process::SeccompFacts;
 pub use storage::{BlockDevice, Mount, StorageFacts};
 
 /// The largest file a reader takes in. Every source is a small text file (`/proc/self/
