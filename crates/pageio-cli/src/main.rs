@@ -4,6 +4,7 @@
 //! one `pageio: error: …` line naming the cause and the fix, and exit with status 2 (status
 //! 1 is kept for "ran fine and found something bad", as pg_checksums uses it).
 
+mod advise;
 mod bench;
 mod gen;
 mod io_bench;
@@ -48,6 +49,9 @@ enum Command {
     Bench(bench::BenchArgs),
     /// List a stopped cluster's tables like psql's \dt+, read from its catalogs offline
     Tables(tables::TablesArgs),
+    /// Check this machine and a cluster's configuration for PostgreSQL 17/18/19: memory,
+    /// kernel, storage, io_uring and settings, with the fixes (container-aware)
+    Advise(advise::AdviseArgs),
 }
 
 /// Bytes of the most recent allocation the system allocator refused (0: none yet).
@@ -157,6 +161,7 @@ fn main() {
         Command::Verify(args) => verify::run(args),
         Command::Bench(args) => bench::run(args),
         Command::Tables(args) => tables::run(args),
+        Command::Advise(args) => advise::run(args),
     };
     match result {
         Ok(code) => std::process::exit(code),

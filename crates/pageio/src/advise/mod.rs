@@ -1,1 +1,314 @@
-//! placeholder
+//! `pageio advise`: host and instance configuration for PostgreSQL 17, 18 and 19, from the
+//! facts of this machine.
+//!
+//! # Design
+//!
+//! ```text
+//!   host::HostFacts ─┐      (files under a Sysroot: /proc, /sys, cgroups, limits, mounts)
+//!   host::Probes ────┤      (live: io_uring_setup, O_DIRECT, clock cost — injectable)
+//!   host::PgBinFacts ┼─► Facts ─► Ctx (effective RAM/CPUs, derived sizes) ─► RULES ─► Advice
+//!   host::Instance ──┤                                                         │
+//!   MeasuredIo? ─────┘ (--measure)                        report · postgresql.conf · sysctl.d
+//! ```
+//!
+//! Facts are gathered once ([`Facts`]); nothing after that touches the machine, so the same
+//! facts always give the same advice and tests drive every rule from captured trees with
+//! injected probe results. [`rules::RULES`] is the single table of rules: each names its
+//! group, its setting and the source of its formula or threshold (PostgreSQL's
+//! documentation, the kernel's, pgtune's formulas, PostgreSQL 18/19 release notes), and
+//! computes one [`Item`]: status, the value found and where, the recommendation, a
+//! one-sentence reason and the exact fix. Every size is computed from the *effective* RAM and
+//! CPUs — the container's when a cgroup limits them — and the report says which limit
+//! applied.
+//!
+//! # Statuses and exit status
+//!
+//! `ok` — nothing to change; `warn` — a change is recommended; `bad` — something that fails
+//! or loses data as configured (a server that will not start with `io_method = io_uring`
+//! here, `huge_pages = on` without enough huge pages, write barriers off, commit limit
+//! exceeded). [`Advice::exit_status`] is 0, 1 or 3: 2 stays the status of every pageio
+//! command that could not run (a bad flag, an unreadable file), so a script can tell "this
+//! machine needs fixing" from "advise did not run".
+
+pub mod measured;
+pub mod render;
+pub mod rules;
+pub mod units;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Serialize;
+
+pub use measured::{MeasuredIo, MethodRate};
+
+use crate::host::{HostFacts, InstanceFacts, PgBinFacts, Probes, SeccompFacts, Sysroot};
+
+/// The workload the settings are tuned for (pgtune's five, with its defaults for
+/// connections and WAL).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Workload {
+    /// Many short transactions, many connections.
+    Oltp,
+    /// Web application: mostly reads, many connections.
+    Web,
+    /// Data warehouse: few connections, large scans and sorts.
+    Dw,
+    /// A mix of the above.
+    Mixed,
+    /// A developer machine that also runs other programs.
+    Desktop,
+}
+
+impl Workload {
+    /// Every workload with its command-line name.
+    pub const ALL: [(&'static str, Workload); 5] = [
+        ("oltp", Workload::Oltp),
+        ("web", Workload::Web),
+        ("dw", Workload::Dw),
+        ("mixed", Workload::Mixed),
+        ("desktop", Workload::Desktop),
+    ];
+
+    /// The command-line name.
+    pub fn name(self) -> &'static str {
+        Self::ALL
+            .iter()
+            .find(|(_, w)| *w == self)
+            .map(|(n, _)| *n)
+            .unwrap_or("mixed")
+    }
+
+    /// Parses a command-line name.
+    pub fn parse(name: &str) -> Option<Workload> {
+        Self::ALL.iter().find(|(n, _)| *n == name).map(|(_, w)| *w)
+    }
+}
+
+/// What the user chose, beside the facts.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Inputs {
+    /// The workload.
+    pub workload: Workload,
+    /// `--max-connections`; else the configuration's, else the workload's default.
+    pub max_connections: Option<u32>,
+    /// `--pg-version`; else the cluster's `PG_VERSION`, else 18.
+    pub pg_version: Option<u32>,
+    /// `--measure`'s results.
+    pub measured: Option<MeasuredIo>,
+}
+
+impl Default for Inputs {
+    fn default() -> Self {
+        Inputs {
+            workload: Workload::Mixed,
+            max_connections: None,
+            pg_version: None,
+            measured: None,
+        }
+    }
+}
+
+/// PostgreSQL versions advice can be given for.
+pub const PG_VERSIONS: [u32; 3] = [17, 18, 19];
+
+/// The version assumed without `--pg-version` or a data directory: the current release.
+pub const DEFAULT_PG_VERSION: u32 = 18;
+
+/// Everything read from the machine for one run.
+#[derive(Debug, Serialize)]
+pub struct Facts {
+    /// `/proc`, `/sys`, cgroups, limits, the data directory's storage.
+    pub host: HostFacts,
+    /// The process's seccomp state.
+    pub seccomp: SeccompFacts,
+    /// Live probe results (injected in tests).
+    pub probes: Probes,
+    /// The PostgreSQL binaries, when found.
+    pub pg_bin: Option<PgBinFacts>,
+    /// The instance, with `--pgdata` or `--config`.
+    pub instance: Option<InstanceFacts>,
+}
+
+/// Where to read facts from.
+#[derive(Debug, Clone, Default)]
+pub struct Sources<'a> {
+    /// The data directory (read as given; its storage is looked up under the sysroot).
+    pub pgdata: Option<&'a Path>,
+    /// A `postgresql.conf` to read instead of (or without) the data directory's.
+    pub config: Option<&'a Path>,
+    /// Where the PostgreSQL binaries are (`--pg-bin`); else `PATH` is searched.
+    pub pg_bin: Option<&'a Path>,
+    /// The machine path whose storage to examine when there is no data directory (a
+    /// captured tree's mount point in tests).
+    pub storage_path: Option<&'a Path>,
+}
+
+impl Facts {
+    /// Reads every fact under `sys`, with the given probe results.
+    pub fn read(sys: &Sysroot, sources: &Sources<'_>, probes: Probes) -> Facts {
+        let storage_path: Option<PathBuf> = sources
+            .pgdata
+            .map(|p| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf()))
+            .or_else(|| sources.storage_path.map(Path::to_path_buf));
+        let seccomp = crate::host::process::read_seccomp(sys);
+        let host = HostFacts::read(sys, storage_path.as_deref());
+        let instance = (sources.pgdata.is_some() || sources.config.is_some())
+            .then(|| InstanceFacts::read(sources.pgdata, sources.config));
+        Facts {
+            host,
+            seccomp,
+            probes,
+            pg_bin: crate::host::pgbin::read_pg_bin(sources.pg_bin),
+            instance,
+        }
+    }
+
+    /// Reads the real machine (`/`), running the live probes on `pgdata`.
+    pub fn read_live(sources: &Sources<'_>) -> Facts {
+        let probes = Probes::live(
+            sources.pgdata.or(sources.storage_path),
+            crate::host::clock::DEFAULT_CLOCK_PROBE,
+        );
+        Self::read(&Sysroot::default(), sources, probes)
+    }
+}
+
+/// The groups of the report, in order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Group {
+    /// Memory, kernel and scheduler settings.
+    Host,
+    /// The data directory's file system and devices.
+    Storage,
+    /// Whether io_uring can be used, and the limits it needs.
+    IoUring,
+    /// The PostgreSQL settings.
+    Instance,
+}
+
+impl Group {
+    /// The group's heading.
+    pub fn name(self) -> &'static str {
+        match self {
+            Group::Host => "host",
+            Group::Storage => "storage",
+            Group::IoUring => "io_uring",
+            Group::Instance => "instance",
+        }
+    }
+}
+
+/// An item's verdict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    /// Nothing to change.
+    Ok,
+    /// A change is recommended.
+    Warn,
+    /// Fails or risks data as configured.
+    Bad,
+}
+
+impl Status {
+    /// The report's marker.
+    pub fn marker(self) -> &'static str {
+        match self {
+            Status::Ok => "OK",
+            Status::Warn => "WARN",
+            Status::Bad => "BAD",
+        }
+    }
+}
+
+/// One line of advice.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Item {
+    /// The report group.
+    pub group: Group,
+    /// The setting or check (`vm.swappiness`, `shared_buffers`, `io_uring`).
+    pub name: String,
+    /// The verdict.
+    pub status: Status,
+    /// The value found.
+    pub found: String,
+    /// Where it was read: a file, a sysctl, a conf `file:line`, or `default`.
+    pub source: String,
+    /// The recommended value.
+    pub recommended: String,
+    /// Why, in one sentence.
+    pub reason: String,
+    /// The exact fix: a sysctl line, a conf line, a command.
+    pub fix: String,
+    /// Where the rule's formula or threshold comes from.
+    pub cite: &'static str,
+    /// The `postgresql.conf` line this item contributes (name, value), if any.
+    #[serde(skip)]
+    pub conf: Option<(String, String)>,
+    /// The `sysctl.d` lines this item contributes, if any.
+    #[serde(skip)]
+    pub sysctl: Vec<(String, String)>,
+}
+
+/// The whole advice of one run.
+#[derive(Debug, Clone, Serialize)]
+pub struct Advice {
+    /// The PostgreSQL major version advised for.
+    pub pg_version: u32,
+    /// The workload.
+    pub workload: Workload,
+    /// The connections assumed, and where that number came from.
+    pub max_connections: u32,
+    /// Where `max_connections` came from.
+    pub max_connections_source: String,
+    /// Effective RAM, bytes.
+    pub effective_memory_bytes: Option<u64>,
+    /// The limit that decided the effective RAM.
+    pub memory_limit: String,
+    /// Effective CPUs.
+    pub effective_cpus: u32,
+    /// The limit that decided the effective CPUs.
+    pub cpu_limit: String,
+    /// Every item, grouped, in table order.
+    pub items: Vec<Item>,
+    /// A `postgresql.conf` snippet with every instance recommendation.
+    pub postgresql_conf: String,
+    /// A `/etc/sysctl.d/` snippet with every kernel setting to change.
+    pub sysctl_conf: String,
+}
+
+impl Advice {
+    /// The worst status.
+    pub fn worst(&self) -> Status {
+        self.items
+            .iter()
+            .map(|i| i.status)
+            .max()
+            .unwrap_or(Status::Ok)
+    }
+
+    /// 0: nothing to fix; 1: warnings; 3: something bad (see the module header).
+    pub fn exit_status(&self) -> i32 {
+        match self.worst() {
+            Status::Ok => 0,
+            Status::Warn => 1,
+            Status::Bad => 3,
+        }
+    }
+
+    /// The item named `name`.
+    pub fn item(&self, name: &str) -> Option<&Item> {
+        self.items.iter().find(|i| i.name == name)
+    }
+}
+
+/// Evaluates every rule of [`rules::RULES`] on `facts`.
+pub fn advise(facts: &Facts, inputs: &Inputs) -> Advice {
+    rules::evaluate(facts, inputs)
+}
+
+/// How long `--measure` runs by default.
+pub const DEFAULT_MEASURE: Duration = Duration::from_secs(30);
