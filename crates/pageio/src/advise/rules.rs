@@ -698,6 +698,9 @@ fn r_overcommit(ctx: &Ctx) -> Option<Verdict> {
     while ratio < 100 && limit(ratio, hp_after) < committed {
         ratio += 5;
     }
+    // Strict accounting cannot hold what is committed already: it would fail allocations
+    // at once, so it needs swap first.
+    let needs_swap = limit(ratio, hp_after) < committed;
     let arithmetic = format!(
         "CommitLimit = {} swap + ({} RAM − {} huge pages) × {ratio}% = {}",
         human_bytes(swap),
@@ -739,18 +742,34 @@ fn r_overcommit(ctx: &Ctx) -> Option<Verdict> {
             ),
         ),
     };
+    let rec = if needs_swap {
+        format!(
+            "first add at least {} of swap: Committed_AS {} exceeds even {arithmetic}; then 2",
+            human_bytes(committed - limit(ratio, hp_after)),
+            human_bytes(committed)
+        )
+    } else {
+        format!("2 with vm.overcommit_ratio = {ratio} ({arithmetic})")
+    };
     let mut v = Verdict::new(status, found, vm("overcommit_memory"))
-        .rec(format!("2 with vm.overcommit_ratio = {ratio} ({arithmetic})"))
+        .rec(rec)
         .why(if status == Status::Bad {
             "more memory is committed than the commit limit allows, so new allocations (a backend's work_mem) fail now".to_string()
         } else {
             "without strict accounting the OOM killer, not an allocation error, answers memory pressure, and it may kill the postmaster's children or the postmaster itself".to_string()
         })
-        .fix(format!(
-            "sysctl -w vm.overcommit_memory=2 vm.overcommit_ratio={ratio}{}",
-            on_host(ctx)
-        ));
-    if status != Status::Ok {
+        .fix(if needs_swap {
+            format!(
+                "add swap (fallocate -l SIZE /swapfile; mkswap /swapfile; swapon /swapfile), then sysctl -w vm.overcommit_memory=2 vm.overcommit_ratio={ratio}{}",
+                on_host(ctx)
+            )
+        } else {
+            format!(
+                "sysctl -w vm.overcommit_memory=2 vm.overcommit_ratio={ratio}{}",
+                on_host(ctx)
+            )
+        });
+    if status != Status::Ok && !needs_swap {
         v = v
             .sysctl("vm.overcommit_memory", 2)
             .sysctl("vm.overcommit_ratio", ratio);

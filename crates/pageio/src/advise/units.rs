@@ -55,8 +55,10 @@ pub fn human_bytes(bytes: u64) -> String {
     let b = bytes as f64;
     if bytes >= GB {
         format!("{:.1} GiB", b / GB as f64)
-    } else if bytes >= MB {
+    } else if bytes >= 10 * MB {
         format!("{:.0} MiB", b / MB as f64)
+    } else if bytes >= MB {
+        format!("{:.1} MiB", b / MB as f64)
     } else {
         format!("{:.0} kiB", b / KB as f64)
     }

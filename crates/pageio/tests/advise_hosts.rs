@@ -1,0 +1,601 @@
+//! `pageio advise`'s rules on captured host trees (`tests/hosts/<situation>/`), with the live
+//! probes injected: each test asserts the statuses and the recommended values one situation
+//! must produce, and that the snippets carry the fix.
+
+use std::path::Path;
+
+use pageio::advise::{
+    self, Advice, Facts, Inputs, MeasuredIo, MethodRate, Sources, Status, Workload,
+};
+use pageio::host::{Probes, Sysroot};
+
+fn tree(situation: &str) -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/hosts")
+        .join(situation)
+}
+
+/// A machine where io_uring sets up and the clock is cheap (what most tests assume).
+fn good_probes() -> Probes {
+    Probes {
+        io_uring_setup: Some(Ok(())),
+        direct_io: None,
+        clock_read_ns: Some(25.0),
+    }
+}
+
+fn advise_on(
+    root: &Path,
+    storage_path: Option<&str>,
+    config: Option<&Path>,
+    probes: Probes,
+    inputs: Inputs,
+) -> (Facts, Advice) {
+    let sources = Sources {
+        config,
+        storage_path: storage_path.map(Path::new),
+        ..Default::default()
+    };
+    let mut facts = Facts::read(&Sysroot::new(root), &sources, probes);
+    // The machine's own PostgreSQL on PATH is not part of a captured tree.
+    facts.pg_bin = None;
+    let problems: Vec<String> = facts
+        .host
+        .problems
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert!(problems.is_empty(), "{}: {problems:#?}", root.display());
+    let advice = advise::advise(&facts, &inputs);
+    (facts, advice)
+}
+
+fn simple(situation: &str, inputs: Inputs) -> Advice {
+    advise_on(&tree(situation), None, None, good_probes(), inputs).1
+}
+
+#[track_caller]
+fn status(a: &Advice, name: &str) -> Status {
+    a.item(name)
+        .unwrap_or_else(|| panic!("no item {name}"))
+        .status
+}
+
+#[track_caller]
+fn rec<'a>(a: &'a Advice, name: &str) -> &'a str {
+    &a.item(name)
+        .unwrap_or_else(|| panic!("no item {name}"))
+        .recommended
+}
+
+fn conf_file(dir: &Path, text: &str) -> std::path::PathBuf {
+    let p = dir.join("postgresql.conf");
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+#[test]
+fn a_4gb_2cpu_container_on_a_256gb_64cpu_host_is_sized_for_the_container() {
+    let a = simple(
+        "container-v2",
+        Inputs {
+            workload: Workload::Web,
+            ..Default::default()
+        },
+    );
+    assert_eq!(a.effective_memory_bytes, Some(4 << 30));
+    assert_eq!(a.effective_cpus, 2);
+    assert_eq!(
+        a.memory_limit,
+        "cgroup v2 memory.max at /sys/fs/cgroup/kubepods/pod1"
+    );
+    assert!(
+        a.cpu_limit.starts_with("cgroup v2 cpu.max"),
+        "{}",
+        a.cpu_limit
+    );
+    assert_eq!(a.max_connections, 200, "pgtune's web default");
+    // 25% of 4 GB, not of the host's 256 GB.
+    assert_eq!(rec(&a, "shared_buffers"), "1GB");
+    assert_eq!(rec(&a, "effective_cache_size"), "3GB");
+    assert_eq!(rec(&a, "maintenance_work_mem"), "256MB");
+    // (4096 − 1024) MB / ((200 + 8) × 3) = 5041 kB.
+    assert_eq!(rec(&a, "work_mem"), "5041kB");
+    assert_eq!(rec(&a, "wal_buffers"), "16MB");
+    assert_eq!(rec(&a, "max_parallel_workers"), "2");
+    assert_eq!(rec(&a, "max_parallel_workers_per_gather"), "1");
+    assert_eq!(rec(&a, "max_worker_processes"), "8");
+    assert_eq!(rec(&a, "io_workers"), "3");
+    assert_eq!(rec(&a, "min_wal_size"), "1GB");
+    assert_eq!(rec(&a, "max_wal_size"), "4GB");
+    // Not configured: PostgreSQL's defaults are found, and 128 MB is far from 1 GB.
+    let sb = a.item("shared_buffers").unwrap();
+    assert_eq!((sb.status, sb.found.as_str()), (Status::Warn, "128MB"));
+    assert_eq!(sb.source, "PostgreSQL 18 default");
+    // Writeback thresholds are the host's: 10% of 256 GB, to be fixed on the host.
+    let dirty = a.item("vm.dirty_background_bytes").unwrap();
+    assert_eq!(dirty.status, Status::Warn);
+    assert!(dirty.fix.contains("on the host"), "{}", dirty.fix);
+    assert!(
+        a.postgresql_conf.contains("shared_buffers = '1GB'"),
+        "{}",
+        a.postgresql_conf
+    );
+    assert!(
+        a.sysctl_conf
+            .contains("vm.dirty_background_bytes = 268435456"),
+        "{}",
+        a.sysctl_conf
+    );
+    assert_eq!(a.exit_status(), 1);
+}
+
+#[test]
+fn io_uring_disabled_by_sysctl_is_a_warning_and_bad_when_the_conf_asks_for_it() {
+    let a = simple("uring-disabled", Inputs::default());
+    assert_eq!(status(&a, "kernel.io_uring_disabled"), Status::Warn);
+    let u = a.item("io_uring").unwrap();
+    assert_eq!(u.status, Status::Warn);
+    assert!(
+        u.found.contains("kernel.io_uring_disabled=2"),
+        "{}",
+        u.found
+    );
+    assert_eq!(rec(&a, "io_method"), "worker");
+    assert!(a.sysctl_conf.contains("kernel.io_uring_disabled = 0"));
+
+    let dir = tempfile::tempdir().unwrap();
+    let conf = conf_file(dir.path(), "io_method = io_uring\n");
+    let (_, a) = advise_on(
+        &tree("uring-disabled"),
+        None,
+        Some(&conf),
+        good_probes(),
+        Inputs::default(),
+    );
+    let m = a.item("io_method").unwrap();
+    assert_eq!(m.status, Status::Bad);
+    assert_eq!(m.found, "io_uring");
+    assert_eq!(m.source, format!("{}:1", conf.display()));
+    assert!(
+        m.reason.contains("kernel.io_uring_disabled=2"),
+        "{}",
+        m.reason
+    );
+    assert_eq!(status(&a, "kernel.io_uring_disabled"), Status::Bad);
+    assert_eq!(a.exit_status(), 3);
+}
+
+#[test]
+fn io_uring_restricted_to_a_group_names_the_group() {
+    let a = simple("uring-restricted", Inputs::default());
+    let s = a.item("kernel.io_uring_disabled").unwrap();
+    assert_eq!(s.status, Status::Warn);
+    assert!(s.found.starts_with("1 (only group -1"), "{}", s.found);
+    assert_eq!(status(&a, "io_uring"), Status::Warn);
+}
+
+#[test]
+fn a_seccomp_filter_refusing_io_uring_setup_is_named_as_the_cause() {
+    let refused = Probes {
+        io_uring_setup: Some(Err(
+            "io_uring_setup was refused with EPERM, most likely by a seccomp filter".into(),
+        )),
+        ..good_probes()
+    };
+    let (facts, a) = advise_on(
+        &tree("seccomp-uring"),
+        None,
+        None,
+        refused,
+        Inputs::default(),
+    );
+    assert_eq!(facts.seccomp.mode, Some(2));
+    assert_eq!(facts.seccomp.no_new_privs, Some(1));
+    let s = a.item("seccomp").unwrap();
+    assert_eq!(s.status, Status::Warn);
+    assert!(
+        s.found
+            .starts_with("Seccomp: 2 (filter); io_uring_setup fails"),
+        "{}",
+        s.found
+    );
+    assert!(s.fix.contains("--security-opt seccomp="), "{}", s.fix);
+    // The sysctl allows it: the filter is the cause, not the kernel setting.
+    assert_eq!(status(&a, "kernel.io_uring_disabled"), Status::Ok);
+    let u = a.item("io_uring").unwrap();
+    assert_eq!(u.status, Status::Warn);
+    assert!(u.found.contains("io_uring_setup failed"), "{}", u.found);
+    assert_eq!(rec(&a, "io_method"), "worker");
+    // The same tree with the probe succeeding: no complaint.
+    let (_, ok) = advise_on(
+        &tree("seccomp-uring"),
+        None,
+        None,
+        good_probes(),
+        Inputs::default(),
+    );
+    assert_eq!(status(&ok, "seccomp"), Status::Ok);
+    assert_eq!(status(&ok, "io_uring"), Status::Ok);
+}
+
+#[test]
+fn transparent_huge_pages_always_is_a_warning_with_the_command() {
+    let a = simple("thp-always", Inputs::default());
+    let t = a.item("transparent_hugepage").unwrap();
+    assert_eq!(t.status, Status::Warn);
+    assert!(t.found.starts_with("enabled [always]"), "{}", t.found);
+    assert!(t
+        .fix
+        .starts_with("echo never > /sys/kernel/mm/transparent_hugepage/enabled"));
+    assert_eq!(status(&a, "clocksource"), Status::Ok);
+}
+
+#[test]
+fn overcommit_heuristic_without_swap_asks_for_swap_before_strict_accounting() {
+    let a = simple("overcommit-noswap", Inputs::default());
+    let o = a.item("vm.overcommit_memory").unwrap();
+    assert_eq!(o.status, Status::Warn);
+    assert!(
+        o.found
+            .starts_with("0 (heuristic; swap 0 kiB, Committed_AS 6.0 GiB"),
+        "{}",
+        o.found
+    );
+    // 6 GB committed cannot fit (8 GB − the huge pages for a 2 GB shared_buffers) × 100%.
+    assert!(
+        o.recommended.starts_with("first add at least"),
+        "{}",
+        o.recommended
+    );
+    assert!(
+        o.recommended
+            .contains("CommitLimit = 0 kiB swap + (8.0 GiB RAM − 2.3 GiB huge pages) × 100%"),
+        "{}",
+        o.recommended
+    );
+    assert!(
+        !a.sysctl_conf.contains("vm.overcommit_memory"),
+        "{}",
+        a.sysctl_conf
+    );
+    // No swap: swappiness does not matter.
+    assert_eq!(status(&a, "vm.swappiness"), Status::Ok);
+}
+
+#[test]
+fn two_numa_nodes_with_zone_reclaim_get_it_turned_off() {
+    let a = simple("numa2", Inputs::default());
+    let z = a.item("vm.zone_reclaim_mode").unwrap();
+    assert_eq!(z.status, Status::Warn);
+    assert_eq!(z.found, "1 (2 NUMA nodes)");
+    assert_eq!(z.recommended, "0");
+    assert!(a.sysctl_conf.contains("vm.zone_reclaim_mode = 0"));
+    assert_eq!(a.effective_cpus, 32);
+    assert_eq!(rec(&a, "shared_buffers"), "32GB");
+    assert_eq!(rec(&a, "maintenance_work_mem"), "2GB", "capped");
+    assert_eq!(rec(&a, "io_workers"), "8", "a quarter of 32 CPUs");
+    assert_eq!(rec(&a, "max_parallel_workers_per_gather"), "4");
+    assert_eq!(rec(&a, "max_worker_processes"), "32");
+}
+
+#[test]
+fn a_rotational_disk_under_lvm_with_bfq_gets_mq_deadline_and_hdd_costs() {
+    let (facts, a) = advise_on(
+        &tree("lvm-rotational-bfq"),
+        Some("/var/lib/postgresql/18/main"),
+        None,
+        good_probes(),
+        Inputs::default(),
+    );
+    assert!(facts.host.storage.is_some());
+    let s = a.item("I/O scheduler").unwrap();
+    assert_eq!(s.status, Status::Warn);
+    assert_eq!(s.found, "sdb [bfq]");
+    assert!(
+        s.fix
+            .starts_with("echo mq-deadline > /sys/block/sdb/queue/scheduler"),
+        "{}",
+        s.fix
+    );
+    let d = a.item("data directory storage").unwrap();
+    assert!(
+        d.found
+            .contains("xfs /var/lib/postgresql via dm-0 vg0-pgdata; disks: sdb (rotational)"),
+        "{}",
+        d.found
+    );
+    assert_eq!(status(&a, "noatime"), Status::Ok);
+    assert_eq!(status(&a, "write barriers"), Status::Ok);
+    assert_eq!(
+        status(&a, "read_ahead_kb"),
+        Status::Ok,
+        "dm-0 reads ahead 8 MB"
+    );
+    assert_eq!(rec(&a, "effective_io_concurrency"), "2");
+    assert_eq!(rec(&a, "random_page_cost"), "4");
+    let rpc = a.item("random_page_cost").unwrap();
+    assert!(
+        rpc.reason
+            .contains("guessed (rotational=1); run with --measure"),
+        "{}",
+        rpc.reason
+    );
+    // Writeback for a spinning disk: 64 MB in the background.
+    assert!(
+        a.sysctl_conf
+            .contains("vm.dirty_background_bytes = 67108864"),
+        "{}",
+        a.sysctl_conf
+    );
+}
+
+#[test]
+fn huge_pages_reserved_but_too_few_are_counted_and_on_without_them_is_bad() {
+    let a = simple("hugepages-short", Inputs::default());
+    // shared_buffers 8 GB (25% of 32 GB); shared memory 8192 + 128 + 16 + 16 MB + 173 × 64 kB
+    // = 8362.8 MB, +10% = 9199.1 MB = 4600 pages of 2 MB.
+    let h = a.item("vm.nr_hugepages").unwrap();
+    assert_eq!(h.status, Status::Warn);
+    assert!(h.recommended.starts_with("4600 "), "{}", h.recommended);
+    assert!(
+        h.found
+            .starts_with("512 reserved (300 free, 200 reserved for mappings)"),
+        "{}",
+        h.found
+    );
+    assert!(a.sysctl_conf.contains("vm.nr_hugepages = 4600"));
+    assert_eq!(rec(&a, "huge_pages"), "try");
+    // Overcommit 2 at 80%: CommitLimit stays above what is committed once 4600 pages are
+    // reserved, so it is fine.
+    assert_eq!(status(&a, "vm.overcommit_memory"), Status::Ok);
+
+    let dir = tempfile::tempdir().unwrap();
+    let conf = conf_file(dir.path(), "shared_buffers = 8GB\nhuge_pages = on\n");
+    let (_, a) = advise_on(
+        &tree("hugepages-short"),
+        None,
+        Some(&conf),
+        good_probes(),
+        Inputs::default(),
+    );
+    let hp = a.item("huge_pages").unwrap();
+    assert_eq!(hp.status, Status::Bad);
+    assert!(
+        hp.reason
+            .contains("512 huge pages reserved of the 4600 needed"),
+        "{}",
+        hp.reason
+    );
+    assert_eq!(status(&a, "shared_buffers"), Status::Ok);
+    assert_eq!(a.exit_status(), 3);
+}
+
+#[test]
+fn a_cgroup_v1_container_is_sized_from_its_memory_limit() {
+    let a = simple("cgroup-v1", Inputs::default());
+    assert_eq!(a.effective_memory_bytes, Some(2 << 30));
+    assert!(
+        a.memory_limit
+            .starts_with("cgroup v1 memory.limit_in_bytes"),
+        "{}",
+        a.memory_limit
+    );
+    assert_eq!(rec(&a, "shared_buffers"), "512MB");
+    assert_eq!(rec(&a, "effective_cache_size"), "1536MB");
+}
+
+#[test]
+fn rings_charged_to_memlock_on_linux_6_14_need_the_limit_raised() {
+    let dir = tempfile::tempdir().unwrap();
+    copy_tree(&tree("seccomp-uring"), dir.path());
+    std::fs::write(dir.path().join("proc/sys/kernel/osrelease"), "6.14.2\n").unwrap();
+    let limits = std::fs::read_to_string(dir.path().join("proc/self/limits")).unwrap();
+    let limits: String = limits
+        .lines()
+        .map(|l| {
+            if l.starts_with("Max locked memory") {
+                "Max locked memory         65536                65536                bytes     "
+                    .to_string()
+            } else {
+                l.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    std::fs::write(dir.path().join("proc/self/limits"), limits + "\n").unwrap();
+    let (_, a) = advise_on(dir.path(), None, None, good_probes(), Inputs::default());
+    // 173 processes × (4 kB SQ + 4 kB CQ) = 1384 kB.
+    let m = a.item("RLIMIT_MEMLOCK").unwrap();
+    assert_eq!(m.status, Status::Warn);
+    assert!(m.recommended.starts_with("at least 1.4 MiB (100 connections + 16 autovacuum + 1 launcher + 8 workers + 10 WAL senders + 38 auxiliary = 173 processes; 8 kiB per ring), charged"), "{}", m.recommended);
+    assert!(m.fix.starts_with("LimitMEMLOCK=2097152"), "{}", m.fix);
+    let u = a.item("io_uring").unwrap();
+    assert!(u.found.contains("RLIMIT_MEMLOCK 64 kiB"), "{}", u.found);
+    // The same limit on 6.8, where rings are charged to the memory cgroup, is fine.
+    let (_, a) = advise_on(
+        &tree("seccomp-uring"),
+        None,
+        None,
+        good_probes(),
+        Inputs::default(),
+    );
+    assert_eq!(status(&a, "RLIMIT_MEMLOCK"), Status::Ok);
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    for entry in std::fs::read_dir(from).unwrap().flatten() {
+        let target = to.join(entry.file_name());
+        let meta = entry.path().symlink_metadata().unwrap();
+        if meta.is_dir() {
+            std::fs::create_dir_all(&target).unwrap();
+            copy_tree(&entry.path(), &target);
+        } else if meta.file_type().is_symlink() {
+            std::os::unix::fs::symlink(std::fs::read_link(entry.path()).unwrap(), &target).unwrap();
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}
+
+#[test]
+fn versions_decide_which_io_settings_exist() {
+    let a17 = simple(
+        "container-v2",
+        Inputs {
+            pg_version: Some(17),
+            ..Default::default()
+        },
+    );
+    for name in [
+        "io_method",
+        "io_workers",
+        "io_combine_limit",
+        "io_min_workers",
+        "RLIMIT_MEMLOCK",
+        "seccomp",
+    ] {
+        assert!(a17.item(name).is_none(), "{name} for 17");
+    }
+    assert_eq!(
+        a17.item("effective_io_concurrency").unwrap().found,
+        "1",
+        "17's default"
+    );
+    let a19 = simple(
+        "container-v2",
+        Inputs {
+            pg_version: Some(19),
+            ..Default::default()
+        },
+    );
+    assert!(a19.item("io_workers").is_none());
+    assert_eq!(rec(&a19, "io_min_workers"), "1");
+    assert_eq!(rec(&a19, "io_max_workers"), "3");
+    let a18 = simple("container-v2", Inputs::default());
+    assert!(a18.item("io_min_workers").is_none());
+    assert!(a18.item("io_workers").is_some());
+}
+
+#[test]
+fn measured_io_replaces_the_guesses() {
+    let measured = MeasuredIo {
+        random_reads_per_s_qd1: 10_000.0,
+        random_reads_per_s_qd32: 300_000.0,
+        seq_read_bytes_per_s: 3e9,
+        methods: vec![
+            MethodRate {
+                method: "worker".into(),
+                workers: Some(3),
+                read_bytes_per_s: 1.5e9,
+            },
+            MethodRate {
+                method: "worker".into(),
+                workers: Some(8),
+                read_bytes_per_s: 2.5e9,
+            },
+            MethodRate {
+                method: "io_uring".into(),
+                workers: None,
+                read_bytes_per_s: 2.4e9,
+            },
+        ],
+        best_method: "worker".into(),
+        best_workers: Some(8),
+        seconds: 30.0,
+    };
+    let a = simple(
+        "lvm-rotational-bfq",
+        Inputs {
+            measured: Some(measured),
+            ..Default::default()
+        },
+    );
+    assert_eq!(rec(&a, "effective_io_concurrency"), "60");
+    assert_eq!(rec(&a, "maintenance_io_concurrency"), "60");
+    assert_eq!(rec(&a, "random_page_cost"), "1.2");
+    assert_eq!(rec(&a, "io_method"), "worker");
+    assert_eq!(rec(&a, "io_workers"), "8");
+    let m = a.item("io_method").unwrap();
+    assert!(m.reason.contains("worker:8 2500 MB/s"), "{}", m.reason);
+    let eic = a.item("effective_io_concurrency").unwrap();
+    assert!(
+        eic.reason
+            .starts_with("I/Os a scan keeps in flight: measured"),
+        "{}",
+        eic.reason
+    );
+}
+
+#[test]
+fn settings_are_found_where_postgresql_reads_them_last() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("more.conf"),
+        "work_mem = 64MB\nmax_connections = 50\n",
+    )
+    .unwrap();
+    let conf = conf_file(
+        dir.path(),
+        "work_mem = 1MB\ninclude 'more.conf'\nshared_buffers = 1GB\neffective_cache_size = '3GB'\n",
+    );
+    let (_, a) = advise_on(
+        &tree("container-v2"),
+        None,
+        Some(&conf),
+        good_probes(),
+        Inputs::default(),
+    );
+    assert_eq!(a.max_connections, 50);
+    assert_eq!(
+        a.max_connections_source,
+        format!("{}:2", dir.path().join("more.conf").display())
+    );
+    let wm = a.item("work_mem").unwrap();
+    assert_eq!(wm.found, "64MB");
+    assert_eq!(
+        wm.source,
+        format!("{}:1", dir.path().join("more.conf").display())
+    );
+    let sb = a.item("shared_buffers").unwrap();
+    assert_eq!(
+        (sb.status, sb.source.clone()),
+        (Status::Ok, format!("{}:3", conf.display()))
+    );
+    assert_eq!(status(&a, "effective_cache_size"), Status::Ok);
+}
+
+#[test]
+fn the_json_has_the_documented_fields() {
+    let a = simple("container-v2", Inputs::default());
+    let v = serde_json::to_value(&a).unwrap();
+    let item = &v["items"][0];
+    for key in [
+        "group",
+        "name",
+        "status",
+        "found",
+        "source",
+        "recommended",
+        "reason",
+        "fix",
+    ] {
+        assert!(item.get(key).is_some(), "{key} in {item}");
+    }
+    assert_eq!(v["items"][0]["group"], "host");
+    assert!(v["postgresql_conf"]
+        .as_str()
+        .unwrap()
+        .contains("shared_buffers"));
+    assert!(v["sysctl_conf"].is_string());
+    let statuses: Vec<&str> = v["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["status"].as_str().unwrap())
+        .collect();
+    assert!(
+        statuses.iter().all(|s| ["ok", "warn", "bad"].contains(s)),
+        "{statuses:?}"
+    );
+}
