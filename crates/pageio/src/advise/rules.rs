@@ -356,7 +356,7 @@ impl<'a> Ctx<'a> {
             .host
             .kernel
             .version
-            .map(|v| v < (5, 12) || v >= (6, 14))
+            .map(|v| !((5, 12)..(6, 14)).contains(&v))
     }
 
     /// Bytes of the rings PostgreSQL creates, all in the postmaster: one per process, each

@@ -43,7 +43,7 @@ pub fn parse_size(value: &str, base_bytes: u64) -> Option<u64> {
 /// (`1GB`, `1536MB`, `4369kB`), else bytes.
 pub fn format_size(bytes: u64) -> String {
     for (unit, name) in [(TB, "TB"), (GB, "GB"), (MB, "MB"), (KB, "kB")] {
-        if bytes >= unit && bytes % unit == 0 {
+        if bytes >= unit && bytes.is_multiple_of(unit) {
             return format!("{}{name}", bytes / unit);
         }
     }
