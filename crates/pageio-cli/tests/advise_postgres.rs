@@ -146,7 +146,8 @@ fn the_conf_snippet_starts_postgresql_18_and_show_gives_every_value_back() {
                     assert_eq!(item["status"], "ok", "{item}");
                     assert!(
                         item["source"].as_str().unwrap().contains("pageio.conf:")
-                            || item["name"] == "data_checksums",
+                            || item["name"] == "data_checksums"
+                            || item["name"] == "configuration files",
                         "{item}"
                     );
                 }

@@ -36,6 +36,8 @@
 //! * [`config`] holds the settings under their PostgreSQL names.
 //! * [`host`] reads the machine's facts (memory, cgroup limits, CPUs, THP, NUMA, scheduler,
 //!   io_uring sysctls, limits, the storage behind a path) for `advise`, through a sysroot.
+//! * [`advise`] turns those facts into advice for PostgreSQL 17/18/19: one rule table, each
+//!   rule citing its source, with a report and ready-to-apply conf and sysctl snippets.
 //!
 //! ## Example
 //!

@@ -599,3 +599,78 @@ fn the_json_has_the_documented_fields() {
         "{statuses:?}"
     );
 }
+
+#[test]
+fn a_configuration_file_postgresql_cannot_read_is_bad() {
+    let dir = tempfile::tempdir().unwrap();
+    let conf = conf_file(dir.path(), "shared_buffers = 1GB\ninclude 'missing.conf'\n");
+    let (_, a) = advise_on(
+        &tree("container-v2"),
+        None,
+        Some(&conf),
+        good_probes(),
+        Inputs::default(),
+    );
+    let c = a.item("configuration files").unwrap();
+    assert_eq!(c.status, Status::Bad);
+    assert!(c.found.contains("missing.conf"), "{}", c.found);
+    assert_eq!(a.exit_status(), 3);
+    // A readable one is listed.
+    let conf = conf_file(dir.path(), "shared_buffers = 1GB\n");
+    let (_, a) = advise_on(
+        &tree("container-v2"),
+        None,
+        Some(&conf),
+        good_probes(),
+        Inputs::default(),
+    );
+    let c = a.item("configuration files").unwrap();
+    assert_eq!(c.status, Status::Ok);
+    assert_eq!(c.found, format!("1 read: {}", conf.display()));
+}
+
+#[test]
+fn pg_wal_linked_elsewhere_is_examined_and_barriers_off_there_are_bad() {
+    let machine = tempfile::tempdir().unwrap();
+    copy_tree(&tree("thp-always"), machine.path());
+    let cluster = tempfile::tempdir().unwrap();
+    let wal = tempfile::tempdir().unwrap();
+    let pgdata = cluster.path().join("data");
+    std::fs::create_dir_all(&pgdata).unwrap();
+    std::fs::write(pgdata.join("PG_VERSION"), "18\n").unwrap();
+    std::os::unix::fs::symlink(wal.path(), pgdata.join("pg_wal")).unwrap();
+    let sources = Sources {
+        pgdata: Some(&pgdata),
+        ..Default::default()
+    };
+    let read = |root: &Path| {
+        let mut facts = Facts::read(&Sysroot::new(root), &sources, good_probes());
+        facts.pg_bin = None;
+        advise::advise(&facts, &Inputs::default())
+    };
+    let a = read(machine.path());
+    let w = a.item("pg_wal storage").unwrap();
+    assert_eq!(w.status, Status::Ok);
+    let wal_real = std::fs::canonicalize(wal.path()).unwrap();
+    assert!(
+        w.found
+            .starts_with(&format!("{} on ext4 / (rw,relatime)", wal_real.display())),
+        "{}",
+        w.found
+    );
+    // The same file system mounted without barriers.
+    std::fs::write(
+        machine.path().join("proc/self/mountinfo"),
+        "22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw,nobarrier\n",
+    )
+    .unwrap();
+    let a = read(machine.path());
+    let w = a.item("pg_wal storage").unwrap();
+    assert_eq!(w.status, Status::Bad);
+    assert!(w.fix.starts_with("remove nobarrier"), "{}", w.fix);
+    assert_eq!(
+        status(&a, "write barriers"),
+        Status::Bad,
+        "PGDATA is on it too"
+    );
+}

@@ -129,6 +129,8 @@ pub struct Facts {
     pub pg_bin: Option<PgBinFacts>,
     /// The instance, with `--pgdata` or `--config`.
     pub instance: Option<InstanceFacts>,
+    /// The storage under `pg_wal` when it is a link to another place (`initdb --waldir`).
+    pub wal_storage: Option<crate::host::StorageFacts>,
 }
 
 /// Where to read facts from.
@@ -156,12 +158,25 @@ impl Facts {
         let host = HostFacts::read(sys, storage_path.as_deref());
         let instance = (sources.pgdata.is_some() || sources.config.is_some())
             .then(|| InstanceFacts::read(sources.pgdata, sources.config));
+        // pg_wal may be a link to another file system; its storage is examined too.
+        let wal_storage = sources
+            .pgdata
+            .map(|d| d.join("pg_wal"))
+            .filter(|w| {
+                w.symlink_metadata()
+                    .is_ok_and(|m| m.file_type().is_symlink())
+            })
+            .and_then(|w| std::fs::canonicalize(w).ok())
+            .map(|target| crate::host::storage::read(sys, &target));
+        let mut host = host;
+        host.problems.extend(sys.take_problems());
         Facts {
             host,
             seccomp,
             probes,
             pg_bin: crate::host::pgbin::read_pg_bin(sources.pg_bin),
             instance,
+            wal_storage,
         }
     }
 
@@ -278,6 +293,9 @@ pub struct Advice {
     pub postgresql_conf: String,
     /// A `/etc/sysctl.d/` snippet with every kernel setting to change.
     pub sysctl_conf: String,
+    /// Facts that could not be read, each naming the file and the cause: the items that
+    /// needed them are missing or say "unknown".
+    pub problems: Vec<String>,
 }
 
 impl Advice {

@@ -121,6 +121,15 @@ pub fn report(a: &Advice) -> String {
         count(Status::Warn),
         count(Status::Bad)
     );
+    if !a.problems.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nnot read (the items that needed these are missing or say unknown):"
+        );
+        for p in &a.problems {
+            let _ = writeln!(out, "  {p}");
+        }
+    }
     let _ = writeln!(out, "\n---- postgresql.conf ----\n{}", a.postgresql_conf);
     let _ = writeln!(
         out,

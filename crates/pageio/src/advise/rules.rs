@@ -1520,6 +1520,88 @@ fn r_uring(ctx: &Ctx) -> Option<Verdict> {
     )
 }
 
+fn r_config_files(ctx: &Ctx) -> Option<Verdict> {
+    let inst = ctx.facts.instance.as_ref()?;
+    let files: Vec<String> = inst
+        .config_files
+        .iter()
+        .map(|f| f.display().to_string())
+        .collect();
+    let broken = !inst.config_problems.is_empty();
+    Some(
+        Verdict::new(
+            if broken { Status::Bad } else { Status::Ok },
+            if broken {
+                inst.config_problems.join("; ")
+            } else {
+                format!("{} read: {}", files.len(), files.join(", "))
+            },
+            "postgresql.conf, its includes, postgresql.auto.conf",
+        )
+        .rec("every configuration file readable and valid")
+        .why(if broken {
+            "PostgreSQL refuses to start on a configuration file it cannot read or parse, and the settings below are judged without it"
+        } else {
+            "the settings below are the last value each file sets, as PostgreSQL resolves them"
+        })
+        .fix(if broken { "correct the file and line named" } else { "none" }),
+    )
+}
+
+fn r_wal_storage(ctx: &Ctx) -> Option<Verdict> {
+    let s = ctx.facts.wal_storage.as_ref()?;
+    let mount = s.mount.as_ref();
+    let unsafe_opts: Vec<&str> = ["nobarrier", "barrier=0", "data=writeback"]
+        .into_iter()
+        .filter(|o| mount.is_some_and(|m| m.has_option(o)))
+        .collect();
+    let disks: Vec<String> = s
+        .disks
+        .iter()
+        .map(|d| {
+            format!(
+                "{}{}",
+                d.partition_of.clone().unwrap_or_else(|| d.name.clone()),
+                match d.rotational {
+                    Some(true) => " (rotational)",
+                    Some(false) => " (non-rotational)",
+                    None => "",
+                }
+            )
+        })
+        .collect();
+    let status = if unsafe_opts.is_empty() {
+        Status::Ok
+    } else {
+        Status::Bad
+    };
+    Some(
+        Verdict::new(
+            status,
+            format!(
+                "{} on {} {} ({}); disks: {}",
+                s.path.display(),
+                mount.map(|m| m.fs_type.as_str()).unwrap_or("?"),
+                mount.map(|m| m.mount_point.display().to_string()).unwrap_or_default(),
+                mount.map(|m| m.mount_options.join(",")).unwrap_or_default(),
+                if disks.is_empty() { "none".to_string() } else { disks.join(", ") }
+            ),
+            "pg_wal link, /proc/self/mountinfo",
+        )
+        .rec("write barriers on")
+        .why(if unsafe_opts.is_empty() {
+            "WAL on its own file system: its flushes do not queue behind data writes"
+        } else {
+            "the WAL's flush is what makes a commit durable; without barriers a power loss can lose committed transactions"
+        })
+        .fix(if unsafe_opts.is_empty() {
+            "none".to_string()
+        } else {
+            format!("remove {} from the WAL file system's options in /etc/fstab and remount", unsafe_opts.join(","))
+        }),
+    )
+}
+
 fn r_shared_buffers(ctx: &Ctx) -> Option<Verdict> {
     if ctx.ram == 0 {
         return None;
@@ -1997,6 +2079,13 @@ pub const RULES: &[Rule] = &[
         cite: "PostgreSQL docs 28.1 Reliability",
         eval: r_barriers,
     },
+    // PostgreSQL docs 28.6 WAL Internals (pg_wal on another disk); 28.1 Reliability.
+    Rule {
+        group: Group::Storage,
+        name: "pg_wal storage",
+        cite: "PostgreSQL docs 28.6 WAL Internals; 28.1 Reliability",
+        eval: r_wal_storage,
+    },
     Rule {
         group: Group::Storage,
         name: "O_DIRECT",
@@ -2043,6 +2132,13 @@ pub const RULES: &[Rule] = &[
         name: "io_uring",
         cite: "the io_uring items above",
         eval: r_uring,
+    },
+    // PostgreSQL docs 19.1.2 (configuration file), 19.1.5 (includes).
+    Rule {
+        group: Group::Instance,
+        name: "configuration files",
+        cite: "PostgreSQL docs 19.1.2, 19.1.5 (includes)",
+        eval: r_config_files,
     },
     // PostgreSQL docs §19.4.1 shared_buffers (25%); pgtune.
     Rule {
@@ -2236,6 +2332,18 @@ pub fn evaluate(facts: &Facts, inputs: &Inputs) -> Advice {
         items,
         postgresql_conf: String::new(),
         sysctl_conf: String::new(),
+        problems: facts
+            .host
+            .problems
+            .iter()
+            .map(ToString::to_string)
+            .chain(
+                facts
+                    .instance
+                    .iter()
+                    .flat_map(|i| i.problems.iter().cloned()),
+            )
+            .collect(),
     };
     advice.postgresql_conf = super::render::postgresql_conf(&advice);
     advice.sysctl_conf = super::render::sysctl_conf(&advice);

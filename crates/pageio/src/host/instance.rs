@@ -78,7 +78,10 @@ pub struct InstanceFacts {
     pub database_size_bytes: Option<u64>,
     /// Whether a server is running, with a data directory.
     pub running: Option<RunningState>,
-    /// What could not be read, each naming the file and the cause.
+    /// Configuration files that could not be read or parsed (PostgreSQL would refuse to
+    /// start), each naming the file, the line and the cause.
+    pub config_problems: Vec<String>,
+    /// Anything else that could not be read, each naming the file and the cause.
     pub problems: Vec<String>,
 }
 
@@ -163,7 +166,7 @@ impl InstanceFacts {
                     );
                 }
             }
-            Err(e) => self.problems.push(e.to_string()),
+            Err(e) => self.config_problems.push(e.to_string()),
         }
     }
 }
