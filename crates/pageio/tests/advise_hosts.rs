@@ -674,3 +674,50 @@ fn pg_wal_linked_elsewhere_is_examined_and_barriers_off_there_are_bad() {
         "PGDATA is on it too"
     );
 }
+
+#[test]
+fn a_descriptor_limit_below_one_per_ring_plus_the_file_budget_is_flagged() {
+    let machine = tempfile::tempdir().unwrap();
+    copy_tree(&tree("overcommit-noswap"), machine.path());
+    let limits = std::fs::read_to_string(machine.path().join("proc/self/limits")).unwrap();
+    let limits: Vec<String> = limits
+        .lines()
+        .map(|l| {
+            if l.starts_with("Max open files") {
+                "Max open files            1024                 1024                 files     "
+                    .to_string()
+            } else {
+                l.to_string()
+            }
+        })
+        .collect();
+    std::fs::write(
+        machine.path().join("proc/self/limits"),
+        limits.join("\n") + "\n",
+    )
+    .unwrap();
+    let a = simple_at(machine.path(), Inputs::default());
+    let n = a.item("RLIMIT_NOFILE").unwrap();
+    assert_eq!(n.status, Status::Warn);
+    assert_eq!(n.found, "soft 1024, hard 1024");
+    assert!(
+        n.recommended
+            .starts_with("hard limit ≥ 1173 (100 connections"),
+        "{}",
+        n.recommended
+    );
+    assert!(n.fix.starts_with("LimitNOFILE=1173"), "{}", n.fix);
+    // PostgreSQL 17 has no rings: its file budget fits.
+    let a = simple_at(
+        machine.path(),
+        Inputs {
+            pg_version: Some(17),
+            ..Default::default()
+        },
+    );
+    assert_eq!(status(&a, "RLIMIT_NOFILE"), Status::Ok);
+}
+
+fn simple_at(root: &Path, inputs: Inputs) -> Advice {
+    advise_on(root, None, None, good_probes(), inputs).1
+}

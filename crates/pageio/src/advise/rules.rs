@@ -1436,8 +1436,14 @@ fn r_nofile(ctx: &Ctx) -> Option<Verdict> {
     use crate::host::RlimitValue;
     let limit = ctx.facts.host.limits.nofile?;
     let (procs, arithmetic) = ctx.processes();
-    // One descriptor per ring (all held by the postmaster) plus its own file budget.
-    let need = procs + MAX_FILES_PER_PROCESS;
+    // From PostgreSQL 18 one descriptor per ring (all held by the postmaster) plus its own
+    // file budget; before, the file budget alone.
+    let uring = ctx.pg >= 18;
+    let need = if uring {
+        procs + MAX_FILES_PER_PROCESS
+    } else {
+        MAX_FILES_PER_PROCESS
+    };
     let hard_ok = match limit.hard {
         RlimitValue::Unlimited => true,
         RlimitValue::Limited(h) => h >= need,
@@ -1459,10 +1465,18 @@ fn r_nofile(ctx: &Ctx) -> Option<Verdict> {
             format!("soft {}, hard {}", show(limit.soft), show(limit.hard)),
             "/proc/self/limits Max open files (this process; the server's comes from its service unit)",
         )
-        .rec(format!(
-            "hard limit ≥ {need} ({arithmetic}, one descriptor each for its io_uring, + max_files_per_process {MAX_FILES_PER_PROCESS})"
-        ))
-        .why("with io_method = io_uring the postmaster holds one ring descriptor per possible process (PostgreSQL 18 raises its soft limit to the hard one for them), on top of its own files")
+        .rec(if uring {
+            format!(
+                "hard limit ≥ {need} ({arithmetic}, one descriptor each for its io_uring, + max_files_per_process {MAX_FILES_PER_PROCESS})"
+            )
+        } else {
+            format!("hard limit ≥ {need} (max_files_per_process)")
+        })
+        .why(if uring {
+            "with io_method = io_uring the postmaster holds one ring descriptor per possible process (PostgreSQL 18 raises its soft limit to the hard one for them), on top of its own files"
+        } else {
+            "each backend may keep max_files_per_process files open"
+        })
         .fix(if hard_ok {
             "none".to_string()
         } else {

@@ -38,9 +38,45 @@ impl Probes {
     pub fn live(data_path: Option<&Path>, clock_probe: Duration) -> Probes {
         Probes {
             io_uring_setup: Some(crate::aio::method::uring::probe().map_err(|e| e.to_string())),
-            direct_io: data_path
-                .map(|p| crate::storage::dio_alignment(p).map_err(|e| e.to_string())),
+            direct_io: data_path.map(direct_io),
             clock_read_ns: Some(super::clock::measure_clock_read_ns(clock_probe)),
         }
+    }
+}
+
+/// O_DIRECT on `path`'s file system. In a data directory `PG_VERSION` is opened with
+/// O_DIRECT exactly as the engine opens relation files ([`crate::storage::check_direct_io`]),
+/// which proves it; elsewhere `statx(STATX_DIOALIGN)` is asked.
+fn direct_io(path: &Path) -> ProbeResult<Option<DioAlignment>> {
+    let version = path.join("PG_VERSION");
+    if version.is_file() {
+        return match crate::storage::check_direct_io(&version) {
+            Ok(a) => Ok(Some(a)),
+            Err(crate::storage::StorageError::DirectIoUnsupported { .. }) => Ok(None),
+            Err(e) => Err(e.to_string()),
+        };
+    }
+    crate::storage::dio_alignment(path).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn direct_io_in_a_data_directory_opens_pg_version_with_o_direct() {
+        // Whatever the temporary directory's file system, opening with O_DIRECT and asking
+        // statx must agree on whether it takes direct I/O.
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("PG_VERSION"), "18\n").unwrap();
+        let via_open = direct_io(dir.path());
+        std::fs::remove_file(dir.path().join("PG_VERSION")).unwrap();
+        let via_statx = direct_io(dir.path());
+        // Both ways agree on whether it is supported.
+        assert_eq!(
+            via_open.as_ref().map(Option::is_some),
+            via_statx.as_ref().map(Option::is_some),
+            "{via_open:?} vs {via_statx:?}"
+        );
     }
 }
