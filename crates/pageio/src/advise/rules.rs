@@ -1172,9 +1172,9 @@ fn r_read_ahead(ctx: &Ctx) -> Option<Verdict> {
     };
     Some(
         Verdict::new(status, format!("{kb} kB on {}", dev.name), format!("/sys/block/{}/queue/read_ahead_kb", dev.name))
-            .rec(if ctx.rotational == Some(true) { "4096 kB (rotational)".to_string() } else { format!("{kb} kB (as is: PostgreSQL 18 reads ahead itself)") })
+            .rec(if ctx.rotational == Some(true) { format!("at least {MIN_ROTATIONAL_READ_AHEAD_KB} kB (rotational; 4096 kB if lower)") } else { format!("{kb} kB (as is: PostgreSQL 18 reads ahead itself)") })
             .why("sequential scans on a seeking disk need large kernel read-ahead between PostgreSQL's own combined reads")
-            .fix(if status == Status::Ok { "none".to_string() } else { format!("blockdev --setra 8192 /dev/{} (512-byte sectors); keep it in a udev rule", dev.name) }),
+            .fix(if status == Status::Ok { "none".to_string() } else { format!("blockdev --setra 8192 /dev/{} (4096 kB in 512-byte sectors); keep it in a udev rule", dev.name) }),
     )
 }
 
@@ -1258,7 +1258,7 @@ fn r_direct_io(ctx: &Ctx) -> Option<Verdict> {
         Err(e) => (Status::Warn, format!("not probed: {e}")),
     };
     Some(
-        Verdict::new(status, found, "statx(STATX_DIOALIGN) on the data directory")
+        Verdict::new(status, found, "open(O_DIRECT) of PG_VERSION, else statx(STATX_DIOALIGN), on the data directory")
             .rec("supported")
             .why("PostgreSQL's debug_io_direct and pageio's --direct-io need O_DIRECT; without it every read goes through the page cache")
             .fix(if status == Status::Ok { "none" } else { "put PGDATA on ext4 or xfs (tmpfs and some network file systems refuse O_DIRECT)" }),
