@@ -96,20 +96,49 @@ fn read_bounded(path: &Path) -> Result<Vec<u8>, String> {
     Ok(bytes)
 }
 
-/// Whether `pg_config --configure` lists `--with-liburing`; `None` when it cannot be run.
+/// How long `pg_config --configure` may take: it prints a compiled-in string at once; one
+/// that hangs (a wrapper script waiting on something) must not stall `advise`.
+pub const PG_CONFIG_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Whether `pg_config --configure` lists `--with-liburing` (autoconf) or `-Dliburing=enabled`
+/// (meson); `None` when it cannot be run or does not answer within [`PG_CONFIG_TIMEOUT`].
 fn configure_has_liburing(pg_config: &Path) -> Option<bool> {
+    use std::io::Read;
     if !pg_config.is_file() {
         return None;
     }
-    let out = std::process::Command::new(pg_config)
+    let mut child = std::process::Command::new(pg_config)
         .arg("--configure")
         .stdin(std::process::Stdio::null())
-        .output()
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
         .ok()?;
-    out.status.success().then(|| {
-        String::from_utf8_lossy(&out.stdout).contains("--with-liburing")
-            || String::from_utf8_lossy(&out.stdout).contains("-Dliburing=enabled")
-    })
+    let deadline = std::time::Instant::now() + PG_CONFIG_TIMEOUT;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(10))
+            }
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return None;
+            }
+        }
+    };
+    let mut stdout = String::new();
+    // The configure line is a few kilobytes; the pipe holds it whole once the child exited.
+    child
+        .stdout
+        .take()?
+        .take(1 << 20)
+        .read_to_string(&mut stdout)
+        .ok()?;
+    status
+        .success()
+        .then(|| stdout.contains("--with-liburing") || stdout.contains("-Dliburing=enabled"))
 }
 
 /// The `DT_NEEDED` names of an ELF file (32- or 64-bit, either byte order).
@@ -249,6 +278,32 @@ mod tests {
             needed.iter().any(|n| n.starts_with("libc.so")),
             "{needed:?}"
         );
+    }
+
+    #[test]
+    fn pg_config_is_asked_with_a_bound() {
+        let dir = tempfile::tempdir().unwrap();
+        let script = dir.path().join("pg_config");
+        // Executing a file just written can fail with ETXTBSY while another test thread's
+        // fork still holds the write descriptor; retry briefly.
+        let ask = |body: &str| {
+            std::fs::write(&script, body).unwrap();
+            std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+                .unwrap();
+            (0..20).find_map(|_| {
+                let r = configure_has_liburing(&script);
+                if r.is_none() {
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                }
+                r
+            })
+        };
+        assert_eq!(
+            ask("#!/bin/sh\necho \"'--prefix=/x' '--with-liburing'\"\n"),
+            Some(true)
+        );
+        assert_eq!(ask("#!/bin/sh\necho \"'--prefix=/x'\"\n"), Some(false));
+        assert_eq!(configure_has_liburing(&dir.path().join("none")), None);
     }
 
     #[test]
