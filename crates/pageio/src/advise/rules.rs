@@ -19,6 +19,28 @@ use crate::host::SettingSource;
 /// A size setting within this factor of the recommendation (either way) is OK.
 pub const SIZE_TOLERANCE: f64 = 1.5;
 
+/// A concurrency setting within this factor is OK: the guesses are order-of-magnitude, and
+/// doubling or halving in-flight I/Os changes little near the device's saturation.
+pub const CONCURRENCY_TOLERANCE: f64 = 2.0;
+
+/// A planner cost within this factor is OK (1.1 vs 1.0 or 1.3 picks the same plans).
+pub const COST_TOLERANCE: f64 = 1.25;
+
+/// `checkpoint_completion_target` within this factor of 0.9 (0.8 and up) is OK: the last
+/// tenth of the interval changes little.
+pub const CHECKPOINT_TARGET_TOLERANCE: f64 = 1.125;
+
+/// Counts (workers) must match exactly.
+pub const EXACT: f64 = 1.0;
+
+/// `shared_buffers` above this share of the effective RAM is BAD: with the backends' own
+/// memory on top the cgroup or the OOM killer ends the server.
+pub const MAX_SHARED_BUFFERS_SHARE: f64 = 0.8;
+
+/// `vm.overcommit_ratio` recommended with strict overcommit: a fifth of ordinary memory left
+/// for the kernel and page cache (the default 50 wastes half the RAM without swap).
+pub const OVERCOMMIT_RATIO: u64 = 80;
+
 /// Shared memory below this is not worth huge pages (pgtune sets `huge_pages = try` from
 /// 2 GB of `shared_buffers`; below, the page-table savings are small).
 pub const HUGE_PAGES_WORTH_BYTES: u64 = 2 * GB;
@@ -692,9 +714,8 @@ fn r_overcommit(ctx: &Ctx) -> Option<Verdict> {
     // CommitLimit = SwapTotal + (MemTotal − huge pages) × overcommit_ratio / 100
     // (Documentation/mm/overcommit-accounting.rst): reserved huge pages leave the pool.
     let limit = |ratio: u64, huge: u64| swap + total.saturating_sub(huge) / 100 * ratio;
-    // 80% leaves a fifth of ordinary memory for the kernel and page cache; more if what is
-    // committed now would not fit.
-    let mut ratio = 80u64;
+    // More than OVERCOMMIT_RATIO if what is committed now would not fit.
+    let mut ratio = OVERCOMMIT_RATIO;
     while ratio < 100 && limit(ratio, hp_after) < committed {
         ratio += 5;
     }
@@ -1638,7 +1659,9 @@ fn r_shared_buffers(ctx: &Ctx) -> Option<Verdict> {
         ),
     );
     let (found, _) = ctx.current("shared_buffers");
-    if parse_size(&found, BLOCK).is_some_and(|f| f as f64 > ctx.ram as f64 * 0.8) {
+    if parse_size(&found, BLOCK)
+        .is_some_and(|f| f as f64 > ctx.ram as f64 * MAX_SHARED_BUFFERS_SHARE)
+    {
         v.status = Some(Status::Bad);
         v.reason = format!(
             "{found} is more than 80% of the {} effective RAM ({}): the server will be killed or fail to allocate",
@@ -1793,7 +1816,7 @@ fn r_checkpoint_target(ctx: &Ctx) -> Option<Verdict> {
         ctx,
         "checkpoint_completion_target",
         0.9,
-        1.12,
+        CHECKPOINT_TARGET_TOLERANCE,
         "0.9".into(),
         "spread checkpoint writes over 90% of the interval (PostgreSQL 14's default)".into(),
     ))
@@ -1805,7 +1828,7 @@ fn r_random_page_cost(ctx: &Ctx) -> Option<Verdict> {
         ctx,
         "random_page_cost",
         rec,
-        1.25,
+        COST_TOLERANCE,
         format!("{rec}"),
         format!("a random page read relative to a sequential one: {why}"),
     ))
@@ -1817,7 +1840,7 @@ fn r_eic(ctx: &Ctx) -> Option<Verdict> {
         ctx,
         "effective_io_concurrency",
         rec as f64,
-        2.0,
+        CONCURRENCY_TOLERANCE,
         rec.to_string(),
         format!("I/Os a scan keeps in flight: {why}"),
     ))
@@ -1829,7 +1852,7 @@ fn r_mic(ctx: &Ctx) -> Option<Verdict> {
         ctx,
         "maintenance_io_concurrency",
         rec as f64,
-        2.0,
+        CONCURRENCY_TOLERANCE,
         rec.to_string(),
         format!("as effective_io_concurrency, for VACUUM and index builds: {why}"),
     ))
@@ -1873,7 +1896,7 @@ fn r_io_workers(ctx: &Ctx) -> Option<Verdict> {
         ctx,
         "io_workers",
         rec as f64,
-        1.0,
+        EXACT,
         rec.to_string(),
         format!("I/O worker processes for io_method = worker: {why}"),
     ))
@@ -1884,7 +1907,7 @@ fn r_io_min_workers(ctx: &Ctx) -> Option<Verdict> {
         return None;
     }
     let rec = ctx.cpus.div_ceil(8).clamp(1, 32);
-    Some(number_setting(ctx, "io_min_workers", rec as f64, 1.0, rec.to_string(), format!("PostgreSQL 19 grows the I/O worker pool on demand; keep one per 8 of the {} CPUs ready", ctx.cpus)))
+    Some(number_setting(ctx, "io_min_workers", rec as f64, EXACT, rec.to_string(), format!("PostgreSQL 19 grows the I/O worker pool on demand; keep one per 8 of the {} CPUs ready", ctx.cpus)))
 }
 
 fn r_io_max_workers(ctx: &Ctx) -> Option<Verdict> {
@@ -1893,7 +1916,7 @@ fn r_io_max_workers(ctx: &Ctx) -> Option<Verdict> {
     }
     let (rec, why) = ctx.io_workers();
     let rec = rec.max(ctx.cpus.div_ceil(2)).clamp(1, 32);
-    Some(number_setting(ctx, "io_max_workers", rec as f64, 1.0, rec.to_string(), format!("the pool's ceiling: half the {} CPUs or the PostgreSQL 18 io_workers choice ({why}), at most 32", ctx.cpus)))
+    Some(number_setting(ctx, "io_max_workers", rec as f64, EXACT, rec.to_string(), format!("the pool's ceiling: half the {} CPUs or the PostgreSQL 18 io_workers choice ({why}), at most 32", ctx.cpus)))
 }
 
 fn r_max_worker_processes(ctx: &Ctx) -> Option<Verdict> {
@@ -1902,7 +1925,7 @@ fn r_max_worker_processes(ctx: &Ctx) -> Option<Verdict> {
         ctx,
         "max_worker_processes",
         rec as f64,
-        1.0,
+        EXACT,
         rec.to_string(),
         format!(
             "one background worker per effective CPU ({}), at least PostgreSQL's 8",
@@ -1917,7 +1940,7 @@ fn r_max_parallel_workers(ctx: &Ctx) -> Option<Verdict> {
         ctx,
         "max_parallel_workers",
         rec as f64,
-        1.0,
+        EXACT,
         rec.to_string(),
         format!(
             "parallel workers beyond the {} effective CPUs only queue ({})",
@@ -1932,7 +1955,7 @@ fn r_per_gather(ctx: &Ctx) -> Option<Verdict> {
         ctx,
         "max_parallel_workers_per_gather",
         rec as f64,
-        1.0,
+        EXACT,
         rec.to_string(),
         format!(
             "half the {} CPUs{} per query",
@@ -1952,7 +1975,7 @@ fn r_parallel_maintenance(ctx: &Ctx) -> Option<Verdict> {
         ctx,
         "max_parallel_maintenance_workers",
         rec as f64,
-        1.0,
+        EXACT,
         rec.to_string(),
         format!(
             "half the {} CPUs, at most 4, per index build or VACUUM",
