@@ -1191,11 +1191,28 @@ fn r_read_ahead(ctx: &Ctx) -> Option<Verdict> {
     } else {
         Status::Ok
     };
+    let found = format!("{kb} kB on {}", dev.name);
+    let source = format!("/sys/block/{}/queue/read_ahead_kb", dev.name);
+    let rec = if ctx.rotational == Some(true) {
+        format!("at least {MIN_ROTATIONAL_READ_AHEAD_KB} kB (rotational; 4096 kB if lower)")
+    } else {
+        format!("{kb} kB (as is: PostgreSQL 18 reads ahead itself)")
+    };
+    let fix = if status == Status::Ok {
+        "none".to_string()
+    } else {
+        format!(
+            "blockdev --setra 8192 /dev/{} (4096 kB in 512-byte sectors); keep it in a udev rule",
+            dev.name
+        )
+    };
+    let why = "sequential scans on a seeking disk need large kernel read-ahead between \
+               PostgreSQL's own combined reads";
     Some(
-        Verdict::new(status, format!("{kb} kB on {}", dev.name), format!("/sys/block/{}/queue/read_ahead_kb", dev.name))
-            .rec(if ctx.rotational == Some(true) { format!("at least {MIN_ROTATIONAL_READ_AHEAD_KB} kB (rotational; 4096 kB if lower)") } else { format!("{kb} kB (as is: PostgreSQL 18 reads ahead itself)") })
-            .why("sequential scans on a seeking disk need large kernel read-ahead between PostgreSQL's own combined reads")
-            .fix(if status == Status::Ok { "none".to_string() } else { format!("blockdev --setra 8192 /dev/{} (4096 kB in 512-byte sectors); keep it in a udev rule", dev.name) }),
+        Verdict::new(status, found, source)
+            .rec(rec)
+            .why(why)
+            .fix(fix),
     )
 }
 
@@ -1278,11 +1295,19 @@ fn r_direct_io(ctx: &Ctx) -> Option<Verdict> {
         ),
         Err(e) => (Status::Warn, format!("not probed: {e}")),
     };
+    let source = "open(O_DIRECT) of PG_VERSION, else statx(STATX_DIOALIGN), on the data directory";
+    let why = "PostgreSQL's debug_io_direct and pageio's --direct-io need O_DIRECT; without it \
+               every read goes through the page cache";
+    let fix = if status == Status::Ok {
+        "none"
+    } else {
+        "put PGDATA on ext4 or xfs (tmpfs and some network file systems refuse O_DIRECT)"
+    };
     Some(
-        Verdict::new(status, found, "open(O_DIRECT) of PG_VERSION, else statx(STATX_DIOALIGN), on the data directory")
+        Verdict::new(status, found, source)
             .rec("supported")
-            .why("PostgreSQL's debug_io_direct and pageio's --direct-io need O_DIRECT; without it every read goes through the page cache")
-            .fix(if status == Status::Ok { "none" } else { "put PGDATA on ext4 or xfs (tmpfs and some network file systems refuse O_DIRECT)" }),
+            .why(why)
+            .fix(fix),
     )
 }
 
@@ -1907,7 +1932,18 @@ fn r_io_min_workers(ctx: &Ctx) -> Option<Verdict> {
         return None;
     }
     let rec = ctx.cpus.div_ceil(8).clamp(1, 32);
-    Some(number_setting(ctx, "io_min_workers", rec as f64, EXACT, rec.to_string(), format!("PostgreSQL 19 grows the I/O worker pool on demand; keep one per 8 of the {} CPUs ready", ctx.cpus)))
+    let why = format!(
+        "PostgreSQL 19 grows the I/O worker pool on demand; keep one per 8 of the {} CPUs ready",
+        ctx.cpus
+    );
+    Some(number_setting(
+        ctx,
+        "io_min_workers",
+        rec as f64,
+        EXACT,
+        rec.to_string(),
+        why,
+    ))
 }
 
 fn r_io_max_workers(ctx: &Ctx) -> Option<Verdict> {
@@ -1916,7 +1952,19 @@ fn r_io_max_workers(ctx: &Ctx) -> Option<Verdict> {
     }
     let (rec, why) = ctx.io_workers();
     let rec = rec.max(ctx.cpus.div_ceil(2)).clamp(1, 32);
-    Some(number_setting(ctx, "io_max_workers", rec as f64, EXACT, rec.to_string(), format!("the pool's ceiling: half the {} CPUs or the PostgreSQL 18 io_workers choice ({why}), at most 32", ctx.cpus)))
+    let why = format!(
+        "the pool's ceiling: half the {} CPUs or the PostgreSQL 18 io_workers choice ({why}), \
+         at most 32",
+        ctx.cpus
+    );
+    Some(number_setting(
+        ctx,
+        "io_max_workers",
+        rec as f64,
+        EXACT,
+        rec.to_string(),
+        why,
+    ))
 }
 
 fn r_max_worker_processes(ctx: &Ctx) -> Option<Verdict> {
@@ -2003,11 +2051,22 @@ fn r_checksums(ctx: &Ctx) -> Option<Verdict> {
     let inst = ctx.facts.instance.as_ref()?;
     inst.pgdata.as_ref()?;
     let on = inst.data_checksums?;
+    let (status, found, fix) = if on {
+        (Status::Ok, "on", "none")
+    } else {
+        (
+            Status::Warn,
+            "off",
+            "stop the server, then pg_checksums --enable -D PGDATA",
+        )
+    };
+    let why = "without checksums a page the storage corrupted is read as data (initdb enables \
+               them by default from PostgreSQL 18)";
     Some(
-        Verdict::new(if on { Status::Ok } else { Status::Warn }, if on { "on" } else { "off" }, "global/pg_control data_checksum_version")
+        Verdict::new(status, found, "global/pg_control data_checksum_version")
             .rec("on")
-            .why("without checksums a page the storage corrupted is read as data (initdb enables them by default from PostgreSQL 18)")
-            .fix(if on { "none" } else { "stop the server, then pg_checksums --enable -D PGDATA" }),
+            .why(why)
+            .fix(fix),
     )
 }
 
