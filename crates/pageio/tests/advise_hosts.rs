@@ -721,3 +721,29 @@ fn a_descriptor_limit_below_one_per_ring_plus_the_file_budget_is_flagged() {
 fn simple_at(root: &Path, inputs: Inputs) -> Advice {
     advise_on(root, None, None, good_probes(), inputs).1
 }
+
+#[test]
+fn a_fact_that_cannot_be_read_is_listed_not_guessed() {
+    let machine = tempfile::tempdir().unwrap();
+    copy_tree(&tree("thp-always"), machine.path());
+    std::fs::write(machine.path().join("proc/sys/vm/swappiness"), "sixty\n").unwrap();
+    let mut facts = Facts::read(
+        &Sysroot::new(machine.path()),
+        &Sources::default(),
+        good_probes(),
+    );
+    facts.pg_bin = None;
+    let a = advise::advise(&facts, &Inputs::default());
+    assert!(
+        a.item("vm.swappiness").is_none(),
+        "no item from a value that did not parse"
+    );
+    assert_eq!(a.problems.len(), 1, "{:?}", a.problems);
+    assert!(
+        a.problems[0].contains("/proc/sys/vm/swappiness") && a.problems[0].contains("sixty"),
+        "{:?}",
+        a.problems
+    );
+    let report = advise::render::report(&a);
+    assert!(report.contains("not read (the items that needed these are missing or say unknown):\n  /proc/sys/vm/swappiness"), "{report}");
+}

@@ -587,7 +587,7 @@ fn size_setting(ctx: &Ctx, name: &str, base: u64, rec_bytes: u64, reason: String
         let ratio = f as f64 / rec_bytes.max(1) as f64;
         (1.0 / SIZE_TOLERANCE..=SIZE_TOLERANCE).contains(&ratio)
     });
-    setting_verdict(ctx, name, ok, found, source, format_size(rec_bytes), reason)
+    setting_verdict(name, ok, found, source, format_size(rec_bytes), reason)
 }
 
 /// A number setting: OK when equal, or within `tolerance` (a factor) of it.
@@ -608,7 +608,7 @@ fn number_setting(
             (1.0 / tolerance - 1e-9..=tolerance + 1e-9).contains(&ratio)
         }
     });
-    setting_verdict(ctx, name, ok, found, source, shown, reason)
+    setting_verdict(name, ok, found, source, shown, reason)
 }
 
 /// A word setting (`on`, `worker`).
@@ -619,11 +619,10 @@ fn word_setting(ctx: &Ctx, name: &str, rec: &str, reason: String) -> Verdict {
         || (matches!(norm(rec).as_str(), "on" | "off")
             && crate::config::parse_bool(name, &norm(&found)).ok()
                 == crate::config::parse_bool(name, rec).ok());
-    setting_verdict(ctx, name, ok, found, source, rec.to_string(), reason)
+    setting_verdict(name, ok, found, source, rec.to_string(), reason)
 }
 
 fn setting_verdict(
-    _ctx: &Ctx,
     name: &str,
     ok: bool,
     found: String,
