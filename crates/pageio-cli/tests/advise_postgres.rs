@@ -42,6 +42,15 @@ fn same_value(recommended: &str, shown: &str) -> bool {
     matches!((parse_size(recommended, 1), parse_size(shown, 1)), (Some(a), Some(b)) if a == b)
 }
 
+fn item<'a>(v: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    v["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["name"] == name)
+        .unwrap_or_else(|| panic!("no item {name}"))
+}
+
 fn advise_json(args: &[&str]) -> serde_json::Value {
     let out = pageio_bounded(args, 120);
     let code = out.status.code();
@@ -91,6 +100,14 @@ fn the_conf_snippet_starts_postgresql_18_and_show_gives_every_value_back() {
         assert_eq!(v["facts"]["instance"]["pg_version"], 18);
         assert_eq!(v["facts"]["instance"]["data_checksums"], true, "initdb -k");
         assert_eq!(v["facts"]["instance"]["running"]["alive"], false);
+        let server = item(&v, "server");
+        assert!(
+            server["found"]
+                .as_str()
+                .unwrap()
+                .starts_with("stopped (pg_control: shut down); PostgreSQL 18; "),
+            "{server}"
+        );
         assert!(
             v["facts"]["instance"]["database_size_bytes"]
                 .as_u64()
@@ -141,13 +158,22 @@ fn the_conf_snippet_starts_postgresql_18_and_show_gives_every_value_back() {
             // is seen.
             let again = advise_json(&args);
             assert_eq!(again["facts"]["instance"]["running"]["alive"], true);
+            let server = item(&again, "server");
+            assert!(
+                server["found"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("running (postmaster pid "),
+                "{server}"
+            );
             for item in again["items"].as_array().unwrap() {
                 if item["group"] == "instance" {
                     assert_eq!(item["status"], "ok", "{item}");
                     assert!(
                         item["source"].as_str().unwrap().contains("pageio.conf:")
                             || item["name"] == "data_checksums"
-                            || item["name"] == "configuration files",
+                            || item["name"] == "configuration files"
+                            || item["name"] == "server",
                         "{item}"
                     );
                 }

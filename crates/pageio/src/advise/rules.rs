@@ -2046,6 +2046,41 @@ fn r_track_io_timing(ctx: &Ctx) -> Option<Verdict> {
     ))
 }
 
+fn r_server(ctx: &Ctx) -> Option<Verdict> {
+    let inst = ctx.facts.instance.as_ref()?;
+    let running = inst.running.as_ref()?;
+    let state = running
+        .control_state
+        .clone()
+        .unwrap_or_else(|| "pg_control not readable".into());
+    let found = match (running.postmaster_pid, running.alive) {
+        (Some(pid), true) => format!("running (postmaster pid {pid}; pg_control: {state})"),
+        (Some(pid), false) => format!(
+            "stopped (postmaster.pid names pid {pid}, which does not exist: a crash left it; pg_control: {state})"
+        ),
+        (None, _) => format!("stopped (pg_control: {state})"),
+    };
+    let version = match inst.pg_version {
+        Some(v) if v != ctx.pg => format!("; PG_VERSION {v}, advised for {}", ctx.pg),
+        Some(v) => format!("; PostgreSQL {v}"),
+        None => String::new(),
+    };
+    let size = inst
+        .database_size_bytes
+        .map(|b| format!("; {} of data", human_bytes(b)))
+        .unwrap_or_default();
+    Some(
+        Verdict::new(
+            Status::Ok,
+            format!("{found}{version}{size}"),
+            "postmaster.pid, global/pg_control, PG_VERSION",
+        )
+        .rec("—")
+        .why("settings marked 'restart' take effect only when the server restarts")
+        .fix("none"),
+    )
+}
+
 fn r_checksums(ctx: &Ctx) -> Option<Verdict> {
     let inst = ctx.facts.instance.as_ref()?;
     inst.pgdata.as_ref()?;
@@ -2382,6 +2417,13 @@ pub const RULES: &[Rule] = &[
         name: "track_io_timing",
         cite: "PostgreSQL docs 19.9.3 track_io_timing; pg_test_timing",
         eval: r_track_io_timing,
+    },
+    // pg_ctl status (postmaster.pid and a live process).
+    Rule {
+        group: Group::Instance,
+        name: "server",
+        cite: "pg_ctl status; PostgreSQL docs 18.3 (postmaster.pid)",
+        eval: r_server,
     },
     // PostgreSQL 18 release notes (initdb enables checksums); pg_checksums.
     Rule {
