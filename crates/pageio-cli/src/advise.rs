@@ -114,7 +114,7 @@ pub struct AdviseArgs {
 #[derive(Debug, thiserror::Error)]
 pub enum MeasureError {
     /// This build has no measurement.
-    #[error("--measure is not available in this build; run without --measure (effective_io_concurrency, random_page_cost and io_method are then guessed from the device type)")]
+    #[error("--measure is not available in this build; run without --measure, and the I/O concurrency, page costs and method are guessed from the device type")]
     Unavailable,
 }
 

@@ -21,6 +21,11 @@ fn fails_with(args: &[&str], needle: &str) {
     assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
     assert!(stderr.contains(needle), "{args:?}: {stderr}");
     assert!(out.stdout.is_empty(), "{args:?} printed a report");
+    // advise has no engine flags: no hint may point at one.
+    assert!(
+        !stderr.contains("on the command line:"),
+        "{args:?}: {stderr}"
+    );
 }
 
 #[test]
