@@ -747,3 +747,141 @@ fn a_fact_that_cannot_be_read_is_listed_not_guessed() {
     let report = advise::render::report(&a);
     assert!(report.contains("not read (the items that needed these are missing or say unknown):\n  /proc/sys/vm/swappiness"), "{report}");
 }
+
+/// A machine of `ram_gib` and `cpus`, from `base` (for its disks), with no cgroup limit.
+fn sized_machine(base: &str, ram_gib: u64, cpus: u32) -> tempfile::TempDir {
+    let machine = tempfile::tempdir().unwrap();
+    copy_tree(&tree(base), machine.path());
+    std::fs::write(
+        machine.path().join("proc/meminfo"),
+        format!(
+            "MemTotal: {} kB\nSwapTotal: 0 kB\nCommitLimit: 0 kB\nCommitted_AS: 0 kB\n\
+             HugePages_Total: 0\nHugePages_Free: 0\nHugePages_Rsvd: 0\nHugepagesize: 2048 kB\n",
+            ram_gib << 20
+        ),
+    )
+    .unwrap();
+    let cpu_list = format!("0-{}\n", cpus - 1);
+    std::fs::write(
+        machine.path().join("sys/devices/system/cpu/online"),
+        &cpu_list,
+    )
+    .unwrap();
+    std::fs::write(
+        machine.path().join("sys/fs/cgroup/cpuset.cpus.effective"),
+        &cpu_list,
+    )
+    .unwrap();
+    machine
+}
+
+/// The pageio column of docs/ADVISE.md's comparison with pgtune, for the same inputs.
+#[test]
+fn the_pgtune_comparison_in_the_docs_holds() {
+    let check = |a: &Advice, expected: &[(&str, &str)]| {
+        for (name, value) in expected {
+            assert_eq!(rec(a, name), *value, "{name}");
+        }
+    };
+    // 4 GB / 2 CPUs, web, SSD: the container capture.
+    let a = simple(
+        "container-v2",
+        Inputs {
+            workload: Workload::Web,
+            ..Default::default()
+        },
+    );
+    check(
+        &a,
+        &[
+            ("shared_buffers", "1GB"),
+            ("effective_cache_size", "3GB"),
+            ("maintenance_work_mem", "256MB"),
+            ("work_mem", "5041kB"),
+            ("wal_buffers", "16MB"),
+            ("min_wal_size", "1GB"),
+            ("max_wal_size", "4GB"),
+            ("random_page_cost", "1.1"),
+            ("effective_io_concurrency", "200"),
+            ("huge_pages", "try"),
+            ("max_parallel_workers", "2"),
+            ("max_parallel_workers_per_gather", "1"),
+            ("max_parallel_maintenance_workers", "1"),
+            ("max_worker_processes", "8"),
+            ("io_workers", "3"),
+        ],
+    );
+    // 64 GB / 16 CPUs, oltp, SSD.
+    let m = sized_machine("thp-always", 64, 16);
+    let a = simple_at(
+        m.path(),
+        Inputs {
+            workload: Workload::Oltp,
+            ..Default::default()
+        },
+    );
+    assert_eq!(a.max_connections, 300);
+    check(
+        &a,
+        &[
+            ("shared_buffers", "16GB"),
+            ("effective_cache_size", "48GB"),
+            ("maintenance_work_mem", "2GB"),
+            ("work_mem", "53092kB"),
+            ("wal_buffers", "16MB"),
+            ("min_wal_size", "2GB"),
+            ("max_wal_size", "8GB"),
+            ("random_page_cost", "1.1"),
+            ("effective_io_concurrency", "200"),
+            ("huge_pages", "try"),
+            ("max_worker_processes", "16"),
+            ("max_parallel_workers", "16"),
+            ("max_parallel_workers_per_gather", "4"),
+            ("max_parallel_maintenance_workers", "4"),
+            ("io_workers", "4"),
+        ],
+    );
+    assert!(
+        rec(&a, "vm.nr_hugepages").starts_with("9183 "),
+        "{}",
+        rec(&a, "vm.nr_hugepages")
+    );
+    // 256 GB / 64 CPUs, dw, HDD (the rotational disk under LVM).
+    let m = sized_machine("lvm-rotational-bfq", 256, 64);
+    let (_, a) = advise_on(
+        m.path(),
+        Some("/var/lib/postgresql/18/main"),
+        None,
+        good_probes(),
+        Inputs {
+            workload: Workload::Dw,
+            ..Default::default()
+        },
+    );
+    assert_eq!(a.max_connections, 40);
+    check(
+        &a,
+        &[
+            ("shared_buffers", "64GB"),
+            ("effective_cache_size", "192GB"),
+            ("maintenance_work_mem", "2GB"),
+            ("work_mem", "322638kB"),
+            ("wal_buffers", "16MB"),
+            ("min_wal_size", "4GB"),
+            ("max_wal_size", "16GB"),
+            ("random_page_cost", "4"),
+            ("effective_io_concurrency", "2"),
+            ("huge_pages", "try"),
+            ("max_worker_processes", "64"),
+            ("max_parallel_workers", "64"),
+            ("max_parallel_workers_per_gather", "32"),
+            ("max_parallel_maintenance_workers", "4"),
+            ("io_workers", "16"),
+        ],
+    );
+    assert!(
+        rec(&a, "vm.nr_hugepages").starts_with("36632 "),
+        "{}",
+        rec(&a, "vm.nr_hugepages")
+    );
+}
