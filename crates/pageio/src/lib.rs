@@ -36,6 +36,9 @@
 //! * [`config`] holds the settings under their PostgreSQL names.
 //! * [`host`] reads the machine's facts (memory, cgroup limits, CPUs, THP, NUMA, scheduler,
 //!   io_uring sysctls, limits, the storage behind a path) for `advise`, through a sysroot.
+//! * [`measure`] measures the device under a data directory and the engine on it under
+//!   each io_method, in a fixed time, and recommends `effective_io_concurrency`,
+//!   `io_method`, `io_workers` and `random_page_cost` from the numbers.
 //!
 //! ## Example
 //!
@@ -69,6 +72,7 @@ pub mod catalog;
 pub mod config;
 pub mod gen;
 pub mod host;
+pub mod measure;
 pub mod page;
 pub mod scan;
 pub mod storage;
