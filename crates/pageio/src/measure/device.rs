@@ -216,9 +216,7 @@ pub fn probe(
                             rng_state ^= rng_state >> 27;
                             rng_state.wrapping_mul(0x2545_F491_4F6C_DD1D) % total_slots
                         }
-                        Pattern::Sequential => {
-                            cursor.fetch_add(1, Ordering::Relaxed) % total_slots
-                        }
+                        Pattern::Sequential => cursor.fetch_add(1, Ordering::Relaxed) % total_slots,
                     };
                     let (file, offset) = locate(slot);
                     match file.file.pread(buf.as_mut_slice(), offset) {
@@ -315,16 +313,26 @@ mod tests {
         assert_eq!(files.paths().len(), 2);
         let never = AtomicBool::new(false);
         for pattern in [Pattern::Random, Pattern::Sequential] {
-            let rate = probe(&files, pattern, 8192, 4, Duration::from_millis(50), &never)
-                .expect("probe");
-            assert!(rate.reads >= 4, "every thread reads at least once: {rate:?}");
+            let rate =
+                probe(&files, pattern, 8192, 4, Duration::from_millis(50), &never).expect("probe");
+            assert!(
+                rate.reads >= 4,
+                "every thread reads at least once: {rate:?}"
+            );
             assert!(rate.reads_per_second > 0.0 && rate.bytes_per_second > 0.0);
         }
         let e = probe(&files, Pattern::Random, 4 << 20, 1, Duration::ZERO, &never).unwrap_err();
         assert!(matches!(e, ProbeError::TooSmall { .. }), "{e}");
         let cancelled = AtomicBool::new(true);
-        let e = probe(&files, Pattern::Random, 8192, 2, Duration::from_secs(60), &cancelled)
-            .unwrap_err();
+        let e = probe(
+            &files,
+            Pattern::Random,
+            8192,
+            2,
+            Duration::from_secs(60),
+            &cancelled,
+        )
+        .unwrap_err();
         assert!(matches!(e, ProbeError::Cancelled), "{e}");
     }
 }

@@ -749,9 +749,9 @@ fn validate(options: &MeasureOptions) -> Result<(), MeasureError> {
     Ok(())
 }
 
-/// The cluster or tablespace `dir` lies in, if any: an ancestor holding `PG_VERSION` (a
-/// data directory, or a database directory inside one) or named like a tablespace's
-/// version directory (`PG_18_202506291`).
+/// The cluster or tablespace `dir` lies in, if any: the data directory above it (`PG_VERSION`
+/// and `global/pg_control`), else an ancestor holding `PG_VERSION` (a database directory
+/// copied out of one) or named like a tablespace's version directory (`PG_18_202506291`).
 pub fn enclosing_cluster(dir: &Path) -> Option<PathBuf> {
     let absolute = std::path::absolute(dir).ok()?;
     let mut existing = absolute.as_path();
@@ -759,9 +759,14 @@ pub fn enclosing_cluster(dir: &Path) -> Option<PathBuf> {
         existing = existing.parent()?;
     }
     let real = std::fs::canonicalize(existing).ok()?;
-    // Path depth is bounded by PATH_MAX, so this walk is finite.
+    // Path depth is bounded by PATH_MAX, so these walks are finite. A database directory
+    // (base/5) holds a PG_VERSION of its own: name the cluster itself when there is one.
     real.ancestors()
-        .find(|a| a.join("PG_VERSION").is_file() || is_tablespace_version_dir(a))
+        .find(|a| a.join("PG_VERSION").is_file() && a.join("global/pg_control").is_file())
+        .or_else(|| {
+            real.ancestors()
+                .find(|a| a.join("PG_VERSION").is_file() || is_tablespace_version_dir(a))
+        })
         .map(|a| a.to_path_buf())
 }
 
@@ -824,8 +829,7 @@ fn cluster_files(pgdata: &Path) -> Result<(Vec<PathBuf>, PathBuf), MeasureError>
                 .filter(|g| {
                     g.path.parent() == base.parent()
                         && g.path.file_name().and_then(OsStr::to_str).is_some_and(|n| {
-                            Some(OsStr::new(n.split('.').next().unwrap_or(n)))
-                                == name.as_deref()
+                            Some(OsStr::new(n.split('.').next().unwrap_or(n))) == name.as_deref()
                         })
                 })
                 .map(|g| g.size_bytes)

@@ -135,10 +135,11 @@ fn concurrency(m: &Measurement) -> (Recommendation<usize>, Recommendation<usize>
         EIC_KNEE_FRACTION * 100.0,
         (1.0 - EIC_KNEE_FRACTION) * 100.0
     );
-    let (best_depth, best) = rates
-        .iter()
-        .copied()
-        .fold((0, 0.0f64), |acc, r| if r.1 > acc.1 { r } else { acc });
+    let (best_depth, best) =
+        rates
+            .iter()
+            .copied()
+            .fold((0, 0.0f64), |acc, r| if r.1 > acc.1 { r } else { acc });
     let peak_target = MAINTENANCE_PEAK_FRACTION * best;
     let (peak_depth, peak_rate) = rates
         .iter()
@@ -312,12 +313,7 @@ mod tests {
     use super::*;
 
     fn measurement(seq_mb_s: f64, random: &[(usize, f64)], runs: &[(&str, f64)]) -> Measurement {
-        let at = |qd: usize| {
-            random
-                .iter()
-                .find(|r| r.0 == qd)
-                .map_or(0.0, |r| r.1)
-        };
+        let at = |qd: usize| random.iter().find(|r| r.0 == qd).map_or(0.0, |r| r.1);
         Measurement {
             target: "/data".into(),
             data_directory: false,
@@ -382,30 +378,74 @@ mod tests {
         // (NCQ), 150 MB/s streaming; every method is limited by the same seeks.
         let m = measurement(
             150.0,
-            &[(1, 150.0), (2, 180.0), (4, 210.0), (8, 250.0), (16, 265.0), (32, 270.0), (64, 272.0)],
-            &[("sync", 17_000.0), ("worker:3", 18_000.0), ("worker:6", 18_100.0), ("io_uring", 18_200.0)],
+            &[
+                (1, 150.0),
+                (2, 180.0),
+                (4, 210.0),
+                (8, 250.0),
+                (16, 265.0),
+                (32, 270.0),
+                (64, 272.0),
+            ],
+            &[
+                ("sync", 17_000.0),
+                ("worker:3", 18_000.0),
+                ("worker:6", 18_100.0),
+                ("io_uring", 18_200.0),
+            ],
         );
         let r = recommend(&m, 2);
         // 90% of 270 = 243: depth 8 (250) is the first to reach it.
         assert_eq!(r.effective_io_concurrency.value, 8);
-        assert!(r.effective_io_concurrency.reason.contains("depth 8 (250/s)"), "{}", r.effective_io_concurrency.reason);
+        assert!(
+            r.effective_io_concurrency
+                .reason
+                .contains("depth 8 (250/s)"),
+            "{}",
+            r.effective_io_concurrency.reason
+        );
         // 97% of 272 = 263.8: depth 16 (265).
         assert_eq!(r.maintenance_io_concurrency.value, 16);
         // All within 5% of io_uring's 18200 (floor 17290) but sync: worker with 3 is simplest.
         assert_eq!(r.io_method.value, IoMethodKind::Worker);
         assert_eq!(r.io_workers.value, 3);
-        assert!(r.io_method.reason.contains("within 5% of the fastest (io_uring 18200)"), "{}", r.io_method.reason);
+        assert!(
+            r.io_method
+                .reason
+                .contains("within 5% of the fastest (io_uring 18200)"),
+            "{}",
+            r.io_method.reason
+        );
         // 150e6 / 8192 = 18311 pages/s ÷ 150 = 122 → capped at 4.
         assert_eq!(r.random_page_cost.value, 4.0);
-        assert!(r.random_page_cost.reason.contains("= 122.07, capped at 4.0"), "{}", r.random_page_cost.reason);
+        assert!(
+            r.random_page_cost
+                .reason
+                .contains("= 122.07, capped at 4.0"),
+            "{}",
+            r.random_page_cost.reason
+        );
     }
 
     #[test]
     fn nvme_drive() {
         let m = measurement(
             3000.0,
-            &[(1, 12_000.0), (2, 23_000.0), (4, 45_000.0), (8, 85_000.0), (16, 160_000.0), (32, 290_000.0), (64, 420_000.0)],
-            &[("sync", 150_000.0), ("worker:3", 200_000.0), ("worker:6", 260_000.0), ("io_uring", 300_000.0)],
+            &[
+                (1, 12_000.0),
+                (2, 23_000.0),
+                (4, 45_000.0),
+                (8, 85_000.0),
+                (16, 160_000.0),
+                (32, 290_000.0),
+                (64, 420_000.0),
+            ],
+            &[
+                ("sync", 150_000.0),
+                ("worker:3", 200_000.0),
+                ("worker:6", 260_000.0),
+                ("io_uring", 300_000.0),
+            ],
         );
         let r = recommend(&m, 8);
         // 90% of 290000 = 261000: only depth 32 reaches it.
@@ -414,7 +454,11 @@ mod tests {
         assert_eq!(r.maintenance_io_concurrency.value, 64);
         // io_uring is 15% ahead of worker:6: the fastest, clearly.
         assert_eq!(r.io_method.value, IoMethodKind::IoUring);
-        assert!(r.io_method.reason.contains("io_uring is the fastest"), "{}", r.io_method.reason);
+        assert!(
+            r.io_method.reason.contains("io_uring is the fastest"),
+            "{}",
+            r.io_method.reason
+        );
         assert_eq!(r.io_workers.value, 3);
         assert!(r.io_workers.reason.contains("only by io_method = worker"));
         assert_eq!(r.random_page_cost.value, 4.0);
@@ -426,8 +470,21 @@ mod tests {
         // I/O settings"): a virtio disk whose random rate grows to depth 16 and flattens.
         let m = measurement(
             420.0,
-            &[(1, 2_600.0), (2, 4_900.0), (4, 8_700.0), (8, 14_000.0), (16, 21_000.0), (32, 22_500.0), (64, 22_800.0)],
-            &[("sync", 40_000.0), ("worker:3", 52_000.0), ("worker:6", 57_000.0), ("io_uring", 55_000.0)],
+            &[
+                (1, 2_600.0),
+                (2, 4_900.0),
+                (4, 8_700.0),
+                (8, 14_000.0),
+                (16, 21_000.0),
+                (32, 22_500.0),
+                (64, 22_800.0),
+            ],
+            &[
+                ("sync", 40_000.0),
+                ("worker:3", 52_000.0),
+                ("worker:6", 57_000.0),
+                ("io_uring", 55_000.0),
+            ],
         );
         let r = recommend(&m, 2);
         assert_eq!(r.effective_io_concurrency.value, 16);
@@ -437,7 +494,13 @@ mod tests {
         // more workers are simpler than io_uring.
         assert_eq!(r.io_method.value, IoMethodKind::Worker);
         assert_eq!(r.io_workers.value, 6);
-        assert!(r.io_workers.reason.contains("worker:6 (57000 pages/s) is the fastest"), "{}", r.io_workers.reason);
+        assert!(
+            r.io_workers
+                .reason
+                .contains("worker:6 (57000 pages/s) is the fastest"),
+            "{}",
+            r.io_workers.reason
+        );
         assert_eq!(r.random_page_cost.value, 4.0);
     }
 
@@ -461,7 +524,13 @@ mod tests {
         assert!(r.random_page_cost.reason.contains("raised to 1.0"));
         // worker:3 is 2% behind sync: the default wins the tie.
         assert_eq!(r.io_method.value, IoMethodKind::Worker);
-        assert!(r.io_method.reason.contains("io_uring not measured: io_uring is disabled by kernel.io_uring_disabled=2"), "{}", r.io_method.reason);
+        assert!(
+            r.io_method.reason.contains(
+                "io_uring not measured: io_uring is disabled by kernel.io_uring_disabled=2"
+            ),
+            "{}",
+            r.io_method.reason
+        );
     }
 
     #[test]
@@ -469,7 +538,11 @@ mod tests {
         let m = measurement(
             100.0,
             &[(1, 5_000.0), (32, 30_000.0)],
-            &[("worker:3", 10_000.0), ("worker:32", 20_000.0), ("worker:6", 12_000.0)],
+            &[
+                ("worker:3", 10_000.0),
+                ("worker:32", 20_000.0),
+                ("worker:6", 12_000.0),
+            ],
         );
         let r = recommend(&m, 2);
         // 12207 pages/s ÷ 5000 = 2.44 → 2.4.
