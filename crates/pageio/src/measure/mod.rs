@@ -34,7 +34,9 @@
 //! Every loop checks its deadline at least every few milliseconds or every 1 MB, so the run
 //! ends within a small slack of the bound (the reads in flight when a deadline passes,
 //! setting up one I/O method, evicting one file). A run always completes at least one
-//! read, so every rate it reports is above zero.
+//! read and lasts at least 40 ms (`MIN_RUN`, below which a rate measures thread start-up),
+//! so every rate it reports is above zero — and a bound below half a second is exceeded
+//! by that floor.
 //!
 //! ## Worked example
 //!
@@ -50,6 +52,10 @@
 //! file written is the scratch file, created with `O_EXCL` under a name that says what it
 //! is, and removed by a guard on every path out (success, error, panic, and cancel — the
 //! caller's Ctrl-C handler sets [`MeasureOptions::cancel`]).
+//!
+//! On a running cluster the cold passes evict the largest table's pages from the kernel's
+//! page cache (not from the server's shared_buffers), so the server reads them from the
+//! device again afterwards; the measurement notes it when `postmaster.pid` is present.
 
 pub mod device;
 mod recommend;
@@ -438,7 +444,7 @@ pub enum MeasureError {
         what: &'static str,
     },
     /// The directory or its file system cannot take the scratch file.
-    #[error("could not {action} the scratch file \"{}\": {source}; choose a writable directory with at least {} MB free", path.display(), MIN_SCRATCH_SIZE_BYTES * SCRATCH_FREE_SPACE_DIVISOR >> 20)]
+    #[error("could not {action} the scratch file \"{}\": {source}; choose a writable directory with at least {} MB free", path.display(), (MIN_SCRATCH_SIZE_BYTES * SCRATCH_FREE_SPACE_DIVISOR) >> 20)]
     Scratch {
         /// What failed (create, write, sync).
         action: &'static str,
@@ -543,8 +549,7 @@ pub fn run(options: &MeasureOptions) -> Result<Measurement, MeasureError> {
             IoMethodKind::Worker,
             Some(
                 (cpus * MORE_WORKERS_PER_CPU)
-                    .max(MORE_WORKERS_MIN)
-                    .min(crate::config::MAX_IO_WORKERS),
+                    .clamp(MORE_WORKERS_MIN, crate::config::MAX_IO_WORKERS),
             ),
         ),
     ];
@@ -571,10 +576,16 @@ pub fn run(options: &MeasureOptions) -> Result<Measurement, MeasureError> {
     let mut notes = Vec::new();
 
     // The files to read, and the guard that removes the scratch file on every way out.
-    let (target, probe_paths, relation, checksums, _guard) = match &options.target {
+    let (target, probe_paths, relation, checksums, scratch_guard) = match &options.target {
         MeasureTarget::DataDirectory(pgdata) => {
             let (probe_paths, heap) = cluster_files(pgdata)?;
             let checksums = ControlFile::read(pgdata)?.data_checksum_version != 0;
+            if pgdata.join("postmaster.pid").exists() {
+                notes.push(format!(
+                    "the cluster in \"{}\" looks running (postmaster.pid): its largest table was evicted from the kernel's page cache for the cold reads, and the server's own I/O shared the device with the measurement",
+                    pgdata.display()
+                ));
+            }
             (pgdata.clone(), probe_paths, heap, checksums, None)
         }
         MeasureTarget::Directory(dir) => {
@@ -584,14 +595,21 @@ pub fn run(options: &MeasureOptions) -> Result<Measurement, MeasureError> {
                     cluster,
                 });
             }
-            let path = dir.join(format!("{SCRATCH_FILE_PREFIX}{}", std::process::id()));
+            // The process id and a counter: two measurements of one directory, from two
+            // processes or two threads, never share (or remove) each other's file.
+            static SCRATCH_SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+            let path = dir.join(format!(
+                "{SCRATCH_FILE_PREFIX}{}-{}",
+                std::process::id(),
+                SCRATCH_SEQ.fetch_add(1, Ordering::Relaxed)
+            ));
             report(Phase::Prepare, &budget);
             let slice = budget.slice(WEIGHT_SCRATCH);
             let guard = write_scratch(&path, options.scratch_size_bytes, slice, cancel)?;
             (dir.clone(), vec![path.clone()], path, true, Some(guard))
         }
     };
-    let scratch_file = _guard.as_ref().map(|g| g.0.display().to_string());
+    let scratch_file = scratch_guard.as_ref().map(|g| g.0.display().to_string());
 
     // Device: O_DIRECT when the file system allows it, else buffered after eviction.
     let files = match ProbeFiles::open(&probe_paths, true) {
@@ -1001,7 +1019,7 @@ fn read_cold(
                 // The first block is always read, so every run reports a rate above zero.
                 if next >= blocks
                     || (next > 0
-                        && next % DEADLINE_CHECK_BLOCKS == 0
+                        && next.is_multiple_of(DEADLINE_CHECK_BLOCKS)
                         && (Instant::now() >= deadline || cancel.load(Ordering::Relaxed)))
                 {
                     return None;
