@@ -114,10 +114,14 @@ fn main() {
         "relation {} ({} blocks, cold, effective_io_concurrency {})",
         m.relation.relation, m.relation.blocks, m.relation.effective_io_concurrency
     );
+    println!(
+        "  {:10} {:>16} {:>16}",
+        "io_method", "sequential", "sparse 1 in 8"
+    );
     for run in &m.relation.runs {
         println!(
-            "  {:10} {:8.0} pages/s ({} pages, {} passes)",
-            run.label, run.pages_per_second, run.pages, run.passes
+            "  {:10} {:9.0} pages/s {:9.0} pages/s",
+            run.label, run.sequential.pages_per_second, run.sparse.pages_per_second
         );
     }
     for s in &m.relation.not_measured {

@@ -108,12 +108,20 @@ fn assert_complete(m: &Measurement, elapsed_seconds: f64) {
         }
     }
     for run in &m.relation.runs {
+        for read in [&run.sequential, &run.sparse] {
+            assert!(
+                read.pages_per_second > 0.0 && read.pages > 0 && read.passes > 0,
+                "{run:?}"
+            );
+            // Cold: every pass starts with a fresh pool, so every page handed out was read.
+            assert_eq!(read.pages_read, read.pages, "{run:?}");
+        }
+        // The sparse pattern reads about one block in 8 of each pass.
+        let per_pass = run.sparse.pages as f64 / f64::from(run.sparse.passes);
         assert!(
-            run.pages_per_second > 0.0 && run.pages > 0 && run.passes > 0,
+            per_pass <= m.relation.blocks as f64 / measure::SPARSE_STRIDE_BLOCKS as f64 * 1.5 + 1.0,
             "{run:?}"
         );
-        // Cold: every pass starts with a fresh pool, so every page handed out was read.
-        assert_eq!(run.pages_read, run.pages, "{run:?}");
     }
     // The recommendation follows from these numbers and serialises.
     let r = measure::recommend(m, m.effective_cpus);
@@ -163,7 +171,11 @@ fn directory_run(dir: &Path) {
     assert_eq!(progress[1].0, Phase::Sequential);
     assert_eq!(progress[2].0, Phase::Random { queue_depth: 1 });
     assert_eq!(progress.last().unwrap().0, Phase::Done);
-    assert_eq!(progress.len(), 2 + 7 + m.relation.runs.len() + 1);
+    // Prepare, sequential, 7 depths × 2 rounds, one per method, done.
+    assert_eq!(
+        progress.len(),
+        2 + 7 * measure::SWEEP_ROUNDS + m.relation.runs.len() + 1
+    );
     assert!(
         progress.windows(2).all(|w| w[0].1 <= w[1].1),
         "{progress:?}"

@@ -4,7 +4,7 @@
 //! |---|---|
 //! | `effective_io_concurrency` | the smallest measured queue depth whose random 8 kB rate reaches 90% of the depth-32 rate |
 //! | `maintenance_io_concurrency` | the smallest depth reaching 97% of the best rate at any depth, and never below `effective_io_concurrency` |
-//! | `io_method`, `io_workers` | the simplest run within 5% of the fastest: `worker` with 3 workers, then more workers, then `io_uring`, then `sync` |
+//! | `io_method`, `io_workers` | each run's score is the geometric mean of its sequential and sparse rates relative to the best of each; the simplest run within 5% of the best score: `worker` with 3 workers, then more workers, then `io_uring`, then `sync` |
 //! | `random_page_cost` | sequential pages/s ÷ random depth-1 reads/s, clamped to [1.0, 4.0] |
 //!
 //! Worked example (a 2-core virtual machine): depth 1 = 2600 reads/s, 8 = 14000, 16 =
@@ -184,6 +184,16 @@ fn simplicity_rank(run: &MethodRun) -> (u8, usize) {
     }
 }
 
+/// A run's score: the geometric mean of its sequential and sparse rates, each relative to
+/// the best run of that pattern (1.0 = the best at both). The geometric mean, as benchmark
+/// suites average ratios, so a method cannot buy a poor random rate with a great
+/// sequential one.
+fn score(run: &MethodRun, best_sequential: f64, best_sparse: f64) -> f64 {
+    let seq = run.sequential.pages_per_second / best_sequential.max(f64::MIN_POSITIVE);
+    let sparse = run.sparse.pages_per_second / best_sparse.max(f64::MIN_POSITIVE);
+    (seq * sparse).sqrt()
+}
+
 fn method(
     m: &Measurement,
     effective_cpus: usize,
@@ -193,7 +203,7 @@ fn method(
         .relation
         .runs
         .iter()
-        .filter(|r| r.pages_per_second > 0.0)
+        .filter(|r| r.sequential.pages_per_second > 0.0 && r.sparse.pages_per_second > 0.0)
         .filter(|r| r.io_method != IoMethodKind::Worker || r.io_workers.unwrap_or(0) <= cap)
         .collect();
     let skipped: String = m
@@ -202,11 +212,19 @@ fn method(
         .iter()
         .map(|s| format!("; {} not measured: {}", s.io_method, s.reason))
         .collect();
-    let Some(fastest) = runs
+    let best_sequential = runs
         .iter()
-        .copied()
-        .max_by(|a, b| a.pages_per_second.total_cmp(&b.pages_per_second))
-    else {
+        .map(|r| r.sequential.pages_per_second)
+        .fold(0.0, f64::max);
+    let best_sparse = runs
+        .iter()
+        .map(|r| r.sparse.pages_per_second)
+        .fold(0.0, f64::max);
+    let scored: Vec<(&MethodRun, f64)> = runs
+        .iter()
+        .map(|&r| (r, score(r, best_sequential, best_sparse)))
+        .collect();
+    let Some(&(fastest, best_score)) = scored.iter().max_by(|a, b| a.1.total_cmp(&b.1)) else {
         let reason = format!("no io_method run was measured: PostgreSQL 18's default{skipped}");
         return (
             Recommendation {
@@ -219,38 +237,42 @@ fn method(
             },
         );
     };
-    let floor = fastest.pages_per_second * (1.0 - METHOD_TIE_FRACTION);
-    let chosen = runs
+    let floor = best_score * (1.0 - METHOD_TIE_FRACTION);
+    let (chosen, chosen_score) = scored
         .iter()
         .copied()
-        .filter(|r| r.pages_per_second >= floor)
-        .min_by_key(|r| simplicity_rank(r))
-        .unwrap_or(fastest);
-    let table = runs
+        .filter(|&(_, sc)| sc >= floor)
+        .min_by_key(|(r, _)| simplicity_rank(r))
+        .unwrap_or((fastest, best_score));
+    let table = scored
         .iter()
-        .map(|r| format!("{} {:.0}", r.label, r.pages_per_second))
+        .map(|(r, sc)| {
+            format!(
+                "{} {:.0} / {:.0} (score {sc:.2})",
+                r.label, r.sequential.pages_per_second, r.sparse.pages_per_second
+            )
+        })
         .collect::<Vec<_>>()
         .join(", ");
     let why = if chosen.label == fastest.label {
-        "the fastest".to_string()
+        "the best".to_string()
     } else {
         format!(
-            "within {:.0}% of the fastest ({} {:.0}) and simpler",
+            "within {:.0}% of the best ({} {best_score:.2}) and simpler",
             METHOD_TIE_FRACTION * 100.0,
-            fastest.label,
-            fastest.pages_per_second
+            fastest.label
         )
     };
     let method_reason = format!(
-        "cold reads of {} blocks, pages/s ({table}): {} is {why}{skipped}",
+        "cold reads of {} blocks, sequential / sparse pages/s ({table}): {} (score {chosen_score:.2}) is {why}{skipped}",
         m.relation.blocks, chosen.label
     );
     let workers = match (chosen.io_method, chosen.io_workers) {
         (IoMethodKind::Worker, Some(n)) => Recommendation {
             value: n,
             reason: format!(
-                "{} ({:.0} pages/s) is {why} among the measured runs; at most {cap} for {effective_cpus} CPUs",
-                chosen.label, chosen.pages_per_second
+                "{} (score {chosen_score:.2}) is {why} among the measured runs; at most {cap} for {effective_cpus} CPUs",
+                chosen.label
             ),
         },
         (method, _) => Recommendation {
@@ -309,10 +331,16 @@ fn random_page_cost(m: &Measurement) -> Recommendation<f64> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{DepthRate, DeviceRates, MethodSkipped, RelationRead};
+    use super::super::{DepthRate, DeviceRates, MethodSkipped, PatternRead, RelationRead};
     use super::*;
 
-    fn measurement(seq_mb_s: f64, random: &[(usize, f64)], runs: &[(&str, f64)]) -> Measurement {
+    /// A measurement with fixed numbers; each run is (label, sequential pages/s, sparse
+    /// pages/s).
+    fn measurement(
+        seq_mb_s: f64,
+        random: &[(usize, f64)],
+        runs: &[(&str, f64, f64)],
+    ) -> Measurement {
         let at = |qd: usize| random.iter().find(|r| r.0 == qd).map_or(0.0, |r| r.1);
         Measurement {
             target: "/data".into(),
@@ -346,20 +374,24 @@ mod tests {
                 checksums: true,
                 runs: runs
                     .iter()
-                    .map(|&(label, pages_per_second)| {
+                    .map(|&(label, seq, sparse)| {
                         let (io_method, io_workers) = match label.split_once(':') {
                             Some((_, n)) => (IoMethodKind::Worker, Some(n.parse().unwrap())),
                             None => (label.parse().unwrap(), None),
                         };
-                        MethodRun {
-                            io_method,
-                            io_workers,
-                            label: label.into(),
+                        let read = |pages_per_second: f64| PatternRead {
                             pages_per_second,
                             pages: pages_per_second as u64,
                             pages_read: pages_per_second as u64,
                             passes: 1,
                             seconds: 1.0,
+                        };
+                        MethodRun {
+                            io_method,
+                            io_workers,
+                            label: label.into(),
+                            sequential: read(seq),
+                            sparse: read(sparse),
                         }
                     })
                     .collect(),
@@ -388,10 +420,10 @@ mod tests {
                 (64, 272.0),
             ],
             &[
-                ("sync", 17_000.0),
-                ("worker:3", 18_000.0),
-                ("worker:6", 18_100.0),
-                ("io_uring", 18_200.0),
+                ("sync", 17_000.0, 900.0),
+                ("worker:3", 18_000.0, 1_000.0),
+                ("worker:6", 18_100.0, 1_010.0),
+                ("io_uring", 18_200.0, 1_020.0),
             ],
         );
         let r = recommend(&m, 2);
@@ -406,13 +438,14 @@ mod tests {
         );
         // 97% of 272 = 263.8: depth 16 (265).
         assert_eq!(r.maintenance_io_concurrency.value, 16);
-        // All within 5% of io_uring's 18200 (floor 17290) but sync: worker with 3 is simplest.
+        // Scores: io_uring 1.00, worker:6 0.99, worker:3 √(0.989 × 0.980) = 0.98, sync
+        // √(0.934 × 0.882) = 0.91: all but sync within 5%, and worker with 3 is simplest.
         assert_eq!(r.io_method.value, IoMethodKind::Worker);
         assert_eq!(r.io_workers.value, 3);
         assert!(
             r.io_method
                 .reason
-                .contains("within 5% of the fastest (io_uring 18200)"),
+                .contains("worker:3 (score 0.98) is within 5% of the best (io_uring 1.00)"),
             "{}",
             r.io_method.reason
         );
@@ -441,10 +474,10 @@ mod tests {
                 (64, 420_000.0),
             ],
             &[
-                ("sync", 150_000.0),
-                ("worker:3", 200_000.0),
-                ("worker:6", 260_000.0),
-                ("io_uring", 300_000.0),
+                ("sync", 150_000.0, 20_000.0),
+                ("worker:3", 200_000.0, 30_000.0),
+                ("worker:6", 260_000.0, 60_000.0),
+                ("io_uring", 300_000.0, 90_000.0),
             ],
         );
         let r = recommend(&m, 8);
@@ -452,10 +485,12 @@ mod tests {
         assert_eq!(r.effective_io_concurrency.value, 32);
         // Still growing at 64: maintenance takes 64.
         assert_eq!(r.maintenance_io_concurrency.value, 64);
-        // io_uring is 15% ahead of worker:6: the fastest, clearly.
+        // io_uring is best at both; worker:6 scores √(0.867 × 0.667) = 0.76.
         assert_eq!(r.io_method.value, IoMethodKind::IoUring);
         assert!(
-            r.io_method.reason.contains("io_uring is the fastest"),
+            r.io_method
+                .reason
+                .contains("io_uring (score 1.00) is the best"),
             "{}",
             r.io_method.reason
         );
@@ -466,8 +501,9 @@ mod tests {
 
     #[test]
     fn this_virtual_machine() {
-        // Numbers of the 2-core VM the benchmarks run on (docs/BENCHMARKS.md, "Measured
-        // I/O settings"): a virtio disk whose random rate grows to depth 16 and flattens.
+        // Shaped like the 2-core VM the benchmarks run on (docs/BENCHMARKS.md, "Measured
+        // I/O settings"): a virtio disk whose random rate grows to depth 16 and flattens,
+        // where 3 workers fall behind on sparse reads and 6 keep up with io_uring.
         let m = measurement(
             420.0,
             &[
@@ -480,24 +516,24 @@ mod tests {
                 (64, 22_800.0),
             ],
             &[
-                ("sync", 40_000.0),
-                ("worker:3", 52_000.0),
-                ("worker:6", 57_000.0),
-                ("io_uring", 55_000.0),
+                ("sync", 40_000.0, 9_000.0),
+                ("worker:3", 52_000.0, 10_000.0),
+                ("worker:6", 57_000.0, 14_000.0),
+                ("io_uring", 55_000.0, 14_500.0),
             ],
         );
         let r = recommend(&m, 2);
         assert_eq!(r.effective_io_concurrency.value, 16);
         // 97% of 22800 = 22116: depth 32.
         assert_eq!(r.maintenance_io_concurrency.value, 32);
-        // worker:6 fastest; worker:3 is 8.8% behind (out), io_uring 3.5% behind (in) but
-        // more workers are simpler than io_uring.
+        // Scores: worker:6 √(1 × 0.966) = 0.983, io_uring √(0.965 × 1) = 0.982 (in either
+        // order, more workers are simpler than io_uring), worker:3 0.79 (out).
         assert_eq!(r.io_method.value, IoMethodKind::Worker);
         assert_eq!(r.io_workers.value, 6);
         assert!(
             r.io_workers
                 .reason
-                .contains("worker:6 (57000 pages/s) is the fastest"),
+                .contains("worker:6 (score 0.98) is the best"),
             "{}",
             r.io_workers.reason
         );
@@ -509,7 +545,10 @@ mod tests {
         let mut m = measurement(
             400.0,
             &[(1, 80_000.0), (2, 81_000.0), (32, 82_000.0)],
-            &[("sync", 100_000.0), ("worker:3", 98_000.0)],
+            &[
+                ("sync", 100_000.0, 50_000.0),
+                ("worker:3", 98_000.0, 49_500.0),
+            ],
         );
         m.relation.not_measured.push(MethodSkipped {
             io_method: IoMethodKind::IoUring,
@@ -522,7 +561,7 @@ mod tests {
         // 48828 pages/s ÷ 80000 = 0.61 → raised to 1.0.
         assert_eq!(r.random_page_cost.value, 1.0);
         assert!(r.random_page_cost.reason.contains("raised to 1.0"));
-        // worker:3 is 2% behind sync: the default wins the tie.
+        // worker:3 scores 0.985 against sync's 1.0: the default wins the tie.
         assert_eq!(r.io_method.value, IoMethodKind::Worker);
         assert!(
             r.io_method.reason.contains(
@@ -539,9 +578,9 @@ mod tests {
             100.0,
             &[(1, 5_000.0), (32, 30_000.0)],
             &[
-                ("worker:3", 10_000.0),
-                ("worker:32", 20_000.0),
-                ("worker:6", 12_000.0),
+                ("worker:3", 10_000.0, 3_000.0),
+                ("worker:32", 20_000.0, 9_000.0),
+                ("worker:6", 12_000.0, 4_000.0),
             ],
         );
         let r = recommend(&m, 2);
