@@ -20,6 +20,10 @@
 //!   stop at the deadline (or on cancel) → reads / elapsed seconds
 //! ```
 //!
+//! fio is not used here, though `pageio bench` runs it for its device limit when installed:
+//! the depth sweep is 15 runs in about half of a 30 s bound, fio's runtime is set in whole
+//! seconds and each run starts a process, and a library should not shell out.
+//!
 //! A thread per slot is how the device sees a queue depth of N from synchronous reads: N
 //! reads outstanding at any moment. It costs a context switch per read, so on a fast NVMe
 //! device and few cores it can under-report the deepest queues; `docs/BENCHMARKS.md`
