@@ -877,25 +877,24 @@ fn cluster_files(pgdata: &Path) -> Result<(Vec<PathBuf>, PathBuf), MeasureError>
             what: "relation file of 8 kB or more",
         });
     }
-    // Relations by total size (all segments), largest first.
-    let mut relations: Vec<(u64, PathBuf)> = Vec::new();
+    // Relations by total size (all segments), largest first: one pass, keyed by the first
+    // segment's path (the segment suffix `.N` stripped), so a cluster of a million files
+    // costs a million map updates.
+    let mut totals: std::collections::HashMap<PathBuf, u64> = std::collections::HashMap::new();
     for f in &main {
-        if f.segno == 0 {
-            let base = f.path.clone();
-            let name = base.file_name().map(|n| n.to_os_string());
-            let total: u64 = main
-                .iter()
-                .filter(|g| {
-                    g.path.parent() == base.parent()
-                        && g.path.file_name().and_then(OsStr::to_str).is_some_and(|n| {
-                            Some(OsStr::new(n.split('.').next().unwrap_or(n))) == name.as_deref()
-                        })
-                })
-                .map(|g| g.size_bytes)
-                .sum();
-            relations.push((total, base));
-        }
+        let first_segment = match f.path.file_name().and_then(OsStr::to_str) {
+            Some(name) => f
+                .path
+                .with_file_name(name.split('.').next().unwrap_or(name)),
+            None => continue,
+        };
+        *totals.entry(first_segment).or_default() += f.size_bytes;
     }
+    let mut relations: Vec<(u64, PathBuf)> = totals
+        .into_iter()
+        .filter(|(path, _)| path.is_file())
+        .map(|(path, total)| (total, path))
+        .collect();
     relations.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
     let heap = relations
         .into_iter()
