@@ -38,6 +38,9 @@
 //!   io_uring sysctls, limits, the storage behind a path) for `advise`, through a sysroot.
 //! * [`advise`] turns those facts into advice for PostgreSQL 17/18/19: one rule table, each
 //!   rule citing its source, with a report and ready-to-apply conf and sysctl snippets.
+//! * [`measure`] measures the device under a data directory and the engine on it under
+//!   each io_method, in a fixed time, and recommends `effective_io_concurrency`,
+//!   `io_method`, `io_workers` and `random_page_cost` from the numbers.
 //!
 //! ## Example
 //!
@@ -72,6 +75,7 @@ pub mod catalog;
 pub mod config;
 pub mod gen;
 pub mod host;
+pub mod measure;
 pub mod page;
 pub mod scan;
 pub mod storage;

@@ -12,7 +12,8 @@
 //!   fio installed?  ── yes ─► fio --direct=1 --readonly --ioengine=io_uring (libaio if refused)
 //!        │                       seq 128 kB QD32 · rand 8 kB QD1 · rand 8 kB QD32, JSON parsed
 //!        no
-//!        └─► built-in probe: O_DIRECT preads from N threads (N = queue depth), 4 kB-aligned
+//!        └─► built-in probe (the library's `pageio::measure::device`, which `advise
+//!            --measure` uses too): O_DIRECT preads from N threads (N = queue depth), aligned
 //!            buffers, offsets sequential (shared cursor) or uniformly random, fixed duration
 //! ```
 //!
@@ -29,10 +30,11 @@
 
 use std::path::Path;
 use std::process::Command;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
 
-use pageio::storage::{open_direct, IoBuffer, SegmentFile, StorageError};
+use pageio::measure::device::{probe, Pattern, ProbeFiles};
+use pageio::storage::StorageError;
 use serde::{Deserialize, Serialize};
 
 /// The device's limits.
@@ -178,65 +180,19 @@ pub fn measure_fio(
     })
 }
 
-/// Runs one job with the built-in probe; returns (bytes/s, IOPS).
-fn probe_job(
-    file: &SegmentFile,
-    size_bytes: u64,
-    job: Job,
-    seconds: u32,
-) -> Result<(f64, f64), String> {
-    let blocks = size_bytes / job.block as u64;
-    if blocks == 0 {
-        return Err(format!(
-            "the file is smaller than one {} kB read",
-            job.block / 1024
-        ));
-    }
-    let cursor = AtomicU64::new(0);
-    let done = AtomicU64::new(0);
-    let stop = AtomicBool::new(false);
-    let error = std::sync::Mutex::new(None::<String>);
-    let start = Instant::now();
-    std::thread::scope(|scope| {
-        for thread_no in 0..job.depth {
-            let (cursor, done, stop, error) = (&cursor, &done, &stop, &error);
-            scope.spawn(move || {
-                // The storage layer's aligned buffer: O_DIRECT needs memory aligned to the
-                // device's block size, which IoBuffer always is.
-                let mut buf = IoBuffer::zeroed(job.block);
-                let mut rng_state = 0x9E37_79B9_7F4A_7C15u64 ^ (thread_no as u64 + 1);
-                while !stop.load(Ordering::Relaxed) {
-                    let block = if job.random {
-                        // xorshift64*: cheap, uniform enough for offsets.
-                        rng_state ^= rng_state >> 12;
-                        rng_state ^= rng_state << 25;
-                        rng_state ^= rng_state >> 27;
-                        rng_state.wrapping_mul(0x2545_F491_4F6C_DD1D) % blocks
-                    } else {
-                        cursor.fetch_add(1, Ordering::Relaxed) % blocks
-                    };
-                    match file.pread(buf.as_mut_slice(), block * job.block as u64) {
-                        Ok(n) if n > 0 => {
-                            done.fetch_add(1, Ordering::Relaxed);
-                        }
-                        Ok(_) => {}
-                        Err(e) => {
-                            *error.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.to_string());
-                            stop.store(true, Ordering::Relaxed);
-                        }
-                    }
-                }
-            });
-        }
-        std::thread::sleep(Duration::from_secs(u64::from(seconds.max(1))));
-        stop.store(true, Ordering::Relaxed);
-    });
-    if let Some(e) = error.into_inner().unwrap_or_else(|p| p.into_inner()) {
-        return Err(format!("O_DIRECT read failed: {e}"));
-    }
-    let secs = start.elapsed().as_secs_f64();
-    let ios = done.load(Ordering::Relaxed) as f64;
-    Ok((ios * job.block as f64 / secs, ios / secs))
+/// Runs one job with the library's built-in probe (`pageio::measure::device`); returns
+/// (bytes/s, IOPS).
+fn probe_job(files: &ProbeFiles, job: Job, seconds: u32) -> Result<(f64, f64), String> {
+    let never = AtomicBool::new(false);
+    let pattern = if job.random {
+        Pattern::Random
+    } else {
+        Pattern::Sequential
+    };
+    let duration = Duration::from_secs(u64::from(seconds.max(1)));
+    let rate =
+        probe(files, pattern, job.block, job.depth, duration, &never).map_err(|e| e.to_string())?;
+    Ok((rate.bytes_per_second, rate.reads_per_second))
 }
 
 /// Measures with the built-in O_DIRECT probe.
@@ -247,23 +203,20 @@ pub fn measure_probe(
 ) -> Result<DeviceLimit, String> {
     // Opened as the engine opens relation files under direct_io = on, so the probe and the
     // scans it is compared with accept and refuse the same file systems.
-    let segment = open_direct(file).map_err(|e| match e {
+    let files = ProbeFiles::open(&[file.to_path_buf()], true).map_err(|e| match e {
         StorageError::DirectIoUnsupported { source, .. } => format!(
             "could not open \"{}\" with O_DIRECT for the device probe: {source}; the file system may not support direct I/O (ramfs does not, tmpfs only since Linux 6.6) — put the data on the disk to measure, or pass --device none",
             file.display()
         ),
         other => format!("device probe: {other}"),
     })?;
-    let size_bytes = std::fs::metadata(file)
-        .map_err(|e| format!("could not stat \"{}\": {e}", file.display()))?
-        .len();
     let ctx = |e: String| format!("device probe on \"{}\": {e}", file.display());
     before_each();
-    let seq = probe_job(&segment, size_bytes, SEQ, seconds).map_err(ctx)?;
+    let seq = probe_job(&files, SEQ, seconds).map_err(ctx)?;
     before_each();
-    let r1 = probe_job(&segment, size_bytes, RAND1, seconds).map_err(ctx)?;
+    let r1 = probe_job(&files, RAND1, seconds).map_err(ctx)?;
     before_each();
-    let r32 = probe_job(&segment, size_bytes, RAND32, seconds).map_err(ctx)?;
+    let r32 = probe_job(&files, RAND32, seconds).map_err(ctx)?;
     Ok(DeviceLimit {
         source: "built-in O_DIRECT probe (pread, one thread per queue slot)".into(),
         file: file.display().to_string(),
