@@ -445,8 +445,7 @@ impl<'p, D, F: FnMut() -> Option<(u64, D)>> ReadStream<'p, D, F> {
                     .position(|entry| entry.state == EntryState::OtherIo)
                     .ok_or_else(|| {
                         BufferError::Io(crate::aio::AioError::Internal(
-                            "read stream has entries that are neither ready nor being read"
-                                .into(),
+                            "read stream has entries that are neither ready nor being read".into(),
                         ))
                     })?;
                 self.wait_other_io(backend, position)?;
@@ -522,10 +521,21 @@ impl<'p, D, F: FnMut() -> Option<(u64, D)>> ReadStream<'p, D, F> {
     }
 
     /// Starts the deferred (sync method) run beginning at queue entry `position`: the
-    /// following deferred entries holding consecutive blocks, as one read.
-    fn issue_deferred(&mut self, backend: &mut Backend, position: usize) -> Result<(), BufferError> {
+    /// following deferred entries holding consecutive blocks, as one read. Entries of
+    /// separate pending runs can line up (a random pattern naming 141, then 142 later), so
+    /// the read is capped at `io_combine_limit` and at the segment's end, as a pending run
+    /// is.
+    fn issue_deferred(
+        &mut self,
+        backend: &mut Backend,
+        position: usize,
+    ) -> Result<(), BufferError> {
         let block = self.queue[position].block;
-        let nblocks = (1..self.queue.len() - position)
+        let most = self
+            .combine_limit
+            .min(RelFile::blocks_in_segment(block) as usize)
+            .min(self.queue.len() - position);
+        let nblocks = (1..most)
             .take_while(|&offset| {
                 let entry = &self.queue[position + offset];
                 entry.state == EntryState::Deferred && entry.block == block + offset as u64
