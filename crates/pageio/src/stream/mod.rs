@@ -13,8 +13,45 @@
 //!   start: pin each block ─► hit: ready   miss: claim ─► one read   │
 //!      │                                                            │
 //!      ▼                                                           ─┘
-//!   queue (block order) ─► head ready? hand it out : wait for its read (a "stall")
+//!   queue (block order) ─► hand out (one of the two orders below)
 //! ```
+//!
+//! ## Two orders
+//!
+//! [`StreamOrder::BlockOrder`] (the default, PostgreSQL's) hands out the head of the queue
+//! and waits for its read when it is not ready. [`StreamOrder::Completion`] hands out
+//! whichever entry is ready — a cached hit at once, then reads as they finish — and when none
+//! is, waits for *any* of its reads ([`Backend::wait_any`]) instead of the oldest:
+//!
+//! ```text
+//!   queue        12 ready   40 reading (slow)   41 ready   97 reading   98 ready
+//!
+//!   BlockOrder   12 │ wait for 40 ............ │ 40 41 │ wait 97 │ 97 98
+//!                     the device idles behind 40 once 41, 97, 98 are done
+//!
+//!   Completion   12 41 98 │ refill: 99 100 … │ 97 │ … │ 40 (when it lands)
+//!                every slot freed is refilled at once; 40 holds one slot, not the queue
+//! ```
+//!
+//! Each buffer still carries its callback data `D`, so a consumer that needs to know which
+//! request a page answers (a bitmap's offsets) still does. Under `io_uring` and `worker`
+//! completion order is real; under `sync` reads complete as they are started (deferred to
+//! when nothing else is ready), so it comes out in block order. Seq scans (a count and a
+//! sum) and bitmap heap scans (an unordered result) use completion order; index scans keep
+//! key order.
+//!
+//! ## The handle budget
+//!
+//! A read holds an AIO handle from staging until the stream takes in its completion. The
+//! stream never has more reads in flight than `min(effective_io_concurrency,
+//! io_max_concurrency)` ([`StreamStats::io_budget`]): more would make `Backend::acquire`
+//! wait for the backend's oldest read. And when the budget is spent it first takes in every
+//! read that has completed — marking its buffers ready and giving the handle back — so a
+//! completed read waiting to be consumed holds a pin, never a handle, and never blocks the
+//! next submission. Worked example (`effective_io_concurrency` 16, one-block random reads,
+//! one of them slow): in block order the stream stops at 16 reads once the slow one reaches
+//! the head; in completion order the 15 other slots keep cycling through the relation, and
+//! the slow block is handed out when it lands.
 //!
 //! ## The look-ahead distance
 //!
@@ -51,9 +88,10 @@
 //! suite's profile enables): the buffers the stream pins (its queue) plus the blocks of its
 //! pending run never exceed its pin limit (`max_distance`); the pending run never exceeds
 //! `io_combine_limit`; both distances stay between 1 and their bound; a read is only ever
-//! started for entries inside the queue. Every wait is on a read some thread has started —
-//! this stream's (started before it waits), or another thread's buffer I/O — so a stall
-//! always ends.
+//! started for entries inside the queue; the reads in flight never exceed the handle budget.
+//! Every wait is on a read some thread has started — this stream's (started before it
+//! waits, and `wait_any` submits staged reads first), or another thread's buffer I/O — so a
+//! stall always ends.
 
 use std::collections::VecDeque;
 use std::time::Instant;
@@ -252,6 +290,9 @@ pub struct ReadStream<'p, D, F: FnMut() -> Option<(u64, D)>> {
     ring: Option<BufferRing>,
     queue: VecDeque<Entry<D>>,
     ios: VecDeque<StreamIo>,
+    /// Reads that have completed and given their handle back, whose entries are not yet
+    /// marked ready (see `collect_completed`).
+    unsettled: Vec<u64>,
     pending: Vec<(u64, D)>,
     /// The previous pending run's vector, kept for its capacity: a fully cached stream
     /// starts one run per page, and must not allocate for each.
@@ -306,6 +347,7 @@ impl<'p, D, F: FnMut() -> Option<(u64, D)>> ReadStream<'p, D, F> {
             ring,
             queue: VecDeque::new(),
             ios: VecDeque::new(),
+            unsettled: Vec::new(),
             pending: Vec::with_capacity(combine_limit),
             spare: Vec::with_capacity(combine_limit),
             exhausted: false,
@@ -479,20 +521,10 @@ impl<'p, D, F: FnMut() -> Option<(u64, D)>> ReadStream<'p, D, F> {
     /// rest is read again). This is what keeps completed-but-unconsumed reads from counting
     /// against the handle budget.
     fn reap(&mut self, backend: &mut Backend) -> Result<(), BufferError> {
-        if !self.ios.is_empty() {
-            backend.reclaim_completed();
-            let aio = self.pool.aio();
-            let mut position = 0;
-            while position < self.ios.len() {
-                if !aio.poll(self.ios[position].wref) {
-                    position += 1;
-                    continue;
-                }
-                let io = self.ios.remove(position).expect("position is valid");
-                // Completed: this only reclaims the handle if that has not happened yet.
-                backend.wait(io.wref);
-                self.finish_io(backend, io.seq)?;
-            }
+        self.collect_completed(backend);
+        // Settling may start reads (the rest of a short read), which may collect more.
+        while let Some(seq) = self.unsettled.pop() {
+            self.finish_io(backend, seq)?;
         }
         if self.order == StreamOrder::Completion {
             for entry in self.queue.iter_mut() {
@@ -502,6 +534,46 @@ impl<'p, D, F: FnMut() -> Option<(u64, D)>> ReadStream<'p, D, F> {
             }
         }
         Ok(())
+    }
+
+    /// Moves every completed read out of `ios` (reclaiming its handle) onto `unsettled`,
+    /// without touching the queue — so it is safe in the middle of starting a read.
+    fn collect_completed(&mut self, backend: &mut Backend) {
+        if self.ios.is_empty() {
+            return;
+        }
+        backend.reclaim_completed();
+        let aio = self.pool.aio();
+        let mut position = 0;
+        while position < self.ios.len() {
+            if !aio.poll(self.ios[position].wref) {
+                position += 1;
+                continue;
+            }
+            let io = self.ios.remove(position).expect("position is valid");
+            // Completed: this only reclaims the handle if that has not happened yet.
+            backend.wait(io.wref);
+            self.unsettled.push(io.seq);
+        }
+    }
+
+    /// Makes room in the handle budget for one more read: takes in completed reads, and if
+    /// every read in the budget is still in flight, waits for any of them. Every path that
+    /// starts a read comes here — a pending run split by hits into several reads, the rest
+    /// of a short read, another thread's failed read — so the budget is never exceeded.
+    fn make_room(&mut self, backend: &mut Backend) {
+        while self.ios.len() >= self.max_ios {
+            self.collect_completed(backend);
+            if self.ios.len() < self.max_ios {
+                break;
+            }
+            self.stats.stalls += 1;
+            self.stats.in_progress_sum += self.ios.len() as u64;
+            let wrefs: Vec<WaitRef> = self.ios.iter().map(|io| io.wref).collect();
+            let start = Instant::now();
+            backend.wait_any(&wrefs);
+            self.stats.wait_ns += start.elapsed().as_nanos() as u64;
+        }
     }
 
     /// Waits for another thread's read of queue entry `position`; if that read failed
@@ -559,6 +631,7 @@ impl<'p, D, F: FnMut() -> Option<(u64, D)>> ReadStream<'p, D, F> {
             at + nblocks,
             self.queue.len()
         );
+        self.make_room(backend);
         let buffers: Vec<BufferId> = self
             .queue
             .range(at..at + nblocks)
@@ -571,6 +644,12 @@ impl<'p, D, F: FnMut() -> Option<(u64, D)>> ReadStream<'p, D, F> {
             entry.state = EntryState::OwnIo(seq);
         }
         self.ios.push_back(StreamIo { seq, wref });
+        debug_assert!(
+            self.ios.len() <= self.max_ios,
+            "read stream has {} reads in flight, over its handle budget {}",
+            self.ios.len(),
+            self.max_ios
+        );
         self.stats.max_ios_in_flight = self.stats.max_ios_in_flight.max(self.ios.len() as u64);
         self.stats.ios += 1;
         self.stats.io_blocks += nblocks as u64;
@@ -580,6 +659,11 @@ impl<'p, D, F: FnMut() -> Option<(u64, D)>> ReadStream<'p, D, F> {
     }
 
     fn wait_own_io(&mut self, backend: &mut Backend, seq: u64) -> Result<(), BufferError> {
+        if let Some(position) = self.unsettled.iter().position(|&done| done == seq) {
+            // Completed and collected while another read was being started.
+            self.unsettled.swap_remove(position);
+            return self.finish_io(backend, seq);
+        }
         let Some(pos) = self.ios.iter().position(|io| io.seq == seq) else {
             return Err(BufferError::Io(crate::aio::AioError::Internal(
                 "stream lost track of a read".into(),
