@@ -471,7 +471,8 @@ impl BackendShared {
         }
     }
 
-    /// True when any of the I/Os `(index, generation)` no longer needs waiting for.
+    /// True when any of the I/Os `(index, generation)` no longer needs waiting for (false
+    /// for an empty list: callers check for one first).
     pub fn any_done(&self, ios: &[(u32, u64)]) -> bool {
         ios.iter()
             .any(|&(index, generation)| self.handles[index as usize].is_done(generation))

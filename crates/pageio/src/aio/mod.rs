@@ -543,7 +543,7 @@ impl Backend {
         if ios.len() != wrefs.len() {
             debug_assert!(false, "wait_any on another backend's I/O");
         }
-        if !self.shared.any_done(&ios) {
+        if !ios.is_empty() && !self.shared.any_done(&ios) {
             let start = Instant::now();
             self.core.method.wait_any(&self.shared, &ios);
             self.account_wait(start);
