@@ -9,11 +9,11 @@
 //!      ▼   look ahead up to `distance` blocks
 //!   pending run  b, b+1, … (≤ io_combine_limit, consecutive)      ─┐
 //!      │  can't extend / full                                       │ pins ≤ pin limit
-//!      ▼                                                            │ I/Os ≤ effective_io_concurrency
+//!      ▼                                                            │ I/Os ≤ the handle budget
 //!   start: pin each block ─► hit: ready   miss: claim ─► one read   │
 //!      │                                                            │
 //!      ▼                                                           ─┘
-//!   queue (block order) ─► hand out (one of the two orders below)
+//!   queue (callback order) ─► hand out (one of the two orders below)
 //! ```
 //!
 //! ## Two orders
@@ -63,7 +63,8 @@
 //!   I/O; minus one on every hit.
 //! * [`DistancePolicy::Adaptive`] — PostgreSQL 19's refinements: the read-ahead distance
 //!   doubles only when the stream actually had to *wait* for a read at the head of the queue
-//!   (I/O that completed in time needs no more depth); it decays only after a run of
+//!   (in completion order: for any read, nothing being ready) — I/O that completed in time
+//!   needs no more depth; it decays only after a run of
 //!   `io_combine_limit` consecutive hits, not on every hit; and a separate *combine distance*
 //!   lets sequential runs reach a full `io_combine_limit` I/O even while hits keep the
 //!   read-ahead distance short.
