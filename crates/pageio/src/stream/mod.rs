@@ -462,10 +462,12 @@ impl<'p, D, F: FnMut() -> Option<(u64, D)>> ReadStream<'p, D, F> {
                 if position > 0 {
                     self.stats.out_of_order += 1;
                 }
+                // Owned by the StreamBuffer from here, so an error below still unpins it.
+                let buffer = self.hand_out(entry);
                 // The slot just freed is refilled now, before the consumer works on the
                 // page, so the device has the next read while the CPU has this one.
                 self.look_ahead(backend)?;
-                return Ok(Some(self.hand_out(entry)));
+                return Ok(Some(buffer));
             }
             if self.queue.is_empty() {
                 if self.exhausted && self.pending.is_empty() {
