@@ -347,6 +347,7 @@ pub fn run(args: ScanArgs) -> CliResult {
             kind,
             predicate,
             policy,
+            stream_order: None,
         },
     )?;
     // One line per page read past, as PostgreSQL's WARNING; on stderr so --json stays clean.

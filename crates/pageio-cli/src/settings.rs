@@ -21,13 +21,16 @@ pub struct SettingsArgs {
     /// I/O worker threads for io_method=worker [default: 3]
     #[arg(long, value_name = "N", help_heading = "Settings")]
     pub io_workers: Option<String>,
-    /// AIO handles per backend (thread) [default: 64]
+    /// AIO handles per backend (thread). A read stream keeps at most this many reads in
+    /// flight, whatever --effective-io-concurrency asks; a completed read gives its handle
+    /// back at once, even before its page is used [default: 64]
     #[arg(long, value_name = "N", help_heading = "Settings")]
     pub io_max_concurrency: Option<String>,
     /// Largest single I/O, in blocks or with a unit (e.g. 256kB) [default: 128kB]
     #[arg(long, value_name = "SIZE", help_heading = "Settings")]
     pub io_combine_limit: Option<String>,
-    /// Most I/Os a read stream keeps in flight; 0 = synchronous [default: 16]
+    /// Most I/Os a read stream keeps in flight (capped by --io-max-concurrency: raise both
+    /// together past 64); 0 = synchronous [default: 16]
     #[arg(long, value_name = "N", help_heading = "Settings")]
     pub effective_io_concurrency: Option<String>,
     /// Buffer pool size (e.g. 128MB) [default: 128MB]

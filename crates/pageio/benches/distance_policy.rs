@@ -75,6 +75,7 @@ fn main() {
                 StreamOptions {
                     policy,
                     bulk_read: false,
+                    ..StreamOptions::default()
                 },
                 || {
                     (next < pages).then(|| {

@@ -194,11 +194,25 @@ pub struct IoConfig {
     pub io_method: IoMethodKind,
     /// I/O worker threads for the worker method.
     pub io_workers: usize,
-    /// AIO handles per backend.
+    /// AIO handles per backend: the handle budget. A read stream keeps at most
+    /// `min(effective_io_concurrency, io_max_concurrency)` reads in flight, and takes in a
+    /// completed read (giving its handle back) as soon as its budget is spent, not when the
+    /// consumer reaches the page — so handles are held only by reads the device still has,
+    /// and buffers waiting to be consumed hold pins, not handles.
+    ///
+    /// Why decoupled rather than sized from `effective_io_concurrency`: PostgreSQL 18 sizes
+    /// it from the pins a backend may hold (`AioChooseMaxConcurrency`: shared_buffers /
+    /// (max_connections + auxiliary processes), at most 64) and caps each stream's I/Os by
+    /// it; handles tied up by completed-but-unconsumed reads were what starved the stream
+    /// here (a queue of finished reads behind one slow one), and freeing them at completion
+    /// removes that without more memory per backend. The default 64 is four times the
+    /// default `effective_io_concurrency`; raise both together past it (measured in
+    /// `docs/BENCHMARKS.md`, "Order-free streams").
     pub io_max_concurrency: usize,
     /// Largest single I/O, in blocks.
     pub io_combine_limit_blocks: usize,
-    /// Most I/Os a read stream keeps in flight; 0 means synchronous.
+    /// Most I/Os a read stream keeps in flight; 0 means synchronous. Capped per stream by
+    /// `io_max_concurrency`.
     pub effective_io_concurrency: usize,
     /// Buffer pool size in bytes.
     pub shared_buffers_bytes: usize,

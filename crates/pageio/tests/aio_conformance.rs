@@ -1207,6 +1207,81 @@ fn the_pipeline_reports_the_lowest_error(method: IoMethodKind) {
     assert_nothing_pending(&backend, &aio);
 }
 
+/// Delays the completion of any I/O covering block 0 by [`SLOW_IO`], in whichever thread
+/// completes it (an I/O worker under worker: a slow device read).
+struct SlowBlockZero;
+
+/// How long [`SlowBlockZero`] holds its I/O: long against a cached 8 kB read.
+const SLOW_IO: std::time::Duration = std::time::Duration::from_millis(400);
+
+impl pageio::aio::FaultInjector for SlowBlockZero {
+    fn inject(&self, _op: IoOp, target: &IoTarget) -> Option<pageio::aio::Fault> {
+        if covers(target, 0) {
+            std::thread::sleep(SLOW_IO);
+        }
+        None
+    }
+}
+
+/// `Backend::wait_any` returns once any of the I/Os is done (the staged ones are submitted
+/// first, so it cannot wait forever), reclaims the completed handles, and returns at once for
+/// an empty list. Under worker, with the read of block 0 slow, it returns on one of the
+/// others, well before the slow one lands.
+fn wait_any_returns_on_the_first_completion(method: IoMethodKind) {
+    let (_dir, aio, mut backend, rel) = aio_with_rel(method, 16);
+    backend.wait_any(&[]);
+    // Staged in batch mode and not yet submitted: wait_any submits them.
+    backend.enter_batch_mode();
+    let refs: Vec<_> = (0..4)
+        .map(|i| stage_read(&mut backend, &rel, i * 2, 1))
+        .collect();
+    backend.wait_any(&refs);
+    backend.exit_batch_mode();
+    assert!(
+        refs.iter().any(|&wref| aio.poll(wref)),
+        "{method}: nothing done"
+    );
+    for wref in refs {
+        let c = backend
+            .wait(wref)
+            .or_else(|| backend.take_completion(wref))
+            .expect("kept");
+        assert!(c.result.is_ok(), "{:?}", c.result);
+    }
+    assert_nothing_pending(&backend, &aio);
+
+    aio.set_fault_injector(Some(Arc::new(SlowBlockZero)));
+    // One batch, so the pool spreads it over its workers: the fast reads cannot queue behind
+    // the slow one on a single worker.
+    backend.enter_batch_mode();
+    let fast: Vec<_> = (1..4)
+        .map(|i| stage_read(&mut backend, &rel, i * 4, 1))
+        .collect();
+    let slow = stage_read(&mut backend, &rel, 0, 1);
+    let mut all = vec![slow];
+    all.extend(&fast);
+    let start = std::time::Instant::now();
+    backend.wait_any(&all);
+    let waited = start.elapsed();
+    backend.exit_batch_mode();
+    if method == IoMethodKind::Worker {
+        assert!(
+            waited < SLOW_IO / 2,
+            "worker: wait_any waited {waited:?} for the slow read"
+        );
+        assert!(fast.iter().any(|&wref| aio.poll(wref)));
+    }
+    for wref in all {
+        let c = backend
+            .wait(wref)
+            .or_else(|| backend.take_completion(wref))
+            .expect("kept");
+        assert!(c.result.is_ok(), "{:?}", c.result);
+    }
+    aio.set_fault_injector(None);
+    assert_nothing_pending(&backend, &aio);
+}
+
 macro_rules! conformance {
     ($($name:ident),* $(,)?) => {
         mod sync {
@@ -1267,4 +1342,5 @@ conformance!(
     refused_submissions_fail_the_ios_with_the_errno,
     a_waiter_on_an_unsubmitted_io_returns,
     the_pipeline_reports_the_lowest_error,
+    wait_any_returns_on_the_first_completion,
 );

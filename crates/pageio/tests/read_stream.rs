@@ -86,7 +86,11 @@ fn sequential_and_random_streams_hand_out_every_block_in_order(method: IoMethodK
     let pool = common::checksum_pool(&aio);
     for policy in [DistancePolicy::Pg18, DistancePolicy::Adaptive] {
         for bulk_read in [false, true] {
-            let options = StreamOptions { policy, bulk_read };
+            let options = StreamOptions {
+                policy,
+                bulk_read,
+                ..StreamOptions::default()
+            };
             let all: Vec<u64> = (0..NBLOCKS).collect();
             assert_eq!(
                 stream_blocks(&aio, &pool, &rel, all.clone(), options).unwrap(),

@@ -100,6 +100,7 @@ fn both_distance_policies_agree() {
                         hi: 750.0,
                     },
                     policy,
+                    stream_order: None,
                 },
             )
             .unwrap();

@@ -274,6 +274,7 @@ fn run_query(
             hi: query.hi,
         },
         policy: DistancePolicy::Adaptive,
+        stream_order: None,
     };
     ctx.progress.set_message(format!(
         "{cell_name}, {} {:.4}%",

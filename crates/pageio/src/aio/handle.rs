@@ -34,7 +34,7 @@
 //! asleep. The completer is a running thread (the submitter, an I/O worker), so the sleep
 //! always ends.
 
-use std::sync::atomic::{AtomicI32, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -297,6 +297,12 @@ pub(crate) struct BackendShared {
     pub tid: AtomicI32,
     pub active: std::sync::atomic::AtomicBool,
     pub direct: bool,
+    /// Threads sleeping in [`BackendShared::wait_any_done_timeout`]: a completion takes
+    /// `any_lock` and wakes `any_cond` only when there is one, so the common case (nobody
+    /// waiting for "any") costs one atomic load per completion.
+    pub any_sleepers: AtomicU32,
+    pub any_lock: Mutex<()>,
+    pub any_cond: Condvar,
 }
 
 impl BackendShared {
@@ -323,6 +329,9 @@ impl BackendShared {
             tid: AtomicI32::new(0),
             active: std::sync::atomic::AtomicBool::new(false),
             direct,
+            any_sleepers: AtomicU32::new(0),
+            any_lock: Mutex::new(()),
+            any_cond: Condvar::new(),
         }
     }
 
@@ -390,6 +399,16 @@ impl BackendShared {
         if data.sleepers > 0 {
             handle.cond.notify_all();
         }
+        drop(data);
+        // Pairs with the fence in `wait_any_done_timeout`: either that waiter sees this
+        // handle done, or this completion sees the waiter counted and wakes it under the lock
+        // (the waiter checks the handles under the same lock, so the wake cannot fall between
+        // its check and its sleep).
+        std::sync::atomic::fence(Ordering::SeqCst);
+        if self.any_sleepers.load(Ordering::Relaxed) > 0 {
+            let _guard = self.any_lock.lock().unwrap_or_else(|p| p.into_inner());
+            self.any_cond.notify_all();
+        }
     }
 
     /// Applies an injected fault, distils the result and runs the shared callback; returns
@@ -450,6 +469,43 @@ impl BackendShared {
             data = handle.cond.wait(data).unwrap_or_else(|p| p.into_inner());
             data.sleepers -= 1;
         }
+    }
+
+    /// True when any of the I/Os `(index, generation)` no longer needs waiting for (false
+    /// for an empty list: callers check for one first).
+    pub fn any_done(&self, ios: &[(u32, u64)]) -> bool {
+        ios.iter()
+            .any(|&(index, generation)| self.handles[index as usize].is_done(generation))
+    }
+
+    /// Sleeps until any of the I/Os `ios` has completed shared or `timeout` has passed;
+    /// returns whether one is done. An empty list is "done" (there is nothing to wait for).
+    /// Completions of this backend's handles wake the sleep (see [`BackendShared::complete`]).
+    pub fn wait_any_done_timeout(&self, ios: &[(u32, u64)], timeout: Duration) -> bool {
+        if ios.is_empty() || self.any_done(ios) {
+            return true;
+        }
+        let deadline = Instant::now() + timeout;
+        self.any_sleepers.fetch_add(1, Ordering::Relaxed);
+        std::sync::atomic::fence(Ordering::SeqCst);
+        let mut guard = self.any_lock.lock().unwrap_or_else(|p| p.into_inner());
+        let done = loop {
+            if self.any_done(ios) {
+                break true;
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                break false;
+            }
+            guard = self
+                .any_cond
+                .wait_timeout(guard, deadline - now)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        };
+        drop(guard);
+        self.any_sleepers.fetch_sub(1, Ordering::Relaxed);
+        done
     }
 
     /// Sleeps on the handle's condition variable until the I/O `(index, generation)` has

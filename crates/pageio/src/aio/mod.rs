@@ -254,6 +254,7 @@ impl Aio {
             in_flight: VecDeque::with_capacity(handle_count as usize),
             staged: Vec::with_capacity(MAX_BATCH_IOS),
             batch_depth: 0,
+            handle_waits: 0,
             kept: HashMap::new(),
             _not_send: PhantomData,
         })
@@ -418,6 +419,8 @@ pub struct Backend {
     in_flight: VecDeque<u32>,
     staged: Vec<u32>,
     batch_depth: u32,
+    /// See [`Backend::handle_waits`].
+    handle_waits: u64,
     kept: HashMap<(u32, u64), IoCompletion>,
     _not_send: PhantomData<*const ()>,
 }
@@ -511,8 +514,41 @@ impl Backend {
             let gen = self.shared.handles[oldest as usize]
                 .generation
                 .load(Ordering::Acquire);
+            // Every handle is in flight: a caller asked for more concurrent I/Os than
+            // io_max_concurrency. Counted, because a stream sized to its handle budget never
+            // gets here (see `stream`): it would stall behind the oldest I/O.
+            self.handle_waits += 1;
             self.wait_local(oldest, gen);
         }
+    }
+
+    /// Times [`Backend::acquire`] found every handle in flight and had to wait for the oldest
+    /// I/O: how often callers asked for more I/Os than `io_max_concurrency` allows.
+    pub fn handle_waits(&self) -> u64 {
+        self.handle_waits
+    }
+
+    /// Waits until any of `wrefs` — this backend's own I/Os — needs no more waiting, and
+    /// reclaims every handle whose I/O has completed. Staged I/O is submitted first, so the
+    /// wait always ends. Returns at once if `wrefs` is empty or one is already done. For
+    /// consumers that can use whichever I/O finishes first (an order-free read stream).
+    pub fn wait_any(&mut self, wrefs: &[WaitRef]) {
+        self.submit_staged();
+        let own = self.shared.id;
+        let ios: Vec<(u32, u64)> = wrefs
+            .iter()
+            .filter(|wref| wref.backend_id == own)
+            .map(|wref| (wref.index, wref.generation))
+            .collect();
+        if ios.len() != wrefs.len() {
+            debug_assert!(false, "wait_any on another backend's I/O");
+        }
+        if !ios.is_empty() && !self.shared.any_done(&ios) {
+            let start = Instant::now();
+            self.core.method.wait_any(&self.shared, &ios);
+            self.account_wait(start);
+        }
+        self.reclaim_completed();
     }
 
     /// Enters batch mode: staged I/Os are held back (up to [`MAX_BATCH_IOS`]) and submitted

@@ -100,7 +100,7 @@ use crate::page::heap::{HEAP_XMAX_IS_MULTI, HEAP_XMIN_FROZEN};
 use crate::page::heap::{HEAP_XMIN_COMMITTED, HEAP_XMIN_INVALID};
 use crate::page::{ItemPointer, LinePointerFlags, PageError, PageRef};
 use crate::storage::{RelFile, StorageError, RELSEG_SIZE_BLOCKS};
-use crate::stream::{DistancePolicy, ReadStream, StreamOptions, StreamStats};
+use crate::stream::{DistancePolicy, ReadStream, StreamOptions, StreamOrder, StreamStats};
 use crate::Backend;
 
 mod predicate;
@@ -339,6 +339,10 @@ pub struct ScanOptions {
     pub predicate: Between,
     /// The read stream's look-ahead policy.
     pub policy: DistancePolicy,
+    /// The heap stream's order; `None` lets the scan choose: completion order for seq and
+    /// bitmap scans (their count and sum do not depend on the order in which pages come),
+    /// block order for index scans (key order).
+    pub stream_order: Option<StreamOrder>,
 }
 
 /// PostgreSQL's `FrozenTransactionId`: what a frozen tuple's xmin reads as.
@@ -697,6 +701,8 @@ fn seq_scan(
         StreamOptions {
             policy: options.policy,
             bulk_read: true,
+            // A count and a sum do not depend on page order.
+            order: options.stream_order.unwrap_or(StreamOrder::Completion),
         },
         move || {
             (next < nblocks).then(|| {
@@ -1074,6 +1080,8 @@ fn bitmap_scan(
         StreamOptions {
             policy: options.policy,
             bulk_read: false,
+            // A bitmap heap scan's result is unordered.
+            order: options.stream_order.unwrap_or(StreamOrder::Completion),
         },
         move || pages.pop_front(),
     );
@@ -1114,6 +1122,8 @@ fn index_scan(
         StreamOptions {
             policy: options.policy,
             bulk_read: false,
+            // Key order is the index scan's contract.
+            order: options.stream_order.unwrap_or(StreamOrder::BlockOrder),
         },
         move || {
             feed.borrow_mut()

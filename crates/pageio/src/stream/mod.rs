@@ -9,12 +9,49 @@
 //!      ▼   look ahead up to `distance` blocks
 //!   pending run  b, b+1, … (≤ io_combine_limit, consecutive)      ─┐
 //!      │  can't extend / full                                       │ pins ≤ pin limit
-//!      ▼                                                            │ I/Os ≤ effective_io_concurrency
+//!      ▼                                                            │ I/Os ≤ the handle budget
 //!   start: pin each block ─► hit: ready   miss: claim ─► one read   │
 //!      │                                                            │
 //!      ▼                                                           ─┘
-//!   queue (block order) ─► head ready? hand it out : wait for its read (a "stall")
+//!   queue (callback order) ─► hand out (one of the two orders below)
 //! ```
+//!
+//! ## Two orders
+//!
+//! [`StreamOrder::BlockOrder`] (the default, PostgreSQL's) hands out the head of the queue
+//! and waits for its read when it is not ready. [`StreamOrder::Completion`] hands out
+//! whichever entry is ready — a cached hit at once, then reads as they finish — and when none
+//! is, waits for *any* of its reads ([`Backend::wait_any`]) instead of the oldest:
+//!
+//! ```text
+//!   queue        12 ready   40 reading (slow)   41 ready   97 reading   98 ready
+//!
+//!   BlockOrder   12 │ wait for 40 ............ │ 40 41 │ wait 97 │ 97 98
+//!                     the device idles behind 40 once 41, 97, 98 are done
+//!
+//!   Completion   12 41 98 │ refill: 99 100 … │ 97 │ … │ 40 (when it lands)
+//!                every slot freed is refilled at once; 40 holds one slot, not the queue
+//! ```
+//!
+//! Each buffer still carries its callback data `D`, so a consumer that needs to know which
+//! request a page answers (a bitmap's offsets) still does. Under `io_uring` and `worker`
+//! completion order is real; under `sync` reads complete as they are started (deferred to
+//! when nothing else is ready), so it comes out in block order. Seq scans (a count and a
+//! sum) and bitmap heap scans (an unordered result) use completion order; index scans keep
+//! key order.
+//!
+//! ## The handle budget
+//!
+//! A read holds an AIO handle from staging until the stream takes in its completion. The
+//! stream never has more reads in flight than `min(effective_io_concurrency,
+//! io_max_concurrency)` ([`StreamStats::io_budget`]): more would make `Backend::acquire`
+//! wait for the backend's oldest read. And when the budget is spent it first takes in every
+//! read that has completed — marking its buffers ready and giving the handle back — so a
+//! completed read waiting to be consumed holds a pin, never a handle, and never blocks the
+//! next submission. Worked example (`effective_io_concurrency` 16, one-block random reads,
+//! one of them slow): in block order the stream stops at 16 reads once the slow one reaches
+//! the head; in completion order the 15 other slots keep cycling through the relation, and
+//! the slow block is handed out when it lands.
 //!
 //! ## The look-ahead distance
 //!
@@ -26,7 +63,8 @@
 //!   I/O; minus one on every hit.
 //! * [`DistancePolicy::Adaptive`] — PostgreSQL 19's refinements: the read-ahead distance
 //!   doubles only when the stream actually had to *wait* for a read at the head of the queue
-//!   (I/O that completed in time needs no more depth); it decays only after a run of
+//!   (in completion order: for any read, nothing being ready) — I/O that completed in time
+//!   needs no more depth; it decays only after a run of
 //!   `io_combine_limit` consecutive hits, not on every hit; and a separate *combine distance*
 //!   lets sequential runs reach a full `io_combine_limit` I/O even while hits keep the
 //!   read-ahead distance short.
@@ -51,9 +89,10 @@
 //! suite's profile enables): the buffers the stream pins (its queue) plus the blocks of its
 //! pending run never exceed its pin limit (`max_distance`); the pending run never exceeds
 //! `io_combine_limit`; both distances stay between 1 and their bound; a read is only ever
-//! started for entries inside the queue. Every wait is on a read some thread has started —
-//! this stream's (started before it waits), or another thread's buffer I/O — so a stall
-//! always ends.
+//! started for entries inside the queue; the reads in flight never exceed the handle budget.
+//! Every wait is on a read some thread has started — this stream's (started before it
+//! waits, and `wait_any` submits staged reads first), or another thread's buffer I/O — so a
+//! stall always ends.
 
 use std::collections::VecDeque;
 use std::time::Instant;
@@ -75,6 +114,21 @@ pub enum DistancePolicy {
     Adaptive,
 }
 
+/// In which order a stream hands out its buffers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StreamOrder {
+    /// In the order the callback named the blocks (PostgreSQL's read streams): for
+    /// consumers whose result depends on the order — an index scan returning key order.
+    #[default]
+    BlockOrder,
+    /// Whichever buffer is ready first: cached hits at once, then reads as they complete,
+    /// the window refilled after each. For consumers whose result does not depend on the
+    /// order (a bitmap heap scan, a count, a checksum pass): one slow read no longer holds
+    /// back every read queued behind it.
+    Completion,
+}
+
 /// Options of one stream.
 #[derive(Debug, Clone, Copy)]
 pub struct StreamOptions {
@@ -82,6 +136,8 @@ pub struct StreamOptions {
     pub policy: DistancePolicy,
     /// Recycle a bulk-read ring of buffers (sequential scans) instead of sweeping the pool.
     pub bulk_read: bool,
+    /// Block order, or completion order.
+    pub order: StreamOrder,
 }
 
 impl Default for StreamOptions {
@@ -89,6 +145,7 @@ impl Default for StreamOptions {
         StreamOptions {
             policy: DistancePolicy::Adaptive,
             bulk_read: false,
+            order: StreamOrder::BlockOrder,
         }
     }
 }
@@ -120,6 +177,15 @@ pub struct StreamStats {
     pub distance_capacity: u64,
     /// `posix_fadvise(WILLNEED)` calls (sync method only).
     pub advice: u64,
+    /// Most reads (AIO handles) the stream may have in flight: `effective_io_concurrency`,
+    /// capped by `io_max_concurrency`.
+    pub io_budget: u64,
+    /// Most of this stream's reads in flight (submitted, completion not yet seen) at once;
+    /// never above `io_budget`.
+    pub max_ios_in_flight: u64,
+    /// Buffers handed out ahead of one named earlier that was still being read
+    /// (completion order only): how often the order-free mode went around a slow read.
+    pub out_of_order: u64,
     #[serde(skip)]
     distance_sum: u64,
     #[serde(skip)]
@@ -158,6 +224,9 @@ impl StreamStats {
         self.distance_max = self.distance_max.max(other.distance_max);
         self.distance_capacity = self.distance_capacity.max(other.distance_capacity);
         self.advice += other.advice;
+        self.io_budget = self.io_budget.max(other.io_budget);
+        self.max_ios_in_flight = self.max_ios_in_flight.max(other.max_ios_in_flight);
+        self.out_of_order += other.out_of_order;
         self.distance_sum += other.distance_sum;
         self.in_progress_sum += other.in_progress_sum;
         self.io_blocks += other.io_blocks;
@@ -222,12 +291,16 @@ pub struct ReadStream<'p, D, F: FnMut() -> Option<(u64, D)>> {
     ring: Option<BufferRing>,
     queue: VecDeque<Entry<D>>,
     ios: VecDeque<StreamIo>,
+    /// Reads that have completed and given their handle back, whose entries are not yet
+    /// marked ready (see `collect_completed`).
+    unsettled: Vec<u64>,
     pending: Vec<(u64, D)>,
     /// The previous pending run's vector, kept for its capacity: a fully cached stream
     /// starts one run per page, and must not allocate for each.
     spare: Vec<(u64, D)>,
     exhausted: bool,
     policy: DistancePolicy,
+    order: StreamOrder,
     distance: usize,
     combine_distance: usize,
     max_distance: usize,
@@ -248,11 +321,17 @@ impl<'p, D, F: FnMut() -> Option<(u64, D)>> ReadStream<'p, D, F> {
         let combine_limit = config.io_combine_limit_blocks.max(1);
         let eic = config.effective_io_concurrency;
         // effective_io_concurrency = 0 means synchronous: one block at a time, no look-ahead.
+        // The handle budget: never more reads in flight than the backend has handles
+        // (io_max_concurrency), or `Backend::acquire` would wait for the oldest read — the
+        // stall this cap exists to avoid. Completed reads give their handle back as soon as
+        // the stream sees them (`reap`), not when their buffer is consumed, so the budget
+        // counts only reads the device still holds.
+        let handles = config.io_max_concurrency.max(1);
         let (max_ios, max_distance) = if eic == 0 {
             (1, 1)
         } else {
             let pins = pool.pin_limit_per_backend();
-            (eic, (eic * combine_limit).min(pins).max(1))
+            (eic.min(handles), (eic * combine_limit).min(pins).max(1))
         };
         let sync_method = pool.aio().io_method() == IoMethodKind::Sync;
         let ring = options.bulk_read.then(|| pool.bulk_read_ring());
@@ -269,10 +348,12 @@ impl<'p, D, F: FnMut() -> Option<(u64, D)>> ReadStream<'p, D, F> {
             ring,
             queue: VecDeque::new(),
             ios: VecDeque::new(),
+            unsettled: Vec::new(),
             pending: Vec::with_capacity(combine_limit),
             spare: Vec::with_capacity(combine_limit),
             exhausted: false,
             policy: options.policy,
+            order: options.order,
             distance: 1,
             combine_distance: 1,
             max_distance,
@@ -285,6 +366,7 @@ impl<'p, D, F: FnMut() -> Option<(u64, D)>> ReadStream<'p, D, F> {
             next_seq: 0,
             stats: StreamStats {
                 distance_capacity: max_distance as u64,
+                io_budget: max_ios as u64,
                 ..StreamStats::default()
             },
         }
@@ -315,8 +397,30 @@ impl<'p, D, F: FnMut() -> Option<(u64, D)>> ReadStream<'p, D, F> {
         }
     }
 
-    /// The next pinned, verified buffer, or `None` at the end of the stream.
+    /// The next pinned, verified buffer, or `None` at the end of the stream: the next in
+    /// block order, or under [`StreamOrder::Completion`] whichever is ready first.
     pub fn next(
+        &mut self,
+        backend: &mut Backend,
+    ) -> Result<Option<StreamBuffer<'p, D>>, BufferError> {
+        match self.order {
+            StreamOrder::BlockOrder => self.next_in_block_order(backend),
+            StreamOrder::Completion => self.next_completed(backend),
+        }
+    }
+
+    fn hand_out(&mut self, entry: Entry<D>) -> StreamBuffer<'p, D> {
+        self.stats.buffers += 1;
+        self.stats.distance_sum += self.window() as u64;
+        StreamBuffer {
+            pool: self.pool,
+            block: entry.block,
+            buffer: entry.buffer,
+            data: entry.data,
+        }
+    }
+
+    fn next_in_block_order(
         &mut self,
         backend: &mut Backend,
     ) -> Result<Option<StreamBuffer<'p, D>>, BufferError> {
@@ -331,46 +435,189 @@ impl<'p, D, F: FnMut() -> Option<(u64, D)>> ReadStream<'p, D, F> {
             match head.state {
                 EntryState::Ready => {
                     let entry = self.queue.pop_front().expect("head exists");
-                    self.stats.buffers += 1;
-                    self.stats.distance_sum += self.window() as u64;
-                    return Ok(Some(StreamBuffer {
-                        pool: self.pool,
-                        block: entry.block,
-                        buffer: entry.buffer,
-                        data: entry.data,
-                    }));
+                    return Ok(Some(self.hand_out(entry)));
                 }
                 EntryState::OwnIo(seq) => self.wait_own_io(backend, seq)?,
-                EntryState::OtherIo => {
-                    let id = head.buffer;
-                    let start = Instant::now();
-                    let valid = self.pool.wait_for_buffer(backend, id)?;
-                    self.stats.wait_ns += start.elapsed().as_nanos() as u64;
-                    if valid {
-                        self.queue[0].state = EntryState::Ready;
-                    } else {
-                        // The other read failed part-way; we own the retry.
-                        let block = self.queue[0].block;
-                        self.issue(backend, 0, 1, block)?;
-                    }
+                EntryState::OtherIo => self.wait_other_io(backend, 0)?,
+                EntryState::Deferred => self.issue_deferred(backend, 0)?,
+            }
+        }
+    }
+
+    /// The order-free loop: hand out any ready entry (the earliest-named one, so a cached
+    /// stream still runs in block order), refilling the window right after; with none
+    /// ready, start deferred reads (sync), else wait for *any* of this stream's reads, else
+    /// for another thread's.
+    fn next_completed(
+        &mut self,
+        backend: &mut Backend,
+    ) -> Result<Option<StreamBuffer<'p, D>>, BufferError> {
+        loop {
+            self.look_ahead(backend)?;
+            if self.ready_position().is_none() {
+                self.reap(backend)?;
+            }
+            if let Some(position) = self.ready_position() {
+                let entry = self.queue.remove(position).expect("position is valid");
+                if position > 0 {
+                    self.stats.out_of_order += 1;
                 }
-                EntryState::Deferred => {
-                    let nblocks = self
-                        .queue
-                        .iter()
-                        .take_while(|entry| entry.state == EntryState::Deferred)
-                        .count();
-                    let block = self.queue[0].block;
-                    let nblocks = (1..nblocks)
-                        .take_while(|&position| {
-                            self.queue[position].block == block + position as u64
-                        })
-                        .count()
-                        + 1;
-                    self.issue(backend, 0, nblocks, block)?;
+                // Owned by the StreamBuffer from here, so an error below still unpins it.
+                let buffer = self.hand_out(entry);
+                // The slot just freed is refilled now, before the consumer works on the
+                // page, so the device has the next read while the CPU has this one.
+                self.look_ahead(backend)?;
+                return Ok(Some(buffer));
+            }
+            if self.queue.is_empty() {
+                if self.exhausted && self.pending.is_empty() {
+                    return Ok(None);
+                }
+                continue;
+            }
+            if let Some(position) = self
+                .queue
+                .iter()
+                .position(|entry| entry.state == EntryState::Deferred)
+            {
+                self.issue_deferred(backend, position)?;
+            } else if !self.ios.is_empty() {
+                self.stall_any(backend)?;
+            } else {
+                let position = self
+                    .queue
+                    .iter()
+                    .position(|entry| entry.state == EntryState::OtherIo)
+                    .ok_or_else(|| {
+                        BufferError::Io(crate::aio::AioError::Internal(
+                            "read stream has entries that are neither ready nor being read".into(),
+                        ))
+                    })?;
+                self.wait_other_io(backend, position)?;
+            }
+        }
+    }
+
+    /// The first entry ready to hand out.
+    fn ready_position(&self) -> Option<usize> {
+        self.queue
+            .iter()
+            .position(|entry| entry.state == EntryState::Ready)
+    }
+
+    /// Blocks until any of this stream's reads completes, then takes in every completed one.
+    fn stall_any(&mut self, backend: &mut Backend) -> Result<(), BufferError> {
+        self.stats.stalls += 1;
+        self.stats.in_progress_sum += self.ios.len() as u64;
+        let wrefs: Vec<WaitRef> = self.ios.iter().map(|io| io.wref).collect();
+        let start = Instant::now();
+        backend.wait_any(&wrefs);
+        self.stats.wait_ns += start.elapsed().as_nanos() as u64;
+        if self.policy == DistancePolicy::Adaptive {
+            self.distance = (self.distance * 2).min(self.max_distance);
+        }
+        self.reap(backend)
+    }
+
+    /// Takes in every read of this stream that has completed, without waiting: its handle
+    /// goes back to the backend and its entries become ready (or, for a short read, the
+    /// rest is read again). This is what keeps completed-but-unconsumed reads from counting
+    /// against the handle budget.
+    fn reap(&mut self, backend: &mut Backend) -> Result<(), BufferError> {
+        self.collect_completed(backend);
+        // Settling may start reads (the rest of a short read), which may collect more.
+        while let Some(seq) = self.unsettled.pop() {
+            self.finish_io(backend, seq)?;
+        }
+        if self.order == StreamOrder::Completion {
+            for entry in self.queue.iter_mut() {
+                if entry.state == EntryState::OtherIo && self.pool.is_valid(entry.buffer) {
+                    entry.state = EntryState::Ready;
                 }
             }
         }
+        Ok(())
+    }
+
+    /// Moves every completed read out of `ios` (reclaiming its handle) onto `unsettled`,
+    /// without touching the queue — so it is safe in the middle of starting a read.
+    fn collect_completed(&mut self, backend: &mut Backend) {
+        if self.ios.is_empty() {
+            return;
+        }
+        backend.reclaim_completed();
+        let aio = self.pool.aio();
+        let mut position = 0;
+        while position < self.ios.len() {
+            if !aio.poll(self.ios[position].wref) {
+                position += 1;
+                continue;
+            }
+            let io = self.ios.remove(position).expect("position is valid");
+            // Completed: this only reclaims the handle if that has not happened yet.
+            backend.wait(io.wref);
+            self.unsettled.push(io.seq);
+        }
+    }
+
+    /// Makes room in the handle budget for one more read: takes in completed reads, and if
+    /// every read in the budget is still in flight, waits for any of them. Every path that
+    /// starts a read comes here — a pending run split by hits into several reads, the rest
+    /// of a short read, another thread's failed read — so the budget is never exceeded.
+    fn make_room(&mut self, backend: &mut Backend) {
+        while self.ios.len() >= self.max_ios {
+            self.collect_completed(backend);
+            if self.ios.len() < self.max_ios {
+                break;
+            }
+            self.stats.stalls += 1;
+            self.stats.in_progress_sum += self.ios.len() as u64;
+            let wrefs: Vec<WaitRef> = self.ios.iter().map(|io| io.wref).collect();
+            let start = Instant::now();
+            backend.wait_any(&wrefs);
+            self.stats.wait_ns += start.elapsed().as_nanos() as u64;
+        }
+    }
+
+    /// Waits for another thread's read of queue entry `position`; if that read failed
+    /// part-way, this stream owns the retry and starts it.
+    fn wait_other_io(&mut self, backend: &mut Backend, position: usize) -> Result<(), BufferError> {
+        let id = self.queue[position].buffer;
+        let start = Instant::now();
+        let valid = self.pool.wait_for_buffer(backend, id)?;
+        self.stats.wait_ns += start.elapsed().as_nanos() as u64;
+        if valid {
+            self.queue[position].state = EntryState::Ready;
+        } else {
+            let block = self.queue[position].block;
+            self.issue(backend, position, 1, block)?;
+        }
+        Ok(())
+    }
+
+    /// Starts the deferred (sync method) run beginning at queue entry `position`: the
+    /// following deferred entries holding consecutive blocks, as one read. Entries of
+    /// separate pending runs can line up (a random pattern naming 141, then 142 later), so
+    /// the read is capped at `io_combine_limit` and at the segment's end, as a pending run
+    /// is.
+    fn issue_deferred(
+        &mut self,
+        backend: &mut Backend,
+        position: usize,
+    ) -> Result<(), BufferError> {
+        let block = self.queue[position].block;
+        let most = self
+            .combine_limit
+            .min(RelFile::blocks_in_segment(block) as usize)
+            .min(self.queue.len() - position);
+        let nblocks = (1..most)
+            .take_while(|&offset| {
+                let entry = &self.queue[position + offset];
+                entry.state == EntryState::Deferred && entry.block == block + offset as u64
+            })
+            .count()
+            + 1;
+        self.issue(backend, position, nblocks, block)
     }
 
     /// Starts the read of queue entries `at..at+n` (consecutive blocks from `block`).
@@ -387,6 +634,7 @@ impl<'p, D, F: FnMut() -> Option<(u64, D)>> ReadStream<'p, D, F> {
             at + nblocks,
             self.queue.len()
         );
+        self.make_room(backend);
         let buffers: Vec<BufferId> = self
             .queue
             .range(at..at + nblocks)
@@ -399,6 +647,13 @@ impl<'p, D, F: FnMut() -> Option<(u64, D)>> ReadStream<'p, D, F> {
             entry.state = EntryState::OwnIo(seq);
         }
         self.ios.push_back(StreamIo { seq, wref });
+        debug_assert!(
+            self.ios.len() <= self.max_ios,
+            "read stream has {} reads in flight, over its handle budget {}",
+            self.ios.len(),
+            self.max_ios
+        );
+        self.stats.max_ios_in_flight = self.stats.max_ios_in_flight.max(self.ios.len() as u64);
         self.stats.ios += 1;
         self.stats.io_blocks += nblocks as u64;
         self.stats.shared_read += nblocks as u64;
@@ -407,6 +662,11 @@ impl<'p, D, F: FnMut() -> Option<(u64, D)>> ReadStream<'p, D, F> {
     }
 
     fn wait_own_io(&mut self, backend: &mut Backend, seq: u64) -> Result<(), BufferError> {
+        if let Some(position) = self.unsettled.iter().position(|&done| done == seq) {
+            // Completed and collected while another read was being started.
+            self.unsettled.swap_remove(position);
+            return self.finish_io(backend, seq);
+        }
         let Some(pos) = self.ios.iter().position(|io| io.seq == seq) else {
             return Err(BufferError::Io(crate::aio::AioError::Internal(
                 "stream lost track of a read".into(),
@@ -426,7 +686,13 @@ impl<'p, D, F: FnMut() -> Option<(u64, D)>> ReadStream<'p, D, F> {
             // Done already: reclaim it so the handle returns to the pool.
             backend.wait(io.wref);
         }
-        // Every entry of that read is now valid, failed, or (partial read) back to us.
+        self.finish_io(backend, seq)
+    }
+
+    /// Settles the entries of the completed read `seq`: each is now valid, failed (the
+    /// error, naming file and block, is returned), or — after a short read — claimed by
+    /// this stream again, in which case the rest of the run is read again.
+    fn finish_io(&mut self, backend: &mut Backend, seq: u64) -> Result<(), BufferError> {
         let mut position = 0;
         while position < self.queue.len() {
             if self.queue[position].state != EntryState::OwnIo(seq) {
@@ -506,6 +772,11 @@ impl<'p, D, F: FnMut() -> Option<(u64, D)>> ReadStream<'p, D, F> {
     }
 
     fn look_ahead_batched(&mut self, backend: &mut Backend) -> Result<(), BufferError> {
+        if self.ios.len() >= self.max_ios {
+            // The budget is spent: reads that have completed but whose buffers are not yet
+            // consumed must not hold it (one slow read would otherwise idle the queue).
+            self.reap(backend)?;
+        }
         while !self.exhausted
             && self.queue.len() + self.pending.len() < self.window()
             && self.ios.len() < self.max_ios

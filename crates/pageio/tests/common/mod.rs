@@ -96,6 +96,7 @@ pub fn scan(
             kind,
             predicate,
             policy: DistancePolicy::Adaptive,
+            stream_order: None,
         },
     )
 }

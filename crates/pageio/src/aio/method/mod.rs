@@ -38,6 +38,11 @@ use crate::config::IoMethodKind;
 /// Most iovecs in one kernel I/O. The kernel's `IOV_MAX` is 1024; merging stops there.
 pub(crate) const MAX_IOVECS_PER_IO: usize = 1024;
 
+/// Longest single sleep of [`IoMethodImpl::wait_any`] before it looks at the handles again.
+/// Completions wake the sleep at once; the slice only bounds the cost of a wake-up lost to a
+/// bug, and 10 ms is short against a stalled scan yet long enough not to spin.
+pub(crate) const WAIT_ANY_SLICE: std::time::Duration = std::time::Duration::from_millis(10);
+
 /// One kernel I/O: a leader handle and the handles merged behind it, in file order.
 pub(crate) type Group = Vec<u32>;
 
@@ -65,6 +70,15 @@ pub(crate) trait IoMethodImpl: Send + Sync {
     /// submitting its own staged I/O).
     fn wait_for(&self, backend: &BackendShared, index: u32, generation: u64) {
         backend.wait_done(index, generation);
+    }
+
+    /// Waits until any of `backend`'s I/Os `ios` (`(index, generation)` pairs) has completed
+    /// shared — what an order-free read stream needs: the first read to finish, whichever
+    /// it is. Bounded like [`IoMethodImpl::wait_for`]: every I/O in `ios` was submitted, so
+    /// one of them completes; the sleep is sliced so that a missed wake costs a slice, not a
+    /// hang.
+    fn wait_any(&self, backend: &BackendShared, ios: &[(u32, u64)]) {
+        while !backend.wait_any_done_timeout(ios, WAIT_ANY_SLICE) {}
     }
 
     /// Completes whatever has finished without waiting (io_uring: drains the ring's

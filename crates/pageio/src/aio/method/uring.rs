@@ -516,6 +516,26 @@ impl IoMethodImpl for UringMethod {
         }
     }
 
+    fn wait_any(&self, backend: &BackendShared, ios: &[(u32, u64)]) {
+        // As `wait_for`: nothing completes until someone reaps the ring, so reap and sleep
+        // in the kernel, which wakes at the first completion of any of this ring's SQEs.
+        // An empty list has nothing to wait for (and `any_done` of it is false).
+        while !ios.is_empty() && !backend.any_done(ios) {
+            let Some(ring) = self.ring(backend.id) else {
+                backend.wait_any_done_timeout(ios, WAIT_SLICE);
+                continue;
+            };
+            if ring.wait_for_completions(backend, || backend.any_done(ios)) {
+                return;
+            }
+            if ring.in_kernel() == 0 {
+                // Still with the owner (staged or being failed): its completion wakes this
+                // sleep, and the slice bounds it.
+                backend.wait_any_done_timeout(ios, WAIT_SLICE);
+            }
+        }
+    }
+
     fn reap(&self, backend: &BackendShared) {
         if let Some(ring) = self.ring(backend.id) {
             ring.reap(backend);
