@@ -55,6 +55,10 @@
 //! this stream's (started before it waits), or another thread's buffer I/O — so a stall
 //! always ends.
 
+pub mod write;
+
+pub use write::{write_stream, WriteStreamOptions, WriteStreamStats};
+
 use std::collections::VecDeque;
 use std::time::Instant;
 
