@@ -25,9 +25,11 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use clap::{ArgGroup, Args};
+use pageio::verify::enable::PG_DATA_CHECKSUM_VERSION;
 use pageio::verify::{
-    default_jobs, rewrite_checksums, sync_cluster_files, verify_config, walk_cluster,
-    write_control_file, ControlFile, EnableTotals, SyncMethod, VerifyError,
+    default_jobs, enable_checksums, sync_cluster_files, verify_config, walk_cluster,
+    write_control_file, ClusterFile, ControlFile, EnableObserver, EnableStep, EnableTotals,
+    SyncMethod, VerifyError,
 };
 use pageio::Aio;
 
@@ -223,54 +225,93 @@ fn change(args: &ChecksumsArgs) -> Result<i32, Failure> {
     let aio = start_engine(&args.settings, jobs)?;
     let files = walk_cluster(&datadir, None)?;
     let total_bytes: u64 = files.iter().map(|f| f.size_bytes).sum();
-    let mut progress = crate::verify::Progress::new(args.progress, total_bytes);
     let started = std::time::Instant::now();
-    let verbose = args.verbose;
-    let result = rewrite_checksums(
+    let mut observer = Printer {
+        verbose: args.verbose,
+        json: args.json,
+        progress: Some(crate::verify::Progress::new(args.progress, total_bytes)),
+        crash_at: std::env::var(CRASH_AT_ENV).ok(),
+    };
+    let result = enable_checksums(
         &aio,
+        &pgdata,
         &files,
         jobs,
-        |file, _written| {
-            if verbose {
-                eprintln!("pageio: checksums enabled in file \"{}\"", file.display);
-            }
-        },
-        |bytes| progress.update(bytes),
+        sync.then_some(sync_method),
+        &mut observer,
     );
-    progress.finish(result.as_ref().ok().map(|t| t.bytes_read));
+    if let Some(progress) = observer.progress.take() {
+        progress.finish(None);
+    }
     let totals = result?;
-    let rewrite_s = started.elapsed().as_secs_f64();
-    if !args.json {
-        print_enable_summary(&totals);
-    }
-    if sync {
-        eprintln!("pageio: syncing data directory");
-        sync_cluster_files(&files, sync_method)?;
-    }
-    eprintln!("pageio: updating control file");
-    write_control_file(
-        &pgdata,
-        pageio::verify::enable::PG_DATA_CHECKSUM_VERSION,
-        sync,
-    )?;
     if args.json {
-        print_json(
-            &totals,
-            &aio,
-            rewrite_s,
-            started.elapsed().as_secs_f64(),
-            &pgdata,
-        );
+        print_json(&totals, &aio, started.elapsed().as_secs_f64(), &pgdata);
     } else {
         if args.verbose {
-            println!(
-                "Data checksum version: {}",
-                pageio::verify::enable::PG_DATA_CHECKSUM_VERSION
-            );
+            println!("Data checksum version: {PG_DATA_CHECKSUM_VERSION}");
         }
         println!("Checksums enabled in cluster");
     }
     Ok(0)
+}
+
+/// A test hook: `sync` or `control` makes `--enable` kill itself with SIGKILL as that step
+/// starts (after every page is rewritten, or after the data is synced and before
+/// `pg_control` is written), so tests can show that a `kill -9` at exactly those points
+/// leaves a cluster that starts with checksums off. Unset in normal use.
+pub const CRASH_AT_ENV: &str = "PAGEIO_CHECKSUMS_CRASH_AT";
+
+/// Prints what `pg_checksums --enable` prints between its steps.
+struct Printer {
+    verbose: bool,
+    json: bool,
+    progress: Option<crate::verify::Progress>,
+    crash_at: Option<String>,
+}
+
+impl Printer {
+    fn maybe_crash(&self, step: &str) {
+        if self.crash_at.as_deref() == Some(step) {
+            let _ = std::io::Write::flush(&mut std::io::stdout());
+            // SAFETY: raising a signal has no preconditions; SIGKILL ends the process here.
+            unsafe {
+                libc::raise(libc::SIGKILL);
+            }
+        }
+    }
+}
+
+impl EnableObserver for Printer {
+    fn file_done(&mut self, file: &ClusterFile, _blocks_written: u64) {
+        if self.verbose {
+            eprintln!("pageio: checksums enabled in file \"{}\"", file.display);
+        }
+    }
+
+    fn progress(&mut self, bytes_done: u64) {
+        if let Some(progress) = self.progress.as_mut() {
+            progress.update(bytes_done);
+        }
+    }
+
+    fn step(&mut self, step: EnableStep<'_>) {
+        match step {
+            EnableStep::Rewritten(totals) => {
+                if let Some(progress) = self.progress.take() {
+                    progress.finish(Some(totals.bytes_read));
+                }
+                if !self.json {
+                    print_enable_summary(totals);
+                }
+                self.maybe_crash("sync");
+            }
+            EnableStep::Syncing => eprintln!("pageio: syncing data directory"),
+            EnableStep::UpdatingControlFile => {
+                self.maybe_crash("control");
+                eprintln!("pageio: updating control file");
+            }
+        }
+    }
 }
 
 /// The settings (flags and `--config` over verify's defaults) and the engine started with
@@ -294,7 +335,7 @@ fn print_enable_summary(totals: &EnableTotals) {
     println!("Blocks written: {}", totals.blocks_written);
 }
 
-fn print_json(totals: &EnableTotals, aio: &Aio, rewrite_s: f64, total_s: f64, pgdata: &Path) {
+fn print_json(totals: &EnableTotals, aio: &Aio, total_s: f64, pgdata: &Path) {
     let config = aio.config();
     let summary = serde_json::json!({
         "data_directory": pgdata.display().to_string(),
@@ -304,9 +345,8 @@ fn print_json(totals: &EnableTotals, aio: &Aio, rewrite_s: f64, total_s: f64, pg
         "blocks_written": totals.blocks_written,
         "new_pages": totals.new_pages,
         "bytes_read": totals.bytes_read,
-        "data_checksum_version": pageio::verify::enable::PG_DATA_CHECKSUM_VERSION,
+        "data_checksum_version": PG_DATA_CHECKSUM_VERSION,
         "checksums_enabled": true,
-        "rewrite_s": rewrite_s,
         "elapsed_s": total_s,
         "io_method": aio.io_method().as_str(),
         "io_workers": config.io_workers,

@@ -416,3 +416,68 @@ pub fn write_control_file(pgdata: &Path, version: u32, sync: bool) -> Result<(),
     }
     Ok(())
 }
+
+/// The steps of [`enable_checksums`] after the rewrite, reported as they start, so a caller
+/// can print what `pg_checksums` prints between them.
+#[derive(Debug)]
+pub enum EnableStep<'a> {
+    /// Every page is rewritten (nothing synced yet); the totals are final.
+    Rewritten(&'a EnableTotals),
+    /// The data files are about to be synced (not reported with `sync: None`).
+    Syncing,
+    /// `pg_control` is about to be updated.
+    UpdatingControlFile,
+}
+
+/// What [`enable_checksums`] tells its caller while it runs. Every method does nothing by
+/// default.
+pub trait EnableObserver {
+    /// A file is done (in walk order, after every file is rewritten), with the blocks
+    /// rewritten in it.
+    fn file_done(&mut self, file: &ClusterFile, blocks_written: u64) {
+        let _ = (file, blocks_written);
+    }
+    /// Bytes read so far, now and then.
+    fn progress(&mut self, bytes_done: u64) {
+        let _ = bytes_done;
+    }
+    /// A step starts.
+    fn step(&mut self, step: EnableStep<'_>) {
+        let _ = step;
+    }
+}
+
+/// An observer that wants to hear nothing.
+impl EnableObserver for () {}
+
+/// `pg_checksums --enable` on a cluster whose `pg_control` passed
+/// [`ControlFile::check_for_enable`]: [`rewrite_checksums`] of `files` with `jobs` threads,
+/// then (with `sync`) [`sync_cluster_files`], and only then [`write_control_file`] with
+/// checksum version 1. Any error stops the run before `pg_control` is written, so the
+/// cluster keeps checksums off (see the module documentation for why that is safe).
+pub fn enable_checksums(
+    aio: &Aio,
+    pgdata: &Path,
+    files: &[ClusterFile],
+    jobs: usize,
+    sync: Option<SyncMethod>,
+    observer: &mut dyn EnableObserver,
+) -> Result<EnableTotals, VerifyError> {
+    let observer = std::cell::RefCell::new(observer);
+    let totals = rewrite_checksums(
+        aio,
+        files,
+        jobs,
+        |file, written| observer.borrow_mut().file_done(file, written),
+        |bytes| observer.borrow_mut().progress(bytes),
+    )?;
+    let observer = observer.into_inner();
+    observer.step(EnableStep::Rewritten(&totals));
+    if let Some(method) = sync {
+        observer.step(EnableStep::Syncing);
+        sync_cluster_files(files, method)?;
+    }
+    observer.step(EnableStep::UpdatingControlFile);
+    write_control_file(pgdata, PG_DATA_CHECKSUM_VERSION, sync.is_some())?;
+    Ok(totals)
+}
