@@ -194,10 +194,7 @@ fn a_partial_block_stops_before_any_write(method: IoMethodKind) {
     let files = walk_cluster(pgdata.as_os_str(), None).unwrap();
     let err = enable_checksums(&aio, &pgdata, &files, 2, None, &mut ()).unwrap_err();
     assert_eq!(err.kind(), "short_read");
-    assert!(
-        err.to_string().ends_with(&format!("read 100 of 8192",)),
-        "{err}"
-    );
+    assert!(err.to_string().ends_with("read 100 of 8192"), "{err}");
     bytes.truncate(bytes.len() - 100);
     std::fs::write(&victim, &bytes).unwrap();
     assert_eq!(count_checksums(&pgdata).1, 0, "nothing rewritten");

@@ -241,7 +241,7 @@ fn rewriter(aio: &Aio, shared: &Shared<'_>) -> Result<(), VerifyError> {
     let mut window = IoBuffer::try_zeroed(WINDOW_BLOCKS as usize * BLCKSZ).map_err(|_| {
         VerifyError::Internal(format!(
             "could not allocate a {} MB read buffer",
-            WINDOW_BLOCKS as usize * BLCKSZ >> 20
+            (WINDOW_BLOCKS as usize * BLCKSZ) >> 20
         ))
     })?;
     // Page buffers come back from the write stream and are reused.
