@@ -310,6 +310,7 @@ fn rewriter(aio: &Aio, shared: &Shared<'_>) -> Result<(), VerifyError> {
                 return Ok(());
             }
             counts.blocks_written.fetch_add(to_write, Ordering::Relaxed);
+            start_writeback(&backend, &rel, first_block, nblocks);
         }
         shared
             .bytes_done
@@ -317,6 +318,35 @@ fn rewriter(aio: &Aio, shared: &Shared<'_>) -> Result<(), VerifyError> {
         window = read;
     }
     Ok(())
+}
+
+/// Asks the kernel to start writing the window's dirty pages now (`sync_file_range` with
+/// `SYNC_FILE_RANGE_WRITE`, as PostgreSQL's `pg_flush_data` under `checkpoint_flush_after`),
+/// without waiting: the device writes while the next windows are read, instead of taking
+/// every dirty page at the final sync. Only a hint — durability still comes from
+/// [`sync_cluster_files`] — so a failure is ignored, and direct I/O has nothing to flush.
+fn start_writeback(backend: &crate::Backend, rel: &RelFile, first_block: u64, nblocks: u64) {
+    if backend.aio().config().direct_io {
+        return;
+    }
+    let Ok((file, offset_bytes, _)) = backend.locate(
+        rel,
+        first_block,
+        nblocks as u32,
+        crate::storage::OpenMode::ReadWriteCreate,
+    ) else {
+        return;
+    };
+    // SAFETY: a plain system call on a descriptor the file cache keeps open while `file`
+    // (an Arc) lives; it reads no memory of ours.
+    unsafe {
+        libc::sync_file_range(
+            file.raw_fd(),
+            offset_bytes as libc::off64_t,
+            (nblocks as usize * BLCKSZ) as libc::off64_t,
+            libc::SYNC_FILE_RANGE_WRITE,
+        );
+    }
 }
 
 /// `PageIsNew`: `pd_upper` is zero.
