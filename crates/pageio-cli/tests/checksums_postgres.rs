@@ -10,7 +10,9 @@
 //!   same exit status as `pg_checksums`;
 //! * `kill -9` during `--enable` — mid-rewrite, after every page is written, and after the
 //!   data is synced but before `pg_control` — leaves a cluster that starts with checksums off
-//!   and answers every query as before, and `--enable` run again completes.
+//!   and answers every query as before, and `--enable` run again completes;
+//! * a copy on a tmpfs filled to the last byte still gets its checksums (in-place
+//!   overwrites allocate nothing).
 //!
 //! PostgreSQL comes from `bench/setup-postgres.sh` or `$PAGEIO_PG_BIN`; without it the tests
 //! print a skip line, except under `CI`, where they fail.
@@ -392,6 +394,52 @@ fn killed_after_sync_before_pg_control() {
     killed_at(Some("control"))
 }
 
+/// A copy of the cluster on a tmpfs filled to the last byte: `--enable` overwrites pages
+/// in place, which allocates nothing, so it completes (a real full file system cannot make
+/// it fail; the ENOSPC path is tested by fault injection in the library's
+/// `checksums_enable` tests) — and the result passes `pg_checksums --check`.
+fn a_full_file_system_does_not_stop_enable() {
+    let Some(bin) = pg_bin() else { return };
+    if !common::have_root("a_full_file_system_does_not_stop_enable") {
+        return;
+    }
+    let t = template(&bin);
+    let tmpfs = common::SmallTmpfs::mount("200m");
+    let data = tmpfs.path().join("data");
+    let ok = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(&t.data)
+        .arg(&data)
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok);
+    // Fill what is left: dd stops with ENOSPC.
+    let _ = std::process::Command::new("dd")
+        .args(["if=/dev/zero", "bs=1M", "status=none"])
+        .arg(format!("of={}", tmpfs.path().join("filler").display()))
+        .status();
+    // SAFETY: statvfs writes into the struct it is given.
+    let free_bytes = unsafe {
+        let mut st: libc::statvfs = std::mem::zeroed();
+        let path = std::ffi::CString::new(tmpfs.path().to_str().unwrap()).unwrap();
+        assert_eq!(libc::statvfs(path.as_ptr(), &mut st), 0);
+        st.f_bavail * st.f_frsize
+    };
+    assert!(free_bytes < 1 << 20, "{free_bytes} bytes still free");
+    let out = pageio_checksums(&["--enable"], &data);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).ends_with("Checksums enabled in cluster\n"));
+    std::fs::set_permissions(
+        tmpfs.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    chown_to_pg_user(&data);
+    let check = pg_checksums(&bin, &["--check"], &data);
+    assert_eq!(check.status.code(), Some(0), "{}", text(&check.stderr));
+}
+
 /// Each case on its own thread with a bound, so a hang fails the test.
 macro_rules! watched {
     ($($name:ident),* $(,)?) => {
@@ -409,4 +457,5 @@ watched!(
     killed_mid_rewrite,
     killed_after_every_page_is_written,
     killed_after_sync_before_pg_control,
+    a_full_file_system_does_not_stop_enable,
 );
