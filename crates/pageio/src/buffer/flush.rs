@@ -21,7 +21,7 @@
 //!
 //! **Exclusive access.** Readers look at a pinned valid page without a lock. So that a page
 //! never changes under a reader, [`BufferPool::modify_page`] only proceeds when the caller's
-//! pin is the only one, and marks the refcount [`EXCLUSIVE`] for the copy; a thread that
+//! pin is the only one, and marks the refcount `EXCLUSIVE` for the copy; a thread that
 //! pins the buffer meanwhile waits for the mark to go (a copy of at most 8 kB, no caller
 //! code runs while it is set). A flush holds a pin on every buffer it writes, so a page
 //! cannot change between the copy that is written and the buffer being marked clean.

@@ -214,7 +214,7 @@ struct DescHeader {
 }
 
 struct BufferDesc {
-    /// Pins, plus [`flush::EXCLUSIVE`] while [`BufferPool::modify_page`] changes the page.
+    /// Pins, plus `flush::EXCLUSIVE` while [`BufferPool::modify_page`] changes the page.
     refcount: AtomicU32,
     usage: AtomicU32,
     flags: AtomicU32,
