@@ -771,7 +771,9 @@ impl BufferPool {
     pub fn page(&self, id: BufferId) -> &[u8; BLCKSZ] {
         debug_assert!(self.desc(id).refcount.load(Ordering::Relaxed) > 0);
         // SAFETY: the buffer lies inside the mapping; a pinned valid buffer is never written
-        // (reads only go into buffers marked I/O in progress, which are not valid).
+        // while another pin is held (reads only go into buffers marked I/O in progress,
+        // which are not valid; `modify_page` writes only under the sole pin, and new pinners
+        // wait for it).
         unsafe { &*(self.inner.memory.ptr.add(id as usize * BLCKSZ) as *const [u8; BLCKSZ]) }
     }
 
