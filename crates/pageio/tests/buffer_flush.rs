@@ -64,8 +64,8 @@ fn setup(
 fn modify(pool: &BufferPool, backend: &mut Backend, rel: &RelFile, blocks: &[u64]) {
     let id = pool.register(rel);
     for &b in blocks {
-        let buffer = pool.read_buffer(backend, id, b, None).unwrap();
-        pool.modify_page(buffer.id(), 4000, &patch(b)).unwrap();
+        let mut buffer = pool.read_buffer(backend, id, b, None).unwrap();
+        buffer.modify(4000, &patch(b)).unwrap();
         assert!(pool.is_dirty(buffer.id()));
     }
 }

@@ -83,7 +83,9 @@ impl BufferPool {
     /// Copies `bytes` into the page of buffer `id` at `offset_bytes` and marks it dirty.
     /// The caller must hold a pin on the valid buffer, and it must be the only pin:
     /// otherwise another thread may be reading the page, and this returns
-    /// [`BufferError::Busy`] (drop the other pins, or try again later).
+    /// [`BufferError::Busy`] (drop the other pins, or try again later). The caller must
+    /// not hold a reference from [`BufferPool::page`] to this buffer across the call;
+    /// [`super::PinnedBuffer::modify`] lets the borrow checker enforce that.
     pub fn modify_page(
         &self,
         id: BufferId,
@@ -293,5 +295,13 @@ impl BufferPool {
             }
         }
         Ok(())
+    }
+}
+
+impl super::PinnedBuffer<'_> {
+    /// [`BufferPool::modify_page`] of this buffer: taking `&mut self` guarantees no
+    /// reference from [`super::PinnedBuffer::page`] is alive while the page changes.
+    pub fn modify(&mut self, offset_bytes: usize, bytes: &[u8]) -> Result<(), BufferError> {
+        self.pool.modify_page(self.id, offset_bytes, bytes)
     }
 }
