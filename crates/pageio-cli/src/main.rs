@@ -6,6 +6,7 @@
 
 mod advise;
 mod bench;
+mod checksums;
 mod gen;
 mod io_bench;
 mod methods;
@@ -42,6 +43,9 @@ enum Command {
     /// Verify the page checksums of a stopped PostgreSQL 18 cluster, like
     /// pg_checksums --check, with asynchronous I/O on all cores
     Verify(verify::VerifyArgs),
+    /// Check, enable or disable the data checksums of a stopped PostgreSQL 18 cluster, like
+    /// pg_checksums, with asynchronous reads and writes on all cores
+    Checksums(checksums::ChecksumsArgs),
     /// Scan a table (seq, bitmap or index) and report like EXPLAIN (ANALYZE, BUFFERS, IO)
     Scan(scan::ScanArgs),
     /// The PostgreSQL 18 AIO experiments: every scan type over a selectivity sweep, every
@@ -159,6 +163,7 @@ fn main() {
         Command::IoBench(args) => io_bench::run(args),
         Command::Gen(args) => gen::run(args),
         Command::Verify(args) => verify::run(args),
+        Command::Checksums(args) => checksums::run(args),
         Command::Bench(args) => bench::run(args),
         Command::Tables(args) => tables::run(args),
         Command::Advise(args) => advise::run(args),

@@ -87,7 +87,7 @@ all scanners (effective_io_concurrency = 128 / jobs) and io_workers=32."
 pub struct VerifyArgs {
     /// The data directory [default: $PGDATA]
     #[arg(value_name = "PGDATA")]
-    datadir: Option<OsString>,
+    pub(crate) datadir: Option<OsString>,
     /// The data directory, as pg_checksums -D spells it
     #[arg(
         short = 'D',
@@ -95,33 +95,33 @@ pub struct VerifyArgs {
         value_name = "PGDATA",
         conflicts_with = "datadir"
     )]
-    pgdata: Option<OsString>,
+    pub(crate) pgdata: Option<OsString>,
     /// Accepted for pg_checksums compatibility: checking is the only mode
     #[arg(short = 'c', long = "check")]
-    check: bool,
+    pub(crate) check: bool,
     /// Check only the relation with this filenode (all its forks and segments)
     #[arg(short = 'f', long = "filenode", value_name = "FILENODE")]
-    filenode: Option<u32>,
+    pub(crate) filenode: Option<u32>,
     /// Show progress on stderr: MB done, MB/s, ETA (a bar on a terminal, else a line a second)
     #[arg(short = 'P', long = "progress")]
-    progress: bool,
+    pub(crate) progress: bool,
     /// List every file checked ("checksums verified in file …") on stderr
     #[arg(short = 'v', long = "verbose")]
-    verbose: bool,
+    pub(crate) verbose: bool,
     /// Print one JSON object on stdout instead of the text summary (on a fatal error:
     /// {"error": {"kind", "message", "hint"}})
     #[arg(long)]
-    json: bool,
+    pub(crate) json: bool,
     /// Scanner threads: each checks cached windows in place and keeps reads in flight
     /// [default: one per CPU]
     #[arg(short = 'j', long, value_name = "N")]
-    jobs: Option<usize>,
+    pub(crate) jobs: Option<usize>,
     /// Check windows the page cache holds entirely through a read-only mapping, without
     /// copying them (never under --direct-io on)
     #[arg(long, value_name = "on|off", default_value = "on", value_parser = ["on", "off"])]
-    mapped_reads: String,
+    pub(crate) mapped_reads: String,
     #[command(flatten)]
-    settings: SettingsArgs,
+    pub(crate) settings: SettingsArgs,
 }
 
 #[derive(serde::Serialize)]
@@ -382,13 +382,13 @@ fn print_json_summary(
 }
 
 /// `--progress`: a bar on a terminal, plain lines otherwise, nothing without the flag.
-struct Progress {
+pub(crate) struct Progress {
     bar: ProgressBar,
     lines: Option<ProgressLines>,
 }
 
 impl Progress {
-    fn new(wanted: bool, total_bytes: u64) -> Progress {
+    pub(crate) fn new(wanted: bool, total_bytes: u64) -> Progress {
         let on_terminal = std::io::stderr().is_terminal();
         let bar = if wanted && on_terminal {
             ProgressBar::with_draw_target(Some(total_bytes), ProgressDrawTarget::stderr())
@@ -410,7 +410,7 @@ impl Progress {
         }
     }
 
-    fn update(&mut self, done_bytes: u64) {
+    pub(crate) fn update(&mut self, done_bytes: u64) {
         self.bar.set_position(done_bytes);
         if let Some(lines) = self.lines.as_mut() {
             lines.update(done_bytes, false);
@@ -418,7 +418,7 @@ impl Progress {
     }
 
     /// Clears the bar; prints the last line (100%) when the run completed.
-    fn finish(mut self, completed_bytes: Option<u64>) {
+    pub(crate) fn finish(mut self, completed_bytes: Option<u64>) {
         self.bar.finish_and_clear();
         if let (Some(lines), Some(done_bytes)) = (self.lines.as_mut(), completed_bytes) {
             lines.update(done_bytes, true);

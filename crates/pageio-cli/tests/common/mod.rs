@@ -236,7 +236,7 @@ pub fn pageio_bounded_unprivileged(args: &[&str], bound_secs: u64) -> Output {
 }
 
 /// [`pageio_bounded`] with `configure` applied to the command before it starts.
-fn pageio_bounded_with(
+pub fn pageio_bounded_with(
     args: &[&str],
     bound_secs: u64,
     configure: impl FnOnce(&mut Command),

@@ -47,6 +47,14 @@ impl IoOp {
             IoOp::Writev => "write",
         }
     }
+
+    /// The past tense, as PostgreSQL words a short transfer ("wrote only 0 of 8192 bytes").
+    fn past(self) -> &'static str {
+        match self {
+            IoOp::Readv => "read",
+            IoOp::Writev => "wrote",
+        }
+    }
 }
 
 /// What an I/O touches: a range of blocks of one relation file, for messages and `pg_aios`.
@@ -211,7 +219,7 @@ pub enum AioError {
         target: IoTarget,
     },
     /// The I/O transferred less than a whole block of what was asked (end of file).
-    #[error("could not {} {target}: {} only {bytes} of {expected_bytes} bytes", .op.verb(), .op.verb())]
+    #[error("could not {} {target}: {} only {bytes} of {expected_bytes} bytes", .op.verb(), .op.past())]
     Short {
         /// Operation.
         op: IoOp,

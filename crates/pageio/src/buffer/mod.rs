@@ -1,8 +1,9 @@
 //! # The shared buffer pool
 //!
 //! `shared_buffers` worth of 8 kB buffers in one allocation, found by
-//! (relation, block) and replaced by clock sweep — PostgreSQL's buffer manager, without the
-//! parts only a writer needs (dirty buffers, WAL).
+//! (relation, block) and replaced by clock sweep — PostgreSQL's buffer manager, without WAL.
+//! Dirty buffers and their write-back (a checkpoint's sorted, combined writes, and the
+//! write of a dirty victim before it is reused) are in [`flush`].
 //!
 //! ```text
 //!   pin(rel, block) ─► mapping partition (rel, block) → buffer id
@@ -43,9 +44,13 @@
 //! in the ring; block 32 reuses the ring's first buffer (unpinned, usage ≤ 1), and so on —
 //! 96 buffers stay untouched for other scans.
 
+pub mod flush;
+
+pub use flush::FlushStats;
+
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use thiserror::Error;
@@ -110,6 +115,14 @@ pub enum BufferError {
     /// An I/O failed (the message names file and block).
     #[error(transparent)]
     Io(#[from] AioError),
+    /// A page could not be modified now.
+    #[error("could not modify buffer {buffer}: {reason}")]
+    Busy {
+        /// The buffer.
+        buffer: BufferId,
+        /// Why, and what to do.
+        reason: String,
+    },
 }
 
 /// How the pool treats pages that fail verification.
@@ -201,9 +214,14 @@ struct DescHeader {
 }
 
 struct BufferDesc {
+    /// Pins, plus `flush::EXCLUSIVE` while [`BufferPool::modify_page`] changes the page.
     refcount: AtomicU32,
     usage: AtomicU32,
     flags: AtomicU32,
+    /// The page differs from the file (`BM_DIRTY`). Kept apart from `flags`, which the read
+    /// paths store whole; only valid buffers are ever dirty, and a dirty buffer is never
+    /// evicted without being written first.
+    dirty: AtomicBool,
     header: Mutex<DescHeader>,
 }
 
@@ -329,6 +347,9 @@ struct PoolInner {
     pages_zeroed: AtomicU64,
     evictions: AtomicU64,
     waited_on_other_io: AtomicU64,
+    /// Dirty victims written before reuse, and such writes that failed.
+    victims_written: AtomicU64,
+    victim_write_failures: AtomicU64,
     /// The last [`DAMAGED_PAGE_LOG_CAPACITY`] damaged pages read past, and the next `seq`.
     damaged: Mutex<(std::collections::VecDeque<DamagedPage>, u64)>,
 }
@@ -407,6 +428,7 @@ impl BufferPool {
             .map(|_| BufferDesc {
                 refcount: AtomicU32::new(0),
                 usage: AtomicU32::new(0),
+                dirty: AtomicBool::new(false),
                 flags: AtomicU32::new(0),
                 header: Mutex::new(DescHeader {
                     tag: None,
@@ -434,6 +456,8 @@ impl BufferPool {
                 pages_zeroed: AtomicU64::new(0),
                 evictions: AtomicU64::new(0),
                 waited_on_other_io: AtomicU64::new(0),
+                victims_written: AtomicU64::new(0),
+                victim_write_failures: AtomicU64::new(0),
                 damaged: Mutex::new((std::collections::VecDeque::new(), 0)),
             }),
         })
@@ -575,6 +599,7 @@ impl BufferPool {
             let desc = self.desc(existing);
             desc.refcount.fetch_add(1, Ordering::AcqRel);
             drop(part);
+            flush::wait_not_exclusive(desc);
             self.release_victim(victim);
             return Ok(self.classify(existing));
         }
@@ -600,6 +625,7 @@ impl BufferPool {
         let desc = self.desc(id);
         desc.refcount.fetch_add(1, Ordering::AcqRel);
         drop(part);
+        flush::wait_not_exclusive(desc);
         let usage = desc.usage.load(Ordering::Relaxed);
         if usage < MAX_USAGE_COUNT {
             desc.usage.store(usage + 1, Ordering::Relaxed);
@@ -683,6 +709,15 @@ impl BufferPool {
             return false;
         }
         let old = desc.header.lock().unwrap_or_else(|p| p.into_inner()).tag;
+        // Never evict a dirty page without writing it: write it now (as PostgreSQL's
+        // FlushBuffer does for a dirty victim); if that fails it stays dirty and mapped.
+        if desc.dirty.load(Ordering::Acquire) {
+            let written = old.is_some_and(|tag| self.write_victim(id, tag));
+            if !written {
+                desc.refcount.fetch_sub(1, Ordering::AcqRel);
+                return false;
+            }
+        }
         if let Some(tag) = old {
             let mut part = self
                 .partition(&tag)
@@ -736,7 +771,9 @@ impl BufferPool {
     pub fn page(&self, id: BufferId) -> &[u8; BLCKSZ] {
         debug_assert!(self.desc(id).refcount.load(Ordering::Relaxed) > 0);
         // SAFETY: the buffer lies inside the mapping; a pinned valid buffer is never written
-        // (reads only go into buffers marked I/O in progress, which are not valid).
+        // while another pin is held (reads only go into buffers marked I/O in progress,
+        // which are not valid; `modify_page` writes only under the sole pin, and new pinners
+        // wait for it).
         unsafe { &*(self.inner.memory.ptr.add(id as usize * BLCKSZ) as *const [u8; BLCKSZ]) }
     }
 

@@ -52,9 +52,9 @@ const OFFSET_BLCKSZ: usize = 216;
 /// Byte offset of `relseg_size`.
 const OFFSET_RELSEG_SIZE: usize = 220;
 /// Byte offset of `data_checksum_version`.
-const OFFSET_DATA_CHECKSUM_VERSION: usize = 252;
+pub(crate) const OFFSET_DATA_CHECKSUM_VERSION: usize = 252;
 /// Byte offset of `crc`, which is also the number of bytes it covers.
-const OFFSET_CRC: usize = 292;
+pub(crate) const OFFSET_CRC: usize = 292;
 
 /// PostgreSQL's `DBState`: what the server was doing when it last wrote `pg_control`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -179,6 +179,34 @@ impl ControlFile {
     /// Refuses, in `pg_checksums`' order, what `pg_checksums --check` refuses: another block
     /// size (or segment size), a cluster that is not cleanly shut down, checksums off.
     pub fn check_for_verify(&self) -> Result<(), VerifyError> {
+        self.check_layout_and_state()?;
+        if self.data_checksum_version == 0 {
+            return Err(VerifyError::ChecksumsDisabled);
+        }
+        Ok(())
+    }
+
+    /// Refuses, in `pg_checksums`' order, what `pg_checksums --enable` refuses: another
+    /// block or segment size, a cluster not cleanly shut down, checksums already on.
+    pub fn check_for_enable(&self) -> Result<(), VerifyError> {
+        self.check_layout_and_state()?;
+        if self.data_checksum_version != 0 {
+            return Err(VerifyError::ChecksumsAlreadyEnabled);
+        }
+        Ok(())
+    }
+
+    /// Refuses what `pg_checksums --disable` refuses: another block or segment size, a
+    /// cluster not cleanly shut down, checksums already off.
+    pub fn check_for_disable(&self) -> Result<(), VerifyError> {
+        self.check_layout_and_state()?;
+        if self.data_checksum_version == 0 {
+            return Err(VerifyError::ChecksumsAlreadyDisabled);
+        }
+        Ok(())
+    }
+
+    fn check_layout_and_state(&self) -> Result<(), VerifyError> {
         if self.blcksz as usize != BLCKSZ {
             return Err(VerifyError::BlockSize {
                 found: self.blcksz,
@@ -193,9 +221,6 @@ impl ControlFile {
         }
         if !self.state.is_shut_down() {
             return Err(VerifyError::NotShutDown { state: self.state });
-        }
-        if self.data_checksum_version == 0 {
-            return Err(VerifyError::ChecksumsDisabled);
         }
         Ok(())
     }
@@ -256,5 +281,19 @@ mod tests {
         let e = ControlFile::parse(&bad, p).unwrap_err();
         assert_eq!(e.to_string(), "pg_control CRC value is incorrect");
         assert!(ControlFile::parse(&bad[..10], p).is_err());
+        off.check_for_enable().unwrap();
+        ok.check_for_disable().unwrap();
+        assert_eq!(
+            ok.check_for_enable().unwrap_err().to_string(),
+            "data checksums are already enabled in cluster"
+        );
+        assert_eq!(
+            off.check_for_disable().unwrap_err().to_string(),
+            "data checksums are already disabled in cluster"
+        );
+        assert_eq!(
+            running.check_for_enable().unwrap_err().to_string(),
+            "cluster must be shut down"
+        );
     }
 }

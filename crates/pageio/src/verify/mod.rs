@@ -68,6 +68,7 @@
 pub mod checker;
 pub mod control;
 pub mod defaults;
+pub mod enable;
 pub(crate) mod mapped;
 pub mod walk;
 
@@ -76,6 +77,10 @@ pub use checker::{
 };
 pub use control::{ControlFile, DbState};
 pub use defaults::{default_jobs, verify_config};
+pub use enable::{
+    enable_checksums, rewrite_checksums, sync_cluster_files, write_control_file, EnableObserver,
+    EnableStep, EnableTotals, SyncMethod,
+};
 pub use walk::{walk_cluster, ClusterFile};
 
 use std::path::PathBuf;
@@ -150,6 +155,32 @@ pub enum VerifyError {
     /// Data checksums are off.
     #[error("data checksums are not enabled in cluster")]
     ChecksumsDisabled,
+    /// `--enable` on a cluster whose checksums are already on.
+    #[error("data checksums are already enabled in cluster")]
+    ChecksumsAlreadyEnabled,
+    /// `--disable` on a cluster whose checksums are already off.
+    #[error("data checksums are already disabled in cluster")]
+    ChecksumsAlreadyDisabled,
+    /// Writing a page back failed (EIO, ENOSPC, a write of nothing); the message names the
+    /// file, the blocks and the cause.
+    #[error("{0}")]
+    WriteFailed(AioError),
+    /// A file or directory could not be synced.
+    #[error("could not fsync file \"{}\": {source}", path.display())]
+    Sync {
+        /// The file or directory.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// `global/pg_control` could not be written.
+    #[error("could not write file \"{}\": {source}", path.display())]
+    ControlFileWrite {
+        /// Path of pg_control.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
     /// A directory of the cluster could not be listed.
     #[error("could not open directory \"{}\": {source}", path.display())]
     OpenDirectory {
@@ -237,6 +268,11 @@ impl VerifyError {
             VerifyError::SegmentSize { .. } => "unsupported_segment_size",
             VerifyError::NotShutDown { .. } => "cluster_running",
             VerifyError::ChecksumsDisabled => "checksums_disabled",
+            VerifyError::ChecksumsAlreadyEnabled => "checksums_already_enabled",
+            VerifyError::ChecksumsAlreadyDisabled => "checksums_already_disabled",
+            VerifyError::WriteFailed(_) => "write_failed",
+            VerifyError::Sync { .. } => "sync_failed",
+            VerifyError::ControlFileWrite { .. } => "control_file_unwritable",
             VerifyError::OpenDirectory { .. } => "directory_unreadable",
             VerifyError::NoTablespaceVersionDirectory { .. } => {
                 "tablespace_without_version_directory"
@@ -268,6 +304,18 @@ impl VerifyError {
             ),
             VerifyError::ControlFileRead { .. } => Some(
                 "is the argument a PostgreSQL data directory (it must contain global/pg_control), and readable by this user?".into(),
+            ),
+            VerifyError::WriteFailed(e) => Some(format!(
+                "pg_control was not changed: the cluster still has data checksums off and starts as before. {}Then run --enable again; pages already rewritten are skipped.",
+                match e.errno() {
+                    Some(libc::ENOSPC) => "Free space on the file system holding the file (a rewrite needs none, but the file system refused the write). ",
+                    Some(libc::EIO) => "The device reported an I/O error: check the kernel log (dmesg) and the disk. ",
+                    _ if matches!(e, AioError::Short { .. }) => "A write of nothing usually means the file system is full: check free disk space. ",
+                    _ => "",
+                }
+            )),
+            VerifyError::Sync { .. } => Some(
+                "pg_control was not changed: the cluster still has data checksums off. Fix the cause and run --enable again.".into(),
             ),
             VerifyError::ShortRead { .. } => Some(
                 "the file's size is not a multiple of 8192 bytes: it was truncated or damaged (pg_checksums stops here too).".into(),
@@ -315,6 +363,17 @@ mod tests {
                 state: DbState::InProduction,
             },
             VerifyError::ChecksumsDisabled,
+            VerifyError::ChecksumsAlreadyEnabled,
+            VerifyError::ChecksumsAlreadyDisabled,
+            VerifyError::WriteFailed(AioError::Internal("x".into())),
+            VerifyError::Sync {
+                path: "p".into(),
+                source: io(),
+            },
+            VerifyError::ControlFileWrite {
+                path: "p".into(),
+                source: io(),
+            },
             VerifyError::OpenDirectory {
                 path: "p".into(),
                 source: io(),
@@ -343,6 +402,6 @@ mod tests {
             .iter()
             .all(|k| k.chars().all(|c| c.is_ascii_lowercase() || c == '_')));
         assert_eq!(errors[6].kind(), "cluster_running");
-        assert_eq!(errors[11].kind(), "short_read");
+        assert_eq!(errors[16].kind(), "short_read");
     }
 }

@@ -1,0 +1,513 @@
+//! # Enabling and disabling data checksums offline (`pg_checksums --enable / --disable`)
+//!
+//! ## Problem
+//!
+//! PostgreSQL 18's `initdb` enables data checksums by default and `pg_upgrade` refuses to
+//! upgrade between clusters whose setting differs, so an old cluster without checksums must
+//! first go through `pg_checksums --enable` — offline, one synchronous 8 kB read and write at
+//! a time, one file at a time, on one core. This module does the same job with reads and
+//! writes kept in flight through the AIO subsystem and the checksum work on every core.
+//!
+//! ## Mechanism
+//!
+//! ```text
+//!   ControlFile::check_for_enable     PostgreSQL 18, cleanly shut down, checksums off
+//!        │
+//!   walk_cluster                      the files pg_checksums visits, in its order
+//!        │
+//!   rewrite_checksums                 `jobs` threads take windows of WINDOW_BLOCKS:
+//!        │   read window (Backend::read_blocks: io_combine_limit reads, many in flight)
+//!        │   per page: new (pd_upper = 0)? skip : checksum == pd_checksum? skip
+//!        │             : set pd_checksum, queue the page
+//!        │   write queued pages (write stream: consecutive pages combined, many in flight)
+//!        ▼
+//!   sync_cluster_files                fsync every file of the walk (or syncfs per file system)
+//!        │                            ── only now are the new page images durable ──
+//!   write_control_file                data_checksum_version = 1, CRC-32C recomputed,
+//!                                     written in place and fsynced
+//! ```
+//!
+//! ## Why an interrupted run is harmless
+//!
+//! Only `pd_checksum` changes on a page; the data and line pointers are byte-for-byte the
+//! same, so every row reads the same whatever subset of the writes reached the disk. While
+//! `pg_control` says checksums are off, the server never looks at `pd_checksum`, so a cluster
+//! killed at any point before the last step starts with checksums off and every row intact;
+//! running `--enable` again rewrites what is still missing (pages already carrying the right
+//! checksum are skipped, as `pg_checksums` skips them). `pg_control` is written last, after
+//! every data file is synced, so once it says "on", every page is durable with its checksum.
+//! A write that fails stops the run before `pg_control` is touched.
+//!
+//! `--disable` changes only `pg_control` (the pages keep their now unused checksums, as with
+//! `pg_checksums`).
+//!
+//! ## Worked example
+//!
+//! A fresh `initdb --no-data-checksums` cluster: 950 files, 2788 blocks, none new, none with
+//! a checksum yet, so all 2788 blocks of the 781 non-empty files are rewritten ("Files
+//! written: 781 / Blocks written: 2788"), the files synced, and `pg_control` updated. Run
+//! `--disable` and then `--enable` again: every page already carries its checksum, so
+//! nothing is written ("Files written: 0 / Blocks written: 0") and only `pg_control` changes.
+
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use super::control::{crc32c, ControlFile, OFFSET_CRC, OFFSET_DATA_CHECKSUM_VERSION};
+use super::walk::ClusterFile;
+use super::VerifyError;
+use crate::aio::{Aio, IoBuffer};
+use crate::config::BLCKSZ;
+use crate::page::checksum::{pg_checksum_page, stored_checksum, PD_CHECKSUM_OFFSET};
+use crate::storage::{RelFile, RELSEG_SIZE_BLOCKS};
+use crate::stream::{write_stream, WriteStreamOptions};
+
+/// Blocks one thread reads, checksums and writes back as a unit (8 MB). Large enough that
+/// the reads of a window fill every handle (64 × 128 kB) and writes combine to
+/// `io_combine_limit`; small enough that `jobs` threads hold little memory (a window's read
+/// buffer plus at most a window of rewritten pages each) and that one thread's checksum work
+/// overlaps another's I/O on a 2-core machine.
+pub const WINDOW_BLOCKS: u64 = 1024;
+
+/// Most rewriting threads: each is an AIO backend with its own handles; past a few per
+/// core they only contend for the cursor (the same bound as the checker's scanners).
+pub const MAX_JOBS: usize = super::checker::MAX_JOBS;
+
+/// How often the progress callback is called while the threads work.
+const PROGRESS_INTERVAL: Duration = Duration::from_millis(100);
+
+/// Value of `data_checksum_version` when checksums are on (`PG_DATA_CHECKSUM_VERSION`).
+pub const PG_DATA_CHECKSUM_VERSION: u32 = 1;
+
+/// How [`sync_cluster_files`] makes the rewritten files durable (`--sync-method`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SyncMethod {
+    /// `fsync` each file (the default, as PostgreSQL's `recovery_init_sync_method`).
+    Fsync,
+    /// `syncfs` once per file system holding the files (Linux).
+    Syncfs,
+}
+
+/// Totals of a [`rewrite_checksums`] run, named as `pg_checksums --enable` prints them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct EnableTotals {
+    /// Files read.
+    pub files_scanned: u64,
+    /// Blocks read (new pages included).
+    pub blocks_scanned: u64,
+    /// Files with at least one block rewritten.
+    pub files_written: u64,
+    /// Blocks rewritten (their checksum differed).
+    pub blocks_written: u64,
+    /// New (all-zero header) pages, skipped.
+    pub new_pages: u64,
+    /// Bytes read.
+    pub bytes_read: u64,
+}
+
+/// Per-file counters, filled by whichever thread takes its windows.
+#[derive(Default)]
+struct FileCounts {
+    blocks_scanned: AtomicU64,
+    blocks_written: AtomicU64,
+    new_pages: AtomicU64,
+}
+
+struct Shared<'a> {
+    files: &'a [ClusterFile],
+    counts: Vec<FileCounts>,
+    /// (file, next block) of the next window to hand out.
+    cursor: Mutex<(usize, u64)>,
+    /// Set by the first error: no thread takes another window.
+    stop: AtomicBool,
+    /// The errors, with (file, block) to keep the one `pg_checksums`, going in order, would
+    /// have met first.
+    errors: Mutex<Vec<((usize, u64), VerifyError)>>,
+    bytes_done: AtomicU64,
+}
+
+impl Shared<'_> {
+    fn next_window(&self) -> Option<(usize, u64, u64)> {
+        let mut cursor = self.cursor.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            if self.stop.load(Ordering::Acquire) {
+                return None;
+            }
+            let (file, block) = *cursor;
+            let whole_blocks = self.files.get(file)?.size_bytes / BLCKSZ as u64;
+            if block >= whole_blocks {
+                *cursor = (file + 1, 0);
+                continue;
+            }
+            let n = (whole_blocks - block).min(WINDOW_BLOCKS);
+            *cursor = (file, block + n);
+            return Some((file, block, n));
+        }
+    }
+
+    fn fail(&self, file: usize, block: u64, error: VerifyError) {
+        self.stop.store(true, Ordering::Release);
+        self.errors
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(((file, block), error));
+    }
+}
+
+/// Rewrites every page of `files` whose stored checksum differs from PostgreSQL's checksum
+/// of it (new pages skipped), with `jobs` threads each reading windows of [`WINDOW_BLOCKS`]
+/// through the AIO subsystem and writing the changed pages back through a write stream.
+/// `on_file` is called once per file, in walk order, after all of them are done, with the
+/// number of blocks rewritten in it; `progress` now and then with the bytes done.
+///
+/// Nothing is synced: see [`sync_cluster_files`]. A file whose size is not a multiple of
+/// 8192 bytes is `pg_checksums`' "could not read block" error, found before anything of that
+/// file is read. On the first error no new window is started; the error returned is the one
+/// at the lowest (file, block), after every thread finished.
+pub fn rewrite_checksums(
+    aio: &Aio,
+    files: &[ClusterFile],
+    jobs: usize,
+    mut on_file: impl FnMut(&ClusterFile, u64),
+    mut progress: impl FnMut(u64),
+) -> Result<EnableTotals, VerifyError> {
+    // pg_checksums stops at a partial block when it reaches it; doing the check up front
+    // stops before anything is written, which leaves less to explain.
+    if let Some(file) = files.iter().find(|f| f.size_bytes % BLCKSZ as u64 != 0) {
+        return Err(VerifyError::ShortRead {
+            path: file.display.to_string(),
+            block: file.size_bytes / BLCKSZ as u64,
+            bytes_read: (file.size_bytes % BLCKSZ as u64) as usize,
+            expected_bytes: BLCKSZ,
+        });
+    }
+    let shared = Shared {
+        files,
+        counts: files.iter().map(|_| FileCounts::default()).collect(),
+        cursor: Mutex::new((0, 0)),
+        stop: AtomicBool::new(false),
+        errors: Mutex::new(Vec::new()),
+        bytes_done: AtomicU64::new(0),
+    };
+    let jobs = jobs.clamp(1, MAX_JOBS);
+    let running = AtomicUsize::new(jobs);
+    std::thread::scope(|scope| {
+        for _ in 0..jobs {
+            let shared = &shared;
+            let running = &running;
+            scope.spawn(move || {
+                if let Err(error) = rewriter(aio, shared) {
+                    shared.fail(usize::MAX, u64::MAX, error);
+                }
+                running.fetch_sub(1, Ordering::AcqRel);
+            });
+        }
+        // The calling thread reports progress until every rewriter has finished; each ends
+        // after its last window, so this loop ends too.
+        while running.load(Ordering::Acquire) > 0 {
+            progress(shared.bytes_done.load(Ordering::Relaxed));
+            std::thread::sleep(PROGRESS_INTERVAL);
+        }
+    });
+    let mut errors = shared
+        .errors
+        .into_inner()
+        .unwrap_or_else(|p| p.into_inner());
+    errors.sort_by_key(|(at, _)| *at);
+    if let Some((_, error)) = errors.into_iter().next() {
+        return Err(error);
+    }
+    let mut totals = EnableTotals::default();
+    for (file, counts) in files.iter().zip(&shared.counts) {
+        let written = counts.blocks_written.load(Ordering::Relaxed);
+        totals.files_scanned += 1;
+        totals.blocks_scanned += counts.blocks_scanned.load(Ordering::Relaxed);
+        totals.new_pages += counts.new_pages.load(Ordering::Relaxed);
+        totals.blocks_written += written;
+        totals.files_written += u64::from(written > 0);
+        totals.bytes_read += file.size_bytes;
+        on_file(file, written);
+    }
+    progress(totals.bytes_read);
+    Ok(totals)
+}
+
+/// One rewriting thread: windows until there are none (or another thread failed).
+fn rewriter(aio: &Aio, shared: &Shared<'_>) -> Result<(), VerifyError> {
+    let mut backend = aio.backend()?;
+    let options = WriteStreamOptions::from_backend(&backend);
+    let mut window = IoBuffer::try_zeroed(WINDOW_BLOCKS as usize * BLCKSZ).map_err(|_| {
+        VerifyError::Internal(format!(
+            "could not allocate a {} MB read buffer",
+            (WINDOW_BLOCKS as usize * BLCKSZ) >> 20
+        ))
+    })?;
+    // Page buffers come back from the write stream and are reused.
+    let mut free_pages: Vec<IoBuffer> = Vec::new();
+    while let Some((file_index, first_block, nblocks)) = shared.next_window() {
+        let file = &shared.files[file_index];
+        let rel = RelFile::new(&file.path);
+        let len_bytes = nblocks as usize * BLCKSZ;
+        let read_buffer = if window.len() == len_bytes {
+            window
+        } else {
+            IoBuffer::zeroed(len_bytes)
+        };
+        let read = match backend.read_blocks(&rel, first_block, read_buffer) {
+            Ok(read) => read,
+            Err(error) => {
+                let block = error
+                    .target()
+                    .map_or(first_block, |target| target.first_block);
+                shared.fail(file_index, block, VerifyError::Aio(error));
+                return Ok(());
+            }
+        };
+        let seg_base = file.segno.wrapping_mul(RELSEG_SIZE_BLOCKS);
+        let mut changed: Vec<(u64, IoBuffer)> = Vec::new();
+        let mut new_pages = 0u64;
+        for (i, page) in read.as_slice().chunks_exact(BLCKSZ).enumerate() {
+            let Ok(page) = <&[u8; BLCKSZ]>::try_from(page) else {
+                break;
+            };
+            let block = first_block + i as u64;
+            if is_new(page) {
+                new_pages += 1;
+                continue;
+            }
+            // 32-bit BlockNumber arithmetic, as pg_checksums computes it.
+            let checksum = pg_checksum_page(page, (block as u32).wrapping_add(seg_base));
+            if checksum == stored_checksum(page) {
+                continue;
+            }
+            let mut out = free_pages.pop().unwrap_or_else(|| IoBuffer::zeroed(BLCKSZ));
+            let bytes = out.as_mut_slice();
+            bytes.copy_from_slice(page);
+            bytes[PD_CHECKSUM_OFFSET..PD_CHECKSUM_OFFSET + 2]
+                .copy_from_slice(&checksum.to_le_bytes());
+            changed.push((block, out));
+        }
+        let counts = &shared.counts[file_index];
+        counts.blocks_scanned.fetch_add(nblocks, Ordering::Relaxed);
+        counts.new_pages.fetch_add(new_pages, Ordering::Relaxed);
+        let to_write = changed.len() as u64;
+        if to_write > 0 {
+            let mut pages = changed.into_iter();
+            let result = write_stream(
+                &mut backend,
+                &rel,
+                options,
+                || pages.next(),
+                |_, page| free_pages.push(page),
+            );
+            if let Err(error) = result {
+                let block = error
+                    .target()
+                    .map_or(first_block, |target| target.first_block);
+                shared.fail(file_index, block, VerifyError::WriteFailed(error));
+                return Ok(());
+            }
+            counts.blocks_written.fetch_add(to_write, Ordering::Relaxed);
+            start_writeback(&backend, &rel, first_block, nblocks);
+        }
+        shared
+            .bytes_done
+            .fetch_add(len_bytes as u64, Ordering::Relaxed);
+        window = read;
+    }
+    Ok(())
+}
+
+/// Asks the kernel to start writing the window's dirty pages now (`sync_file_range` with
+/// `SYNC_FILE_RANGE_WRITE`, as PostgreSQL's `pg_flush_data` under `checkpoint_flush_after`),
+/// without waiting: the device writes while the next windows are read, instead of taking
+/// every dirty page at the final sync. Only a hint — durability still comes from
+/// [`sync_cluster_files`] — so a failure is ignored, and direct I/O has nothing to flush.
+fn start_writeback(backend: &crate::Backend, rel: &RelFile, first_block: u64, nblocks: u64) {
+    if backend.aio().config().direct_io {
+        return;
+    }
+    let Ok((file, offset_bytes, _)) = backend.locate(
+        rel,
+        first_block,
+        nblocks as u32,
+        crate::storage::OpenMode::ReadWriteCreate,
+    ) else {
+        return;
+    };
+    // SAFETY: a plain system call on a descriptor the file cache keeps open while `file`
+    // (an Arc) lives; it reads no memory of ours.
+    unsafe {
+        libc::sync_file_range(
+            file.raw_fd(),
+            offset_bytes as libc::off64_t,
+            (nblocks as usize * BLCKSZ) as libc::off64_t,
+            libc::SYNC_FILE_RANGE_WRITE,
+        );
+    }
+}
+
+/// `PageIsNew`: `pd_upper` is zero.
+fn is_new(page: &[u8; BLCKSZ]) -> bool {
+    /// Byte offset of `pd_upper` in the page header.
+    const PD_UPPER_OFFSET: usize = 14;
+    page[PD_UPPER_OFFSET] == 0 && page[PD_UPPER_OFFSET + 1] == 0
+}
+
+/// Makes `files` durable: `fsync` of each (and of each directory holding one, so a file's
+/// size is durable too), or one `syncfs` per file system they live on. `pg_checksums` syncs
+/// the whole data directory; the relation files are the only files this module writes.
+pub fn sync_cluster_files(files: &[ClusterFile], method: SyncMethod) -> Result<(), VerifyError> {
+    let mut dirs: Vec<PathBuf> = files
+        .iter()
+        .filter_map(|f| f.path.parent().map(Path::to_path_buf))
+        .collect();
+    dirs.sort();
+    dirs.dedup();
+    match method {
+        SyncMethod::Fsync => {
+            for file in files {
+                sync_path(&file.path, false)?;
+            }
+            for dir in &dirs {
+                sync_path(dir, false)?;
+            }
+        }
+        SyncMethod::Syncfs => {
+            // One syncfs per file system: directories on the same device share one.
+            let mut devices = Vec::new();
+            for dir in &dirs {
+                let dev = std::fs::metadata(dir)
+                    .map(|m| std::os::unix::fs::MetadataExt::dev(&m))
+                    .map_err(|source| VerifyError::Sync {
+                        path: dir.clone(),
+                        source,
+                    })?;
+                if !devices.contains(&dev) {
+                    devices.push(dev);
+                    sync_path(dir, true)?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `fsync` (or `syncfs`) through a read-only descriptor of `path`, as PostgreSQL's
+/// `fsync_fname` does for files and directories alike.
+fn sync_path(path: &Path, syncfs: bool) -> Result<(), VerifyError> {
+    let error = |source| VerifyError::Sync {
+        path: path.to_path_buf(),
+        source,
+    };
+    let file = std::fs::File::open(path).map_err(error)?;
+    let rc = if syncfs {
+        // SAFETY: a plain system call on a descriptor this function owns.
+        unsafe { libc::syncfs(file.as_raw_fd()) }
+    } else {
+        // SAFETY: as above.
+        unsafe { libc::fsync(file.as_raw_fd()) }
+    };
+    if rc != 0 {
+        return Err(error(std::io::Error::last_os_error()));
+    }
+    Ok(())
+}
+
+/// Sets `data_checksum_version` in `<pgdata>/global/pg_control` to `version`, recomputes
+/// the CRC-32C, writes the file in place (one write of the whole file, as PostgreSQL's
+/// `update_controlfile`; the struct fits in one 512-byte sector, which a device writes
+/// whole) and, with `sync`, fsyncs it. The file is re-read and checked first, so a file
+/// another program changed since it was checked is parsed again, not overwritten blindly.
+pub fn write_control_file(pgdata: &Path, version: u32, sync: bool) -> Result<(), VerifyError> {
+    let path = pgdata.join("global").join("pg_control");
+    let mut bytes = std::fs::read(&path).map_err(|source| VerifyError::ControlFileRead {
+        path: path.clone(),
+        source,
+    })?;
+    ControlFile::parse(&bytes, &path)?;
+    bytes[OFFSET_DATA_CHECKSUM_VERSION..OFFSET_DATA_CHECKSUM_VERSION + 4]
+        .copy_from_slice(&version.to_le_bytes());
+    let crc = crc32c(&bytes[..OFFSET_CRC]);
+    bytes[OFFSET_CRC..OFFSET_CRC + 4].copy_from_slice(&crc.to_le_bytes());
+    let error = |source| VerifyError::ControlFileWrite {
+        path: path.clone(),
+        source,
+    };
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .map_err(error)?;
+    std::os::unix::fs::FileExt::write_all_at(&file, &bytes, 0).map_err(error)?;
+    if sync {
+        file.sync_all().map_err(error)?;
+    }
+    Ok(())
+}
+
+/// The steps of [`enable_checksums`] after the rewrite, reported as they start, so a caller
+/// can print what `pg_checksums` prints between them.
+#[derive(Debug)]
+pub enum EnableStep<'a> {
+    /// Every page is rewritten (nothing synced yet); the totals are final.
+    Rewritten(&'a EnableTotals),
+    /// The data files are about to be synced (not reported with `sync: None`).
+    Syncing,
+    /// `pg_control` is about to be updated.
+    UpdatingControlFile,
+}
+
+/// What [`enable_checksums`] tells its caller while it runs. Every method does nothing by
+/// default.
+pub trait EnableObserver {
+    /// A file is done (in walk order, after every file is rewritten), with the blocks
+    /// rewritten in it.
+    fn file_done(&mut self, file: &ClusterFile, blocks_written: u64) {
+        let _ = (file, blocks_written);
+    }
+    /// Bytes read so far, now and then.
+    fn progress(&mut self, bytes_done: u64) {
+        let _ = bytes_done;
+    }
+    /// A step starts.
+    fn step(&mut self, step: EnableStep<'_>) {
+        let _ = step;
+    }
+}
+
+/// An observer that wants to hear nothing.
+impl EnableObserver for () {}
+
+/// `pg_checksums --enable` on a cluster whose `pg_control` passed
+/// [`ControlFile::check_for_enable`]: [`rewrite_checksums`] of `files` with `jobs` threads,
+/// then (with `sync`) [`sync_cluster_files`], and only then [`write_control_file`] with
+/// checksum version 1. Any error stops the run before `pg_control` is written, so the
+/// cluster keeps checksums off (see the module documentation for why that is safe).
+pub fn enable_checksums(
+    aio: &Aio,
+    pgdata: &Path,
+    files: &[ClusterFile],
+    jobs: usize,
+    sync: Option<SyncMethod>,
+    observer: &mut dyn EnableObserver,
+) -> Result<EnableTotals, VerifyError> {
+    let observer = std::cell::RefCell::new(observer);
+    let totals = rewrite_checksums(
+        aio,
+        files,
+        jobs,
+        |file, written| observer.borrow_mut().file_done(file, written),
+        |bytes| observer.borrow_mut().progress(bytes),
+    )?;
+    let observer = observer.into_inner();
+    observer.step(EnableStep::Rewritten(&totals));
+    if let Some(method) = sync {
+        observer.step(EnableStep::Syncing);
+        sync_cluster_files(files, method)?;
+    }
+    observer.step(EnableStep::UpdatingControlFile);
+    write_control_file(pgdata, PG_DATA_CHECKSUM_VERSION, sync.is_some())?;
+    Ok(totals)
+}

@@ -1,0 +1,229 @@
+//! Enabling data checksums offline, once per io_method, on a copy of the PostgreSQL 18
+//! fixture whose checksums were stripped (pd_checksum zeroed, pg_control version 0): every
+//! page ends with PostgreSQL's checksum and pg_control says on; pages already right are not
+//! rewritten; an injected write error (EIO, ENOSPC) stops the run with file, block and cause
+//! and leaves pg_control byte-for-byte untouched.
+
+mod common;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use pageio::aio::{Fault, FaultPlan, IoOp};
+use pageio::config::IoMethodKind;
+use pageio::page::checksum::{pg_checksum_page, stored_checksum};
+use pageio::verify::{
+    enable_checksums, walk_cluster, write_control_file, ControlFile, EnableObserver, EnableStep,
+    SyncMethod, VerifyError,
+};
+
+/// The fixture is a few MB; 120 s means a hang.
+const WATCHDOG_SECS: u64 = 120;
+
+/// Zeroes pd_checksum of every page of every relation file and sets pg_control's checksum
+/// version to 0: a cluster as `initdb --no-data-checksums` leaves it. Returns the number of
+/// non-new pages (the ones --enable must rewrite).
+fn strip_checksums(pgdata: &Path) -> u64 {
+    let mut non_new = 0;
+    for (path, _segment) in common::relation_files(pgdata) {
+        let mut bytes = std::fs::read(&path).unwrap();
+        for page in bytes.chunks_exact_mut(8192) {
+            if page[14] != 0 || page[15] != 0 {
+                non_new += 1;
+            }
+            page[8] = 0;
+            page[9] = 0;
+        }
+        std::fs::write(&path, bytes).unwrap();
+    }
+    write_control_file(pgdata, 0, false).unwrap();
+    non_new
+}
+
+/// (bad, good) pages by PostgreSQL's checksum, new pages skipped.
+fn count_checksums(pgdata: &Path) -> (u64, u64) {
+    let (mut bad, mut good) = (0, 0);
+    for (path, segment) in common::relation_files(pgdata) {
+        for (i, page) in common::read_pages(&path).iter().enumerate() {
+            if page[14] == 0 && page[15] == 0 {
+                continue;
+            }
+            let block = (i as u32).wrapping_add(segment * 131072);
+            if pg_checksum_page(page, block) == stored_checksum(page) {
+                good += 1;
+            } else {
+                bad += 1;
+            }
+        }
+    }
+    (bad, good)
+}
+
+#[derive(Default)]
+struct Steps(Vec<String>, u64);
+
+impl EnableObserver for Steps {
+    fn file_done(&mut self, _file: &pageio::verify::ClusterFile, _blocks_written: u64) {
+        self.1 += 1;
+    }
+    fn step(&mut self, step: EnableStep<'_>) {
+        self.0.push(
+            match step {
+                EnableStep::Rewritten(_) => "rewritten",
+                EnableStep::Syncing => "syncing",
+                EnableStep::UpdatingControlFile => "control",
+            }
+            .into(),
+        );
+    }
+}
+
+fn enable_rewrites_every_page_then_pg_control(method: IoMethodKind) {
+    let (_dir, pgdata) = common::unpack_fixture();
+    let non_new = strip_checksums(&pgdata);
+    assert!(non_new > 1000, "{non_new}");
+    let control = ControlFile::read(&pgdata).unwrap();
+    control.check_for_enable().unwrap();
+    assert_eq!(count_checksums(&pgdata).1, 0, "stripped");
+    let aio = common::aio_for(method);
+    let files = walk_cluster(pgdata.as_os_str(), None).unwrap();
+    let mut steps = Steps::default();
+    let totals = enable_checksums(
+        &aio,
+        &pgdata,
+        &files,
+        2,
+        Some(SyncMethod::Fsync),
+        &mut steps,
+    )
+    .unwrap();
+    assert_eq!(steps.0, ["rewritten", "syncing", "control"]);
+    assert_eq!(steps.1, files.len() as u64);
+    assert_eq!(totals.files_scanned, files.len() as u64);
+    assert_eq!(totals.blocks_written, non_new);
+    assert_eq!(totals.blocks_scanned, non_new + totals.new_pages);
+    assert_eq!(count_checksums(&pgdata), (0, non_new));
+    let control = ControlFile::read(&pgdata).unwrap();
+    assert_eq!(control.data_checksum_version, 1);
+    control.check_for_verify().unwrap();
+    // Disabled again, nothing to rewrite: --enable only changes pg_control.
+    write_control_file(&pgdata, 0, true).unwrap();
+    let again =
+        enable_checksums(&aio, &pgdata, &files, 1, Some(SyncMethod::Syncfs), &mut ()).unwrap();
+    assert_eq!((again.files_written, again.blocks_written), (0, 0));
+    assert_eq!(again.blocks_scanned, totals.blocks_scanned);
+    assert_eq!(ControlFile::read(&pgdata).unwrap().data_checksum_version, 1);
+}
+
+/// An injected write error stops --enable before pg_control: the error names the file,
+/// the blocks and the errno; pg_control is byte-for-byte what it was; the steps after the
+/// rewrite never started.
+fn a_failed_write_leaves_pg_control_untouched(method: IoMethodKind, errno: i32) {
+    let (_dir, pgdata) = common::unpack_fixture();
+    strip_checksums(&pgdata);
+    let control_path = pgdata.join("global/pg_control");
+    let before = std::fs::read(&control_path).unwrap();
+    let aio = common::aio_for(method);
+    let victim = common::fixture_facts().path("uniform").to_string();
+    let plan =
+        Arc::new(FaultPlan::new().on_block(IoOp::Writev, &victim, 3, Fault::Errno(errno), 1));
+    aio.set_fault_injector(Some(plan.clone()));
+    let files = walk_cluster(pgdata.as_os_str(), None).unwrap();
+    let mut steps = Steps::default();
+    let err = enable_checksums(
+        &aio,
+        &pgdata,
+        &files,
+        2,
+        Some(SyncMethod::Fsync),
+        &mut steps,
+    )
+    .unwrap_err();
+    assert_eq!(plan.fired(), 1);
+    assert!(steps.0.is_empty(), "{:?}", steps.0);
+    assert_eq!(err.kind(), "write_failed");
+    let VerifyError::WriteFailed(aio_error) = &err else {
+        panic!("{err:?}")
+    };
+    assert_eq!(aio_error.errno(), Some(errno));
+    let target = aio_error.target().unwrap();
+    assert!(target.path.ends_with(&victim), "{target}");
+    assert!(target.first_block <= 3 && 3 < target.first_block + target.nblocks as u64);
+    let message = err.to_string();
+    assert!(message.starts_with("could not write block"), "{message}");
+    assert!(message.contains(&victim), "{message}");
+    assert!(
+        message.contains(&std::io::Error::from_raw_os_error(errno).to_string()),
+        "{message}"
+    );
+    assert!(err
+        .hint()
+        .unwrap()
+        .starts_with("pg_control was not changed"));
+    assert_eq!(
+        std::fs::read(&control_path).unwrap(),
+        before,
+        "pg_control untouched"
+    );
+    assert_eq!(ControlFile::read(&pgdata).unwrap().data_checksum_version, 0);
+    // Nothing left in flight, and a second run completes.
+    aio.set_fault_injector(None);
+    enable_checksums(&aio, &pgdata, &files, 2, None, &mut ()).unwrap();
+    assert_eq!(count_checksums(&pgdata).0, 0);
+    assert_eq!(ControlFile::read(&pgdata).unwrap().data_checksum_version, 1);
+}
+
+fn eio_leaves_pg_control_untouched(method: IoMethodKind) {
+    a_failed_write_leaves_pg_control_untouched(method, libc::EIO)
+}
+
+fn enospc_leaves_pg_control_untouched(method: IoMethodKind) {
+    a_failed_write_leaves_pg_control_untouched(method, libc::ENOSPC)
+}
+
+/// A file ending in a partial block is pg_checksums' "could not read block" error, before
+/// anything is written.
+fn a_partial_block_stops_before_any_write(method: IoMethodKind) {
+    let (_dir, pgdata) = common::unpack_fixture();
+    strip_checksums(&pgdata);
+    let victim = pgdata.join(common::fixture_facts().path("uniform"));
+    let mut bytes = std::fs::read(&victim).unwrap();
+    bytes.extend_from_slice(&[1u8; 100]);
+    std::fs::write(&victim, &bytes).unwrap();
+    let aio = common::aio_for(method);
+    let files = walk_cluster(pgdata.as_os_str(), None).unwrap();
+    let err = enable_checksums(&aio, &pgdata, &files, 2, None, &mut ()).unwrap_err();
+    assert_eq!(err.kind(), "short_read");
+    assert!(err.to_string().ends_with("read 100 of 8192"), "{err}");
+    bytes.truncate(bytes.len() - 100);
+    std::fs::write(&victim, &bytes).unwrap();
+    assert_eq!(count_checksums(&pgdata).1, 0, "nothing rewritten");
+    assert_eq!(ControlFile::read(&pgdata).unwrap().data_checksum_version, 0);
+}
+
+fn watched(name: &str, method: IoMethodKind, case: fn(IoMethodKind)) {
+    common::with_watchdog(&format!("{method}:{name}"), WATCHDOG_SECS, move || {
+        case(method)
+    });
+}
+
+macro_rules! per_method {
+    ($($name:ident),* $(,)?) => {
+        mod sync {
+            $( #[test] fn $name() { super::watched(stringify!($name), pageio::IoMethodKind::Sync, super::$name) } )*
+        }
+        mod worker {
+            $( #[test] fn $name() { super::watched(stringify!($name), pageio::IoMethodKind::Worker, super::$name) } )*
+        }
+        mod io_uring {
+            $( #[test] fn $name() { super::watched(stringify!($name), pageio::IoMethodKind::IoUring, super::$name) } )*
+        }
+    };
+}
+
+per_method!(
+    enable_rewrites_every_page_then_pg_control,
+    eio_leaves_pg_control_untouched,
+    enospc_leaves_pg_control_untouched,
+    a_partial_block_stops_before_any_write,
+);
