@@ -434,6 +434,8 @@ fn json_report(
         "mb_per_s": bytes as f64 / r.elapsed_s.max(1e-9) / 1e6,
         "io_method": aio.io_method(),
         "io_workers": c.io_workers,
+        // The pool as the scan left it (worker method): its size and bounds.
+        "io_worker_pool": aio.io_worker_pool(),
         "io_combine_limit_blocks": c.io_combine_limit_blocks,
         "effective_io_concurrency": c.effective_io_concurrency,
         "direct_io": c.direct_io,
@@ -542,11 +544,24 @@ fn print_text(
         "Execution Time: {ms:.3} ms ({:.0} MB/s); io_method={}{}, {}, io_combine_limit={}kB, effective_io_concurrency={}, shared_buffers={}MB{}",
         bytes as f64 / r.elapsed_s.max(1e-9) / 1e6,
         aio.io_method(),
-        if aio.io_method() == pageio::IoMethodKind::Worker { format!(" (io_workers={})", c.io_workers) } else { String::new() },
+        worker_pool_text(aio),
         if c.direct_io { "direct" } else { "buffered" },
         c.io_combine_limit_blocks * 8,
         c.effective_io_concurrency,
         c.shared_buffers_bytes >> 20,
         if pool.huge_pages_in_use() { ", huge pages" } else { "" }
     );
+}
+
+/// The worker pool for the summary line: ` (io_workers=3)` for a fixed pool, or
+/// ` (io workers: 5 of 2..8, adaptive)` — how many the scan left running.
+fn worker_pool_text(aio: &Aio) -> String {
+    match aio.io_worker_pool() {
+        Some(p) if p.adaptive => format!(
+            " (io workers: {} of {}..{}, adaptive)",
+            p.workers, p.min_workers, p.max_workers
+        ),
+        Some(p) => format!(" (io_workers={})", p.workers),
+        None => String::new(),
+    }
 }

@@ -160,6 +160,68 @@ fn parallel_seq_scan_reports_its_workers_and_the_serial_answer() {
 }
 
 #[test]
+fn scan_reports_the_io_worker_pool() {
+    let (dir, pgdata) = fixture();
+    let pgdata = pgdata.to_str().unwrap();
+    let conf = dir.path().join("pool.conf");
+    std::fs::write(
+        &conf,
+        "io_max_workers = 4\nio_worker_launch_interval = '10ms'\n",
+    )
+    .unwrap();
+    let base = [
+        "scan",
+        "--pgdata",
+        pgdata,
+        "--heap",
+        rel("uniform"),
+        "--io-method",
+        "worker",
+    ];
+    let mut args = base.to_vec();
+    args.extend(["--config", conf.to_str().unwrap(), "--json"]);
+    let out = pageio(&args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let p = &v["io_worker_pool"];
+    assert_eq!(
+        (p["min_workers"].as_u64(), p["max_workers"].as_u64()),
+        (Some(2), Some(4)),
+        "{v}"
+    );
+    assert_eq!(p["adaptive"], true);
+    let workers = p["workers"].as_u64().unwrap();
+    assert!((2..=4).contains(&workers), "{v}");
+    // Text: the adaptive pool with its bounds; io_workers = N is a fixed pool.
+    let out = pageio(&base);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains(" of 2..8, adaptive)"), "{text}");
+    let mut args = base.to_vec();
+    args.extend(["--io-workers", "3"]);
+    let text = String::from_utf8_lossy(&pageio(&args).stdout).into_owned();
+    assert!(text.contains("(io_workers=3)"), "{text}");
+    // A floor above the ceiling names both settings as flags.
+    let mut args = base.to_vec();
+    args.extend(["--io-min-workers", "9", "--io-max-workers", "4"]);
+    let out = pageio(&args);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--io-min-workers") && err.contains("--io-max-workers"),
+        "{err}"
+    );
+    let mut args = base.to_vec();
+    args.extend(["--io-worker-idle-timeout", "5 fortnights"]);
+    let out = pageio(&args);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown time unit"));
+}
+
+#[test]
 fn bad_input_names_the_fix() {
     let (_dir, pgdata) = fixture();
     let pgdata = pgdata.to_str().unwrap();
