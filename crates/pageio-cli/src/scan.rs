@@ -93,6 +93,13 @@ pub struct ScanArgs {
     /// Treat pages that fail verification as empty (PostgreSQL's zero_damaged_pages)
     #[arg(long)]
     zero_damaged_pages: bool,
+    /// Threads for a seq scan, this one included, as PostgreSQL's parallel seq scan with the
+    /// leader participating: they share the heap in chunks (large first, smaller near the end
+    /// so all finish together), each with its own read stream and AIO handles, and their
+    /// counts are combined — the answer is the serial scan's. 0 or 1 scans serially
+    /// [default: the CPUs this process may use, at most 8, like max_parallel_workers]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(0..=pageio::scan::MAX_PARALLEL_WORKERS as i64))]
+    parallel: Option<u16>,
     /// Print one JSON object instead of text
     #[arg(long)]
     json: bool,
@@ -315,6 +322,17 @@ pub fn run(args: ScanArgs) -> CliResult {
         })?,
         None => Between::ALL,
     };
+    let parallel_workers = match (kind, args.parallel) {
+        (ScanKind::Seq, Some(n)) => usize::from(n).max(1),
+        (ScanKind::Seq, None) => pageio::scan::default_parallel_workers(),
+        (_, Some(n)) if n > 1 => {
+            return Err(format!(
+                "--parallel {n}: only seq scans run in parallel (a {kind} scan reads the pages its index names, in one stream); drop --parallel or use --kind seq"
+            )
+            .into())
+        }
+        _ => 1,
+    };
     let checksums = match args.checksums.as_str() {
         "auto" => cluster_checksums,
         v => pageio::config::parse_bool("checksums", v)?,
@@ -348,6 +366,7 @@ pub fn run(args: ScanArgs) -> CliResult {
             predicate,
             policy,
             stream_order: None,
+            parallel_workers,
         },
     )?;
     // One line per page read past, as PostgreSQL's WARNING; on stderr so --json stays clean.
@@ -411,10 +430,13 @@ fn json_report(
         "pages_failed_verification": r.pages_failed_verification,
         "pages_zeroed": r.pool.pages_zeroed,
         "damaged_pages": r.damaged_pages,
+        "parallel_workers": r.parallel_workers,
         "elapsed_ms": r.elapsed_s * 1e3,
         "mb_per_s": bytes as f64 / r.elapsed_s.max(1e-9) / 1e6,
         "io_method": aio.io_method(),
         "io_workers": c.io_workers,
+        // The pool as the scan left it (worker method): its size and bounds.
+        "io_worker_pool": aio.io_worker_pool(),
         "io_combine_limit_blocks": c.io_combine_limit_blocks,
         "effective_io_concurrency": c.effective_io_concurrency,
         "direct_io": c.direct_io,
@@ -445,6 +467,7 @@ fn print_text(
     r: &ScanResult,
 ) {
     let node = match kind {
+        ScanKind::Seq if r.parallel_workers > 1 => "Parallel Seq Scan",
         ScanKind::Seq => "Seq Scan",
         ScanKind::Bitmap => "Bitmap Heap Scan",
         ScanKind::Index => "Index Scan",
@@ -454,6 +477,14 @@ fn print_text(
         "{node} on {label}  (actual time={ms:.3} ms rows={})",
         r.rows
     );
+    if r.parallel_workers > 1 {
+        // PostgreSQL counts the workers beside the leader, which scans too.
+        println!(
+            "  Workers Launched: {} (and the leader: {} threads)",
+            r.parallel_workers - 1,
+            r.parallel_workers
+        );
+    }
     if let Some((column, predicate)) = filter {
         let cond = format!(
             "({column} >= {} AND {column} <= {})",
@@ -514,11 +545,24 @@ fn print_text(
         "Execution Time: {ms:.3} ms ({:.0} MB/s); io_method={}{}, {}, io_combine_limit={}kB, effective_io_concurrency={}, shared_buffers={}MB{}",
         bytes as f64 / r.elapsed_s.max(1e-9) / 1e6,
         aio.io_method(),
-        if aio.io_method() == pageio::IoMethodKind::Worker { format!(" (io_workers={})", c.io_workers) } else { String::new() },
+        worker_pool_text(aio),
         if c.direct_io { "direct" } else { "buffered" },
         c.io_combine_limit_blocks * 8,
         c.effective_io_concurrency,
         c.shared_buffers_bytes >> 20,
         if pool.huge_pages_in_use() { ", huge pages" } else { "" }
     );
+}
+
+/// The worker pool for the summary line: ` (io_workers=3)` for a fixed pool, or
+/// ` (io workers: 5 of 2..8, adaptive)` — how many the scan left running.
+fn worker_pool_text(aio: &Aio) -> String {
+    match aio.io_worker_pool() {
+        Some(p) if p.adaptive => format!(
+            " (io workers: {} of {}..{}, adaptive)",
+            p.workers, p.min_workers, p.max_workers
+        ),
+        Some(p) => format!(" (io_workers={})", p.workers),
+        None => String::new(),
+    }
 }

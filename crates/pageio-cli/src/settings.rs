@@ -18,9 +18,25 @@ pub struct SettingsArgs {
     /// it, else worker, saying why) [default: worker]
     #[arg(long, value_name = "METHOD", help_heading = "Settings")]
     pub io_method: Option<String>,
-    /// I/O worker threads for io_method=worker [default: 3]
+    /// A fixed pool of N I/O worker threads for io_method=worker, as PostgreSQL 18 (1..32).
+    /// Not set: the adaptive pool of PostgreSQL 19, between --io-min-workers and
+    /// --io-max-workers [default: not set, adaptive]
     #[arg(long, value_name = "N", help_heading = "Settings")]
     pub io_workers: Option<String>,
+    /// Adaptive pool: worker threads kept even when idle (1..32) [default: 2]
+    #[arg(long, value_name = "N", help_heading = "Settings")]
+    pub io_min_workers: Option<String>,
+    /// Adaptive pool: most worker threads; it grows by one per --io-worker-launch-interval
+    /// while I/O waits in the queue and no worker is idle (1..32) [default: 8]
+    #[arg(long, value_name = "N", help_heading = "Settings")]
+    pub io_max_workers: Option<String>,
+    /// Adaptive pool: idle time after which the highest-numbered worker exits, down to
+    /// --io-min-workers (e.g. 60s, 1min; a bare number is ms) [default: 60s]
+    #[arg(long, value_name = "TIME", help_heading = "Settings")]
+    pub io_worker_idle_timeout: Option<String>,
+    /// Adaptive pool: least time between two worker launches (e.g. 100ms) [default: 100ms]
+    #[arg(long, value_name = "TIME", help_heading = "Settings")]
+    pub io_worker_launch_interval: Option<String>,
     /// AIO handles per backend (thread). A read stream keeps at most this many reads in
     /// flight, whatever --effective-io-concurrency asks; a completed read gives its handle
     /// back at once, even before its page is used [default: 64]
@@ -59,9 +75,13 @@ impl SettingsArgs {
             // own postgresql.conf can be passed as it is.
             c.load_file(path)?;
         }
-        let flags: [(&str, &Option<String>); 9] = [
+        let flags: [(&str, &Option<String>); 13] = [
             ("io_method", &self.io_method),
             ("io_workers", &self.io_workers),
+            ("io_min_workers", &self.io_min_workers),
+            ("io_max_workers", &self.io_max_workers),
+            ("io_worker_idle_timeout", &self.io_worker_idle_timeout),
+            ("io_worker_launch_interval", &self.io_worker_launch_interval),
             ("io_max_concurrency", &self.io_max_concurrency),
             ("io_combine_limit", &self.io_combine_limit),
             ("effective_io_concurrency", &self.effective_io_concurrency),
@@ -84,6 +104,10 @@ impl SettingsArgs {
         let flag = match name {
             "io_method" => &self.io_method,
             "io_workers" => &self.io_workers,
+            "io_min_workers" => &self.io_min_workers,
+            "io_max_workers" => &self.io_max_workers,
+            "io_worker_idle_timeout" => &self.io_worker_idle_timeout,
+            "io_worker_launch_interval" => &self.io_worker_launch_interval,
             "io_max_concurrency" => &self.io_max_concurrency,
             "io_combine_limit" => &self.io_combine_limit,
             "effective_io_concurrency" => &self.effective_io_concurrency,

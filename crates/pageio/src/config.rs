@@ -46,6 +46,15 @@ pub const MAX_IO_COMBINE_LIMIT_BLOCKS: usize = 128;
 /// on the one shared queue costs more than another thread gains.
 pub const MAX_IO_WORKERS: usize = 32;
 
+/// `io_workers` when it was not set: the worker method runs an adaptive pool between
+/// `io_min_workers` and `io_max_workers` (PostgreSQL 19). Setting `io_workers = N` asks for a
+/// fixed pool of N threads, as in PostgreSQL 18.
+pub const IO_WORKERS_ADAPTIVE: usize = 0;
+
+/// Largest `io_worker_idle_timeout` and `io_worker_launch_interval`, in milliseconds:
+/// PostgreSQL's bound for millisecond settings (`INT_MAX`).
+pub const MAX_IO_WORKER_INTERVAL_MS: u64 = i32::MAX as u64;
+
 /// Largest `io_max_concurrency`. PostgreSQL allows up to 1024 handles per backend; every handle
 /// reserves memory for `io_combine_limit` iovecs, so the bound keeps per-backend memory small.
 pub const MAX_IO_MAX_CONCURRENCY: usize = 1024;
@@ -192,8 +201,21 @@ fn included_from_text(from: &Option<(String, usize)>) -> String {
 pub struct IoConfig {
     /// How I/O is executed.
     pub io_method: IoMethodKind,
-    /// I/O worker threads for the worker method.
+    /// I/O worker threads for the worker method: a fixed pool of this many, as in
+    /// PostgreSQL 18; [`IO_WORKERS_ADAPTIVE`] (0, the default: not set) runs the adaptive pool
+    /// between `io_min_workers` and `io_max_workers` instead.
     pub io_workers: usize,
+    /// The adaptive pool's floor: threads kept even when idle (PostgreSQL 19's
+    /// `io_min_workers`, 1..=32).
+    pub io_min_workers: usize,
+    /// The adaptive pool's ceiling (PostgreSQL 19's `io_max_workers`, 1..=32).
+    pub io_max_workers: usize,
+    /// How long the highest-numbered worker may idle before it exits, while the pool is above
+    /// `io_min_workers` (PostgreSQL 19's `io_worker_idle_timeout`, in ms).
+    pub io_worker_idle_timeout_ms: u64,
+    /// Least time between two worker launches (PostgreSQL 19's `io_worker_launch_interval`,
+    /// in ms): the pool grows by at most one thread per interval.
+    pub io_worker_launch_interval_ms: u64,
     /// AIO handles per backend: the handle budget. A read stream keeps at most
     /// `min(effective_io_concurrency, io_max_concurrency)` reads in flight, and takes in a
     /// completed read (giving its handle back) as soon as its budget is spent, not when the
@@ -228,7 +250,11 @@ impl Default for IoConfig {
     fn default() -> Self {
         IoConfig {
             io_method: IoMethodKind::Worker,
-            io_workers: 3,
+            io_workers: IO_WORKERS_ADAPTIVE,
+            io_min_workers: 2,
+            io_max_workers: 8,
+            io_worker_idle_timeout_ms: 60_000,
+            io_worker_launch_interval_ms: 100,
             io_max_concurrency: 64,
             io_combine_limit_blocks: 16,
             effective_io_concurrency: 16,
@@ -241,9 +267,13 @@ impl Default for IoConfig {
 }
 
 /// The names [`IoConfig::set`] accepts.
-pub const SETTING_NAMES: [&str; 9] = [
+pub const SETTING_NAMES: [&str; 13] = [
     "io_method",
     "io_workers",
+    "io_min_workers",
+    "io_max_workers",
+    "io_worker_idle_timeout",
+    "io_worker_launch_interval",
     "io_max_concurrency",
     "io_combine_limit",
     "effective_io_concurrency",
@@ -263,6 +293,20 @@ impl IoConfig {
             "io_method" => self.io_method = value.parse()?,
             "io_workers" => {
                 self.io_workers = parse_count("io_workers", value, 1, MAX_IO_WORKERS)?;
+            }
+            "io_min_workers" => {
+                self.io_min_workers = parse_count("io_min_workers", value, 1, MAX_IO_WORKERS)?;
+            }
+            "io_max_workers" => {
+                self.io_max_workers = parse_count("io_max_workers", value, 1, MAX_IO_WORKERS)?;
+            }
+            "io_worker_idle_timeout" => {
+                self.io_worker_idle_timeout_ms =
+                    parse_duration_ms("io_worker_idle_timeout", value)?;
+            }
+            "io_worker_launch_interval" => {
+                self.io_worker_launch_interval_ms =
+                    parse_duration_ms("io_worker_launch_interval", value)?;
             }
             "io_max_concurrency" => {
                 self.io_max_concurrency =
@@ -352,6 +396,17 @@ impl IoConfig {
         Ok(report)
     }
 
+    /// The worker method's pool: `(min, max)` threads. `io_workers = N` gives `(N, N)`, a
+    /// fixed pool as in PostgreSQL 18; otherwise `(io_min_workers, io_max_workers)`, the
+    /// adaptive pool of PostgreSQL 19.
+    pub fn io_worker_bounds(&self) -> (usize, usize) {
+        if self.io_workers == IO_WORKERS_ADAPTIVE {
+            (self.io_min_workers, self.io_max_workers)
+        } else {
+            (self.io_workers, self.io_workers)
+        }
+    }
+
     /// `io_combine_limit` in bytes.
     pub fn io_combine_limit_bytes(&self) -> usize {
         self.io_combine_limit_blocks * BLCKSZ
@@ -359,8 +414,15 @@ impl IoConfig {
 
     /// Checks the cross-setting invariants the per-setting parsers cannot see.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        let checks: [(&str, usize, usize, usize); 4] = [
-            ("io_workers", self.io_workers, 1, MAX_IO_WORKERS),
+        let checks: [(&str, usize, usize, usize); 6] = [
+            (
+                "io_workers",
+                self.io_workers,
+                IO_WORKERS_ADAPTIVE,
+                MAX_IO_WORKERS,
+            ),
+            ("io_min_workers", self.io_min_workers, 1, MAX_IO_WORKERS),
+            ("io_max_workers", self.io_max_workers, 1, MAX_IO_WORKERS),
             (
                 "io_max_concurrency",
                 self.io_max_concurrency,
@@ -388,6 +450,31 @@ impl IoConfig {
                     reason: format!("must be between {lo} and {hi}"),
                 });
             }
+        }
+        for (name, value) in [
+            ("io_worker_idle_timeout", self.io_worker_idle_timeout_ms),
+            (
+                "io_worker_launch_interval",
+                self.io_worker_launch_interval_ms,
+            ),
+        ] {
+            if value > MAX_IO_WORKER_INTERVAL_MS {
+                return Err(ConfigError::Invalid {
+                    name: name.into(),
+                    value: format!("{value}ms"),
+                    reason: format!("must be at most {MAX_IO_WORKER_INTERVAL_MS}ms"),
+                });
+            }
+        }
+        if self.io_min_workers > self.io_max_workers {
+            return Err(ConfigError::Invalid {
+                name: "io_min_workers".into(),
+                value: self.io_min_workers.to_string(),
+                reason: format!(
+                    "must not exceed io_max_workers ({}): raise io_max_workers or lower io_min_workers",
+                    self.io_max_workers
+                ),
+            });
         }
         Ok(())
     }
@@ -675,6 +762,45 @@ fn parse_with_unit(name: &str, value: &str, bare_unit_bytes: usize) -> Result<us
         .ok_or_else(|| invalid("value too large"))
 }
 
+/// A PostgreSQL time value of a millisecond setting: a bare number is milliseconds; units
+/// `us`, `ms`, `s`, `min`, `h`, `d` are converted (rounded to whole milliseconds, as
+/// PostgreSQL rounds), and the result is at most [`MAX_IO_WORKER_INTERVAL_MS`].
+pub fn parse_duration_ms(name: &str, value: &str) -> Result<u64, ConfigError> {
+    let v = value.trim();
+    let split = v
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(v.len());
+    let (number, unit) = (v[..split].trim(), v[split..].trim());
+    let invalid = |reason: String| ConfigError::Invalid {
+        name: name.into(),
+        value: value.into(),
+        reason,
+    };
+    let n: f64 = number
+        .parse()
+        .map_err(|_| invalid("expected a time such as 100ms, 60s or 1min".into()))?;
+    let per_unit_ms = match unit {
+        "" | "ms" => 1.0,
+        "us" => 0.001,
+        "s" => 1_000.0,
+        "min" => 60_000.0,
+        "h" => 3_600_000.0,
+        "d" => 86_400_000.0,
+        other => {
+            return Err(invalid(format!(
+                "unknown time unit \"{other}\": valid units are us, ms, s, min, h and d"
+            )))
+        }
+    };
+    let ms = (n * per_unit_ms).round();
+    if !ms.is_finite() || ms > MAX_IO_WORKER_INTERVAL_MS as f64 {
+        return Err(invalid(format!(
+            "must be at most {MAX_IO_WORKER_INTERVAL_MS}ms"
+        )));
+    }
+    Ok(ms as u64)
+}
+
 fn parse_count(name: &str, value: &str, lo: usize, hi: usize) -> Result<usize, ConfigError> {
     let n: usize = value.trim().parse().map_err(|_| ConfigError::Invalid {
         name: name.into(),
@@ -712,7 +838,12 @@ mod tests {
     fn defaults_match_postgresql() {
         let c = IoConfig::default();
         assert_eq!(c.io_method, IoMethodKind::Worker);
-        assert_eq!(c.io_workers, 3);
+        // io_workers not set: PostgreSQL 19's adaptive pool with its defaults.
+        assert_eq!(c.io_workers, IO_WORKERS_ADAPTIVE);
+        assert_eq!((c.io_min_workers, c.io_max_workers), (2, 8));
+        assert_eq!(c.io_worker_bounds(), (2, 8));
+        assert_eq!(c.io_worker_idle_timeout_ms, 60_000);
+        assert_eq!(c.io_worker_launch_interval_ms, 100);
         assert_eq!(c.io_max_concurrency, 64);
         assert_eq!(c.io_combine_limit_bytes(), 128 * 1024);
         assert_eq!(c.effective_io_concurrency, 16);
@@ -729,6 +860,39 @@ mod tests {
         assert!(parse_blocks("x", "12kB").is_err());
         assert!(parse_blocks("x", "12 parsecs").is_err());
         assert!(parse_size_bytes("x", "").is_err());
+    }
+
+    #[test]
+    fn worker_pool_settings() {
+        let mut c = IoConfig::default();
+        c.set("io_worker_idle_timeout", "90s").unwrap();
+        c.set("io-worker-launch-interval", "250").unwrap();
+        assert_eq!(
+            (c.io_worker_idle_timeout_ms, c.io_worker_launch_interval_ms),
+            (90_000, 250)
+        );
+        c.set("io_worker_idle_timeout", "1min").unwrap();
+        assert_eq!(c.io_worker_idle_timeout_ms, 60_000);
+        c.set("io_worker_launch_interval", "0").unwrap();
+        assert_eq!(c.io_worker_launch_interval_ms, 0);
+        let err = c.set("io_worker_idle_timeout", "5 fortnights").unwrap_err();
+        assert!(err.to_string().contains("unknown time unit"), "{err}");
+        assert!(c.set("io_worker_idle_timeout", "1000d").is_err());
+        c.set("io_min_workers", "4").unwrap();
+        c.set("io_max_workers", "16").unwrap();
+        assert_eq!(c.io_worker_bounds(), (4, 16));
+        assert!(c.set("io_max_workers", "33").is_err());
+        assert!(c.set("io_min_workers", "0").is_err());
+        // io_workers = N is a fixed pool, as in PostgreSQL 18.
+        c.set("io_workers", "3").unwrap();
+        assert_eq!(c.io_worker_bounds(), (3, 3));
+        c.io_min_workers = 9;
+        c.io_max_workers = 8;
+        let err = c.validate().unwrap_err().to_string();
+        assert!(
+            err.contains("io_min_workers") && err.contains("io_max_workers"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -476,6 +476,7 @@ fn scans_answer_the_same_in_both_orders(method: IoMethodKind) {
                         predicate: Between { lo, hi },
                         policy: DistancePolicy::Adaptive,
                         stream_order: order,
+                        parallel_workers: 1,
                     },
                 )
                 .unwrap_or_else(|e| panic!("{method} {kind} {order:?} {name}: {e}"));

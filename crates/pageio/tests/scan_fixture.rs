@@ -101,6 +101,7 @@ fn both_distance_policies_agree() {
                     },
                     policy,
                     stream_order: None,
+                    parallel_workers: 1,
                 },
             )
             .unwrap();

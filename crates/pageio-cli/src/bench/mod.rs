@@ -80,8 +80,9 @@ pub struct BenchArgs {
     /// Scan types, comma-separated [default: seq,bitmap,index]
     #[arg(long, value_delimiter = ',')]
     pub scans: Vec<String>,
-    /// Methods, comma-separated: sync, worker:N (N a count or "cores"), io_uring
-    /// [default: sync,worker:3,worker:cores,io_uring]
+    /// Methods, comma-separated: sync, worker:N (a fixed pool of N, a count or "cores"),
+    /// worker:adaptive (PostgreSQL 19's pool, io_min_workers..io_max_workers), io_uring
+    /// [default: sync,worker:3,worker:cores,worker:adaptive,io_uring]
     #[arg(long, value_delimiter = ',')]
     pub methods: Vec<String>,
     /// I/O modes, comma-separated: buffered, direct [default: buffered,direct]
@@ -333,7 +334,13 @@ fn parse_matrix(args: &BenchArgs, base: &IoConfig) -> Result<Matrix, Box<dyn std
     let mut methods: Vec<runner::MethodSpec> = Vec::new();
     for name in list_or(
         &args.methods,
-        &["sync", "worker:3", "worker:cores", "io_uring"],
+        &[
+            "sync",
+            "worker:3",
+            "worker:cores",
+            "worker:adaptive",
+            "io_uring",
+        ],
     ) {
         let spec = runner::MethodSpec::parse(&name)?;
         if !methods.contains(&spec) {

@@ -131,6 +131,7 @@ impl RunRecord {
     /// The method as the charts and tables name it: `sync`, `worker(3)`, `io_uring`.
     pub fn method_label(&self) -> String {
         match (self.io_method.as_str(), self.io_workers) {
+            ("worker", Some(0)) => "worker(adaptive)".to_string(),
             ("worker", Some(n)) => format!("worker({n})"),
             (m, _) => m.to_string(),
         }

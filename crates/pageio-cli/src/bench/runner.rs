@@ -53,12 +53,13 @@ pub struct Target {
 pub struct MethodSpec {
     /// The method.
     pub method: IoMethodKind,
-    /// Workers under `worker`.
+    /// Workers under `worker`: a fixed pool of this many, or
+    /// [`pageio::config::IO_WORKERS_ADAPTIVE`] (0) for the adaptive pool.
     pub workers: usize,
 }
 
 impl MethodSpec {
-    /// Parses `sync`, `worker`, `worker:N`, `worker:cores` or `io_uring`.
+    /// Parses `sync`, `worker`, `worker:N`, `worker:cores`, `worker:adaptive` or `io_uring`.
     pub fn parse(text: &str) -> Result<MethodSpec, String> {
         let spec = text.trim().to_ascii_lowercase();
         let (name, arg) = match spec.split_once([':', '=', '×', 'x']) {
@@ -71,18 +72,19 @@ impl MethodSpec {
             "io_uring" | "uring" => IoMethodKind::IoUring,
             _ => {
                 return Err(format!(
-                    "unknown method \"{spec}\" in --methods: expected sync, worker:N, worker:cores or io_uring"
+                    "unknown method \"{spec}\" in --methods: expected sync, worker:N, worker:cores, worker:adaptive or io_uring"
                 ))
             }
         };
         let workers = match arg.as_deref() {
             None => 3,
             Some("cores") => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            Some("adaptive") => pageio::config::IO_WORKERS_ADAPTIVE,
             Some(n) => match n.parse::<usize>() {
                 Ok(n) if (1..=128).contains(&n) => n,
                 _ => {
                     return Err(format!(
-                        "\"{spec}\" in --methods: the worker count must be 1…128 or \"cores\""
+                        "\"{spec}\" in --methods: the worker count must be 1…128, \"cores\" or \"adaptive\""
                     ))
                 }
             },
@@ -90,9 +92,12 @@ impl MethodSpec {
         Ok(MethodSpec { method, workers })
     }
 
-    /// `sync`, `worker(3)`, `io_uring`.
+    /// `sync`, `worker(3)`, `worker(adaptive)`, `io_uring`.
     pub fn label(&self) -> String {
         match self.method {
+            IoMethodKind::Worker if self.workers == pageio::config::IO_WORKERS_ADAPTIVE => {
+                "worker(adaptive)".to_string()
+            }
             IoMethodKind::Worker => format!("worker({})", self.workers),
             m => m.as_str().to_string(),
         }
@@ -275,6 +280,7 @@ fn run_query(
         },
         policy: DistancePolicy::Adaptive,
         stream_order: None,
+        parallel_workers: 1,
     };
     ctx.progress.set_message(format!(
         "{cell_name}, {} {:.4}%",

@@ -12,7 +12,8 @@
 //!        ▼
 //!  submit ─► plan_groups (merge contiguous same-file I/Os) ─► method
 //!        sync:     preadv now, in this thread
-//!        worker:   bounded queue ─► io_workers threads ─► preadv
+//!        worker:   bounded queue ─► a pool of I/O threads (fixed io_workers, or adaptive
+//!                  between io_min_workers and io_max_workers) ─► preadv
 //!        io_uring: one SQE per group on this backend's ring
 //!        ▼
 //!  complete (shared callback, waiters woken) ─► owner reclaims (local callback) ─► IDLE
@@ -70,6 +71,7 @@ pub mod stats;
 pub use callbacks::{AioCallbacks, LocalCompletion, SharedCompletion};
 pub use fault::{Fault, FaultInjector, FaultPlan, SubmitFault};
 pub use handle::{HandleState, WaitRef};
+pub use method::worker::{ManualClock, MonotonicClock, PoolClock, WorkerPoolStatus};
 pub use pipeline::{BlockRanges, IoPipeline, PipelineDriver, PipelineIo};
 pub use result::{AioError, IoOp, IoResult, IoStatus, IoTarget};
 pub use stats::IoCounters;
@@ -130,6 +132,16 @@ impl Aio {
     /// With `io_method = auto`, io_uring is used when the probe passes; otherwise worker,
     /// and [`Aio::fallback_reason`] says why (callers print it as one line).
     pub fn new(config: IoConfig) -> Result<Aio, AioError> {
+        Aio::with_worker_clock(config, Arc::new(method::worker::MonotonicClock::new()))
+    }
+
+    /// [`Aio::new`] with the clock the worker pool's grow and shrink rules read
+    /// (`io_worker_launch_interval`, `io_worker_idle_timeout`): tests pass a
+    /// [`method::worker::ManualClock`] and step the pool with [`Aio::adjust_io_workers`].
+    pub fn with_worker_clock(
+        config: IoConfig,
+        clock: Arc<dyn method::worker::PoolClock>,
+    ) -> Result<Aio, AioError> {
         config.validate()?;
         let (method_kind, fallback_reason) = match config.io_method {
             IoMethodKind::Auto => match method::uring::probe() {
@@ -147,9 +159,10 @@ impl Aio {
         };
         let method: Box<dyn IoMethodImpl> = match method_kind {
             IoMethodKind::Sync => Box::new(method::sync::SyncMethod),
-            IoMethodKind::Worker => {
-                Box::new(method::worker::WorkerMethod::start(config.io_workers)?)
-            }
+            IoMethodKind::Worker => Box::new(method::worker::WorkerMethod::start(
+                method::worker::PoolSettings::from_config(&config),
+                clock,
+            )?),
             IoMethodKind::IoUring | IoMethodKind::Auto => {
                 Box::new(method::uring::UringMethod::new(config.io_max_concurrency))
             }
@@ -288,6 +301,21 @@ impl Aio {
             }
             None => true,
         }
+    }
+
+    /// The I/O worker pool's state — workers running and idle, its bounds, queued I/Os —
+    /// under `io_method = worker`; `None` for the other methods.
+    pub fn io_worker_pool(&self) -> Option<WorkerPoolStatus> {
+        self.core.method.worker_pool()
+    }
+
+    /// Applies the worker pool's rules now — launch a worker for a backlog (at most one per
+    /// `io_worker_launch_interval`), retire the highest-numbered worker after
+    /// `io_worker_idle_timeout` — and returns the pool's state. The pool applies them by
+    /// itself as I/O is submitted and as workers idle; this is for a caller that drives the
+    /// clock ([`Aio::with_worker_clock`]). `None` for the other methods.
+    pub fn adjust_io_workers(&self) -> Option<WorkerPoolStatus> {
+        self.core.method.adjust_workers()
     }
 
     /// Every handle in use, with the columns of PostgreSQL's `pg_aios` view.

@@ -103,8 +103,13 @@ use crate::storage::{RelFile, StorageError, RELSEG_SIZE_BLOCKS};
 use crate::stream::{DistancePolicy, ReadStream, StreamOptions, StreamOrder, StreamStats};
 use crate::Backend;
 
+mod parallel;
 mod predicate;
 mod relpath;
+pub use parallel::{
+    combine_partial, default_parallel_workers, BlockAllocator, WorkerBlocks,
+    DEFAULT_PARALLEL_WORKERS_LIMIT, MAX_PARALLEL_WORKERS,
+};
 pub use predicate::{float8_cmp, parse_float8};
 pub use relpath::{resolve_relation_path, RelPathError, RelationKind};
 
@@ -225,6 +230,8 @@ pub struct ScanResult {
     pub io: IoCounters,
     /// Wall-clock time.
     pub elapsed_s: f64,
+    /// Threads that scanned (1 for a serial scan; see [`ScanOptions::parallel_workers`]).
+    pub parallel_workers: usize,
 }
 
 /// Errors of a scan.
@@ -343,6 +350,10 @@ pub struct ScanOptions {
     /// bitmap scans (their count and sum do not depend on the order in which pages come),
     /// block order for index scans (key order).
     pub stream_order: Option<StreamOrder>,
+    /// Threads for a sequential scan, the caller included (PostgreSQL's parallel seq scan:
+    /// a shared block allocator, one read stream per thread, results combined; see the
+    /// `parallel` module). 0 or 1 scans serially; bitmap and index scans are always serial.
+    pub parallel_workers: usize,
 }
 
 /// PostgreSQL's `FrozenTransactionId`: what a frozen tuple's xmin reads as.
@@ -626,6 +637,9 @@ pub fn run_scan(
     table: &Table,
     options: &ScanOptions,
 ) -> Result<ScanResult, ScanError> {
+    if options.kind == ScanKind::Seq && options.parallel_workers > 1 {
+        return parallel::parallel_seq_scan(pool, table, options, options.parallel_workers);
+    }
     let mut backend = pool.aio().backend()?;
     let pool_before = pool.counters();
     let damaged_before = pool.damaged_pages_seq();
@@ -637,7 +651,10 @@ pub fn run_scan(
         rows: 0,
         sum: 0,
     };
-    let mut result = ScanResult::default();
+    let mut result = ScanResult {
+        parallel_workers: 1,
+        ..ScanResult::default()
+    };
     match options.kind {
         ScanKind::Seq => seq_scan(pool, &mut backend, table, options, &mut acc, &mut result)?,
         ScanKind::Bitmap => bitmap_scan(pool, &mut backend, table, options, &mut acc, &mut result)?,

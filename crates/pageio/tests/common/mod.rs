@@ -97,6 +97,7 @@ pub fn scan(
             predicate,
             policy: DistancePolicy::Adaptive,
             stream_order: None,
+            parallel_workers: 1,
         },
     )
 }

@@ -81,6 +81,17 @@ pub(crate) trait IoMethodImpl: Send + Sync {
         while !backend.wait_any_done_timeout(ios, WAIT_ANY_SLICE) {}
     }
 
+    /// The worker pool's state (worker method only).
+    fn worker_pool(&self) -> Option<worker::WorkerPoolStatus> {
+        None
+    }
+
+    /// Applies the worker pool's grow and shrink rules now and returns its state (worker
+    /// method only; the pool also applies them by itself on submissions and idle timeouts).
+    fn adjust_workers(&self) -> Option<worker::WorkerPoolStatus> {
+        None
+    }
+
     /// Completes whatever has finished without waiting (io_uring: drains the ring's
     /// completion queue). Nothing to do for methods whose completer is the executing thread.
     fn reap(&self, backend: &BackendShared) {
