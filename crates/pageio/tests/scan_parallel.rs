@@ -31,6 +31,7 @@ fn seq(pool: &BufferPool, table: &Table, predicate: Between, threads: usize) -> 
             predicate,
             policy: DistancePolicy::Adaptive,
             parallel_workers: threads,
+            stream_order: None,
         },
     )
     .unwrap_or_else(|e| panic!("{threads} threads: {e}"))
@@ -223,6 +224,7 @@ fn damaged_body() {
                     predicate: Between::ALL,
                     policy: DistancePolicy::Adaptive,
                     parallel_workers: threads,
+                    stream_order: None,
                 },
             )
             .unwrap_err();
