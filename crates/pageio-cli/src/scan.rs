@@ -126,7 +126,11 @@ pub struct ScanArgs {
     /// Treat pages that fail verification as empty (PostgreSQL's zero_damaged_pages)
     #[arg(long)]
     zero_damaged_pages: bool,
-    /// Print one JSON object instead of text
+    /// Print one JSON object instead of text. With --table, "aggregates" lists
+    /// {"expr", "type", "value", "text"} in the order asked: "value" is a JSON number when
+    /// JSON holds it exactly (integers up to 2^53 in magnitude, finite floats), else
+    /// PostgreSQL's text as a string (larger bigint/numeric sums, fractions of numeric,
+    /// NaN, Infinity, text, dates), null for NULL; "text" is what psql prints
     #[arg(long)]
     json: bool,
     #[command(flatten)]

@@ -25,6 +25,10 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
+/// Rows of the table `pageio bench --table NAME` runs on; its key `a` is
+/// `g * 7919 mod 100000` for g in 1..=BENCH_ROWS, so every count is known here.
+const BENCH_ROWS: u64 = 2000;
+
 /// The longest one pageio run may take on these small tables before the test fails.
 const RUN_BOUND_SECS: u64 = 120;
 
@@ -279,6 +283,9 @@ fn cluster(bin: &Path) -> &'static Cluster {
              CREATE INDEX rewritten_a ON rewritten (a);
              DELETE FROM rewritten WHERE a % 2 = 0;
              VACUUM FULL rewritten;
+             CREATE TABLE bench_t (a float8, b text);
+             INSERT INTO bench_t SELECT (g * 7919 % 100000)::float8, md5(g::text) FROM generate_series(1, {BENCH_ROWS}) g;
+             CREATE INDEX bench_t_a ON bench_t (a);
              CREATE DATABASE second",
             root.join("ts").display()
         ));
@@ -487,5 +494,85 @@ fn names_that_do_not_exist_are_refused_with_what_exists() {
     assert!(
         out.contains("count(*) | 600\n") && out.contains("max(b)   | z99\n"),
         "{out}"
+    );
+}
+
+#[test]
+fn bench_resolves_a_table_by_name() {
+    let Some(bin) = pg_bin() else { return };
+    let c = cluster(&bin);
+    let out = tempfile::tempdir().unwrap();
+    let pgdata = c.data.display().to_string();
+    let out_s = out.path().display().to_string();
+    let rows = BENCH_ROWS.to_string();
+    let o = pageio_bounded(
+        &[
+            "bench",
+            "--pgdata",
+            &pgdata,
+            "--table",
+            "bench_t",
+            "--rows",
+            &rows,
+            "--quick",
+            "--repeats",
+            "1",
+            "--scans",
+            "seq,bitmap,index",
+            "--methods",
+            "sync,worker",
+            "--io",
+            "buffered",
+            "--cache",
+            "warm",
+            "--device",
+            "none",
+            "--no-progress",
+            "--out",
+            &out_s,
+        ],
+        RUN_BOUND_SECS * 3,
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let runs: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.path().join("runs.json")).unwrap())
+            .unwrap();
+    let keys: Vec<f64> = (1..=BENCH_ROWS)
+        .map(|g| (g * 7919 % 100_000) as f64)
+        .collect();
+    let runs = runs.as_array().unwrap();
+    assert!(runs.len() >= 10, "{} records", runs.len());
+    for r in runs {
+        assert_eq!(r["dataset"], "bench_t", "{r}");
+        let (lo, hi) = (r["lo"].as_f64().unwrap(), r["hi"].as_f64().unwrap());
+        let expected = keys.iter().filter(|&&a| a >= lo && a <= hi).count() as u64;
+        assert_eq!(r["rows"].as_u64().unwrap(), expected, "{r}");
+    }
+    // A key column that is not the first is refused, naming the first.
+    let o = pageio_bounded(
+        &[
+            "bench",
+            "--pgdata",
+            &pgdata,
+            "--table",
+            "bench_t",
+            "--key-column",
+            "b",
+            "--rows",
+            &rows,
+            "--quick",
+            "--device",
+            "none",
+            "--no-progress",
+            "--out",
+            &out_s,
+        ],
+        RUN_BOUND_SECS,
+    );
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("the first column of \"public.bench_t\" is \"a\""),
+        "{err}"
     );
 }
