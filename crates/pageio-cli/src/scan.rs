@@ -26,7 +26,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 use pageio::buffer::{BufferPool, PageCheckOptions};
-use pageio::catalog::{cluster_check_options, Catalog};
+use pageio::catalog::{cluster_check_options, Catalog, CatalogError};
 use pageio::page::heap::ColumnType;
 use pageio::scan::query::{run_table_query, QuerySpec, TableQuery};
 use pageio::scan::{
@@ -65,9 +65,9 @@ pub struct ScanArgs {
     )]
     database: String,
     /// With --table: the aggregates to compute, comma-separated: count(*), count(col),
-    /// sum(col), min(col), max(col), sum(octet_length(col)). Results have PostgreSQL's
-    /// types (sum(int4) is bigint, sum(int8) and sum(numeric) are exact numeric, sum(real)
-    /// is real); min/max of text compare bytes, i.e. the "C" collation; dates and timestamps
+    /// sum(col), avg(col), min(col), max(col), sum(octet_length(col)). Results have
+    /// PostgreSQL's types (sum(int4) is bigint, sum(int8), sum(numeric) and avg of integers
+    /// or numeric are exact numeric, sum(real) is real, avg of floats double precision); min/max of text compare bytes, i.e. the "C" collation; dates and timestamps
     /// print as DateStyle ISO, timestamptz in UTC (+00)
     #[arg(
         long,
@@ -430,7 +430,13 @@ fn run_table(args: ScanArgs) -> CliResult {
     let relation = {
         let pool = BufferPool::new(&aio, cluster_checks)?;
         let catalog = Catalog::open(&pgdata, &pool)?;
-        catalog.resolve(&spec, &args.database)?
+        match catalog.resolve(&spec, &args.database) {
+            Ok(r) => r,
+            Err(e @ CatalogError::NoRelation { .. }) => {
+                return Err(no_relation_hint(&catalog, &e, &pgdata).into())
+            }
+            Err(e) => return Err(e.into()),
+        }
     };
     let query = TableQuery::plan(
         &pgdata,
@@ -557,6 +563,43 @@ fn run_table(args: ScanArgs) -> CliResult {
         }
     }
     Ok(0)
+}
+
+/// Most table names an unknown-table error lists; `pageio tables` lists them all.
+const TABLES_LISTED_MAX: usize = 20;
+
+/// An unknown table's error, with the tables the database has and the command that lists
+/// them all.
+fn no_relation_hint(catalog: &Catalog<'_>, e: &CatalogError, pgdata: &std::path::Path) -> String {
+    let CatalogError::NoRelation { database, .. } = e else {
+        return e.to_string();
+    };
+    let names: Vec<String> = catalog
+        .database(database)
+        .and_then(|db| db.tables())
+        .map(|t| t.iter().map(|r| r.qualified_name()).collect())
+        .unwrap_or_default();
+    let shown = names
+        .iter()
+        .take(TABLES_LISTED_MAX)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
+    let more = names.len().saturating_sub(TABLES_LISTED_MAX);
+    format!(
+        "{e} (its tables: {}{}); `pageio tables --pgdata {} --database {database}` lists them",
+        if names.is_empty() {
+            "none".into()
+        } else {
+            shown
+        },
+        if more > 0 {
+            format!(", and {more} more")
+        } else {
+            String::new()
+        },
+        shell_quote(&pgdata.display().to_string())
+    )
 }
 
 /// A bound in JSON: a number, or PostgreSQL's spelling for NaN and the infinities (JSON has

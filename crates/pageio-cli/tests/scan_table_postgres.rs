@@ -50,7 +50,8 @@ const TYPES_SELECT: &str = "count(*), count(i2), sum(i2), min(i2), max(i2), sum(
     min(t), max(t), min(vc), max(vc), min(bp), max(bp), min(by), max(by), \
     sum(octet_length(t)), sum(octet_length(vc)), sum(octet_length(bp)), sum(octet_length(by)), \
     count(flag), count(js), count(u), sum(late), min(late), count(late_t), min(late_t), \
-    max(late_t), sum(octet_length(late_t))";
+    max(late_t), sum(octet_length(late_t)), avg(i2), avg(id), avg(i8), avg(f4), avg(f8), \
+    avg(num), avg(late)";
 
 const CASES: &[Case] = &[
     Case {
@@ -76,7 +77,7 @@ const CASES: &[Case] = &[
         table: "types",
         database: "postgres",
         from: "types",
-        select: "count(*), sum(f8), min(id), max(num), count(t)",
+        select: "count(*), sum(f8), min(id), max(num), count(t), avg(num), avg(f8)",
         predicate: Some("f8 between -5 and 10.5"),
         kinds: &["seq", "bitmap", "index"],
     },
@@ -433,7 +434,9 @@ fn names_that_do_not_exist_are_refused_with_what_exists() {
     let (code, _, err) = run(&c.data, &["--table", "nosuch", "--select", "count(*)"]);
     assert_eq!(code, 2);
     assert!(
-        err.contains("relation \"nosuch\" does not exist in database \"postgres\""),
+        err.contains("relation \"nosuch\" does not exist in database \"postgres\"")
+            && err.contains("app.accounts, public.bench_t")
+            && err.contains("`pageio tables --pgdata"),
         "{err}"
     );
     let (code, _, err) = run(&c.data, &["--table", "ulog", "--select", "sum(nosuch)"]);
