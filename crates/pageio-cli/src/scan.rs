@@ -97,7 +97,8 @@ pub struct ScanArgs {
     /// float8 literals ('NaN' and 'Infinity' included, ordered as PostgreSQL orders them).
     /// With --table: 'COL between LO and HI', 'COL = V', 'COL < V' (<=, >, >= too) on any
     /// column of type int2/4/8, float4/8, numeric, date, timestamp(tz), text, varchar, bpchar
-    /// or bytea; literals as SQL writes them ('2024-01-31', 'it''s'); NULLs never qualify
+    /// or bytea; literals as SQL writes them ('2024-01-31', 'it''s'); NULLs never qualify;
+    /// text compares bytes (the "C" collation: a WARNING says when the column's differs)
     #[arg(long = "where", value_name = "PREDICATE")]
     predicate: Option<String>,
     /// Name of the first column, the one --where filters, for --pgdata tables [default: a;
@@ -472,6 +473,9 @@ fn run_table(args: ScanArgs) -> CliResult {
             ignore_checksum_failure: args.ignore_checksum_failure,
         },
     )?;
+    for w in query.warnings() {
+        eprintln!("WARNING:  {w}");
+    }
     let result = run_table_query(&pool, &query, policy)?;
     for page in &result.scan.damaged_pages {
         eprintln!("WARNING:  {page}");
@@ -500,6 +504,7 @@ fn run_table(args: ScanArgs) -> CliResult {
             );
             object.insert("where".into(), args.predicate.clone().into());
             object.insert("index".into(), query.index_name.clone().into());
+            object.insert("warnings".into(), query.warnings().to_vec().into());
             object.insert(
                 "aggregates".into(),
                 result

@@ -488,12 +488,25 @@ fn names_that_do_not_exist_are_refused_with_what_exists() {
     let (code, _, err) = run(&c.data, &["--table", "types", "--database", "nosuch"]);
     assert_eq!(code, 2);
     assert!(err.contains("database \"nosuch\" does not exist"), "{err}");
-    // Text output: one line per aggregate.
+    // Text output: one line per aggregate; a "C" column compares as PostgreSQL does.
     let (code, out, err) = run(
         &c.data,
         &["--table", "ulog", "--select", "count(*), max(b)"],
     );
     assert_eq!(code, 0, "{err}");
+    assert!(!err.contains("WARNING"), "{err}");
+    // Text of the database's default collation: byte order may differ, and it is said.
+    let (code, out_ts, err) = run(
+        &c.data,
+        &["--table", "in_ts", "--select", "max(b)", "--json"],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("WARNING:  column \"b\" has collation oid 100 (not \"C\")"),
+        "{err}"
+    );
+    let report: serde_json::Value = serde_json::from_str(&out_ts).unwrap();
+    assert_eq!(report["warnings"].as_array().unwrap().len(), 1);
     assert!(
         out.contains("count(*) | 600\n") && out.contains("max(b)   | z99\n"),
         "{out}"

@@ -269,6 +269,9 @@ pub struct Column {
     pub dropped: bool,
     /// `atthasmissing`: rows older than the column read its `attmissingval`.
     pub atthasmissing: bool,
+    /// `attcollation`: the collation text comparisons use (0: not collatable, 100: the
+    /// database default, 950: "C", 951: "POSIX").
+    pub collation_oid: u32,
     /// The stored form of `attmissingval`'s one element (fixed bytes, or a varlena with
     /// its header), decoded from the `anyarray` in the row's variable-length tail; `None`
     /// when `atthasmissing` is false or the missing value is NULL.
@@ -1122,6 +1125,7 @@ impl DatabaseCatalog {
                         dropped: d[ATTISDROPPED] != 0,
                         atthasmissing: d[ATTHASMISSING] != 0,
                         missing_value: None,
+                        collation_oid: u32_at(d, ATTCOLLATION),
                     },
                 });
             Ok(())

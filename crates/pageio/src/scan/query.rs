@@ -231,7 +231,12 @@ pub struct TableQuery {
     items: Vec<Item>,
     /// Attributes to deform: one past the last used.
     wanted: usize,
+    /// What the answer may differ from PostgreSQL's in, said before the scan.
+    warnings: Vec<String>,
 }
+
+/// `C_COLLATION_OID` and `POSIX_COLLATION_OID`: byte order, which pageio compares in.
+const BYTE_ORDER_COLLATIONS: [u32; 2] = [950, 951];
 
 /// A bound's literal text and whether it is inclusive.
 type BoundText = Option<(String, bool)>;
@@ -504,7 +509,31 @@ impl TableQuery {
                 .as_deref()
                 .map(|p| (RelFile::in_data_dir(pgdata, p, ForkNumber::Main), t.oid))
         });
+        // Text compares bytes here; PostgreSQL compares in the column's collation, which
+        // orders differently unless it is "C" or "POSIX": say so rather than differ silently.
+        let mut compared: Vec<usize> = items
+            .iter()
+            .filter(|i| matches!(i.func, AggFunc::Min | AggFunc::Max))
+            .filter_map(|i| i.column)
+            .chain(predicate.as_ref().map(|p| p.column))
+            .collect();
+        compared.sort_unstable();
+        compared.dedup();
+        let warnings = compared
+            .into_iter()
+            .filter(|&c| {
+                matches!(kinds[c], TypeKind::Text | TypeKind::Varchar | TypeKind::Bpchar)
+                    && !BYTE_ORDER_COLLATIONS.contains(&relation.columns[c].collation_oid)
+            })
+            .map(|c| {
+                format!(
+                    "column \"{}\" has collation oid {} (not \"C\"): pageio compares text in byte order, the \"C\" collation, so its min, max and --where may differ from PostgreSQL's (which uses the column's collation); compare with COLLATE \"C\" in SQL",
+                    relation.columns[c].name, relation.columns[c].collation_oid
+                )
+            })
+            .collect();
         Ok(TableQuery {
+            warnings,
             table_name,
             table: Table {
                 heap: RelFile::in_data_dir(pgdata, path, ForkNumber::Main),
@@ -525,6 +554,12 @@ impl TableQuery {
     /// The select items' expressions, in order.
     pub fn expressions(&self) -> Vec<&str> {
         self.items.iter().map(|i| i.expr.as_str()).collect()
+    }
+
+    /// What the answer may differ from PostgreSQL's in (text compared in byte order on a
+    /// column with another collation).
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
     }
 
     /// The predicate, if any.
