@@ -479,6 +479,12 @@ fn names_that_do_not_exist_are_refused_with_what_exists() {
     let (code, _, err) = run(&c.data, &["--table", "types", "--select", "sum(t)"]);
     assert_eq!(code, 2);
     assert!(err.contains("function sum(text) does not exist"), "{err}");
+    let (code, _, err) = run(&c.data, &["--table", "types", "--select", "max(js)"]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("max(js): function max(jsonb) does not exist"),
+        "{err}"
+    );
     let (code, _, err) = run(&c.data, &["--table", "parted", "--select", "count(*)"]);
     assert_eq!(code, 2);
     assert!(
@@ -591,4 +597,56 @@ fn bench_resolves_a_table_by_name() {
         err.contains("the first column of \"public.bench_t\" is \"a\""),
         "{err}"
     );
+}
+
+/// TOAST chunks located by one sequential read of the TOAST heap (the path for a TOAST table
+/// without an index) give the same values as the index lookups the CLI uses.
+#[test]
+fn toast_values_without_the_toast_index() {
+    use pageio::buffer::BufferPool;
+    use pageio::catalog::{cluster_check_options, Catalog};
+    use pageio::config::{IoConfig, IoMethodKind};
+    use pageio::scan::query::{run_table_query, QuerySpec, TableQuery};
+    use pageio::scan::ScanKind;
+    use pageio::stream::DistancePolicy;
+    use pageio::Aio;
+    let Some(bin) = pg_bin() else { return };
+    let c = cluster(&bin);
+    let case = CASES
+        .iter()
+        .find(|c| c.table == "toasty")
+        .expect("the TOAST case");
+    for method in IoMethodKind::CONCRETE {
+        let aio = Aio::new(IoConfig {
+            io_method: method,
+            ..IoConfig::default()
+        })
+        .unwrap();
+        let pool = BufferPool::new(&aio, cluster_check_options(&c.data).unwrap()).unwrap();
+        let relation = Catalog::open(&c.data, &pool)
+            .unwrap()
+            .resolve("toasty", "postgres")
+            .unwrap();
+        assert!(relation.toast.as_ref().unwrap().index_path.is_some());
+        let mut query = TableQuery::plan(
+            &c.data,
+            &relation,
+            &QuerySpec {
+                select: case.select,
+                predicate: None,
+                kind: ScanKind::Seq,
+                index: None,
+            },
+        )
+        .unwrap();
+        for by_index in [true, false] {
+            query.set_toast_by_index(by_index);
+            let r = run_table_query(&pool, &query, DistancePolicy::Adaptive).unwrap();
+            let got: Vec<String> = r.aggregates.iter().map(|a| a.text()).collect();
+            assert_eq!(
+                &got, &c.answers[case.name],
+                "{method}, by index: {by_index}"
+            );
+        }
+    }
 }

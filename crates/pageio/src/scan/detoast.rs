@@ -16,8 +16,11 @@
 //!  Compressed{pglz}      → pglz_decompress(data, raw size), complete-check as PostgreSQL's
 //!                          toast_decompress_datum: every input byte used, exactly raw bytes out
 //!  Compressed{lz4}       → lz4 block decompression (lz4_flex), exactly raw bytes out
-//!  External{value id}    → the TOAST heap's live chunks of that id (located by one sequential
-//!                          read of the TOAST heap, kept as block/line pointer per chunk),
+//!  External{value id}    → the TOAST heap's live chunks of that id, located through the
+//!                          TOAST index on (chunk_id, chunk_seq) — the same bounded btree
+//!                          walk as index scans, keys compared as oids — or, for a TOAST
+//!                          table without an index, by one sequential read of its heap
+//!                          that keeps block/line pointer per chunk (16 bytes a chunk),
 //!                          chunk_seq 0, 1, … without a gap, total = va_extinfo's size;
 //!                          compressed (external size < raw − 4): first 4 bytes are va_tcinfo,
 //!                          the rest decompressed as above
@@ -35,8 +38,10 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 
+use super::{KeyRange, LeafWalk};
 use crate::buffer::{BufferPool, RelId};
 use crate::page::heap::HeapTuple;
+use crate::page::heap::{ColumnType, Datum};
 use crate::page::tuple::{AttDesc, RawDatum, TupleDesc};
 use crate::page::varlena::{CompressionMethod, Varlena, VARHDRSZ};
 use crate::page::{LinePointerFlags, PageRef};
@@ -129,16 +134,35 @@ pub fn decompress(
     }
 }
 
-/// A TOAST relation, its chunks located once, ready to reassemble values.
+/// A TOAST relation, ready to locate chunks and reassemble values.
 pub struct ToastReader<'p> {
     pool: &'p BufferPool,
     rel: RelFile,
     relid: RelId,
     toast_oid: u32,
-    /// value id → (chunk_seq, block, line pointer) of its live chunks.
+    /// The TOAST index on (chunk_id, chunk_seq); without it, `chunks` locates them.
+    index: Option<RelFile>,
+    /// value id → (chunk_seq, block, line pointer) of its live chunks (no index only).
     chunks: HashMap<u32, Vec<(i32, u64, u16)>>,
     desc: TupleDesc,
     backend: Backend,
+    live: fn(u16) -> bool,
+}
+
+/// `chunk_id = value_id` on the TOAST index's first key (an oid, compared unsigned as
+/// `btoidcmp` does).
+struct ChunkIdEquals(u32);
+
+impl KeyRange for ChunkIdEquals {
+    fn below(&self, key: &Datum<'_>) -> bool {
+        matches!(*key, Datum::Oid(k) if k < self.0)
+    }
+    fn above(&self, key: &Datum<'_>) -> bool {
+        matches!(*key, Datum::Oid(k) if k > self.0)
+    }
+    fn matches(&self, key: &Datum<'_>) -> bool {
+        matches!(*key, Datum::Oid(k) if k == self.0)
+    }
 }
 
 impl std::fmt::Debug for ToastReader<'_> {
@@ -169,12 +193,15 @@ fn u32_of(d: &RawDatum<'_>) -> Option<u32> {
 }
 
 impl<'p> ToastReader<'p> {
-    /// Locates every live chunk of TOAST relation `toast_oid` stored in `rel`, with one
-    /// sequential read through `pool` (its own AIO backend, so it can fetch while a scan's
-    /// stream holds pins). `live` decides visibility by hint bits, as the scan does.
+    /// A reader of TOAST relation `toast_oid` stored in `rel` (of `nblocks` blocks), through
+    /// `pool` with its own AIO backend, so it can fetch while a scan's stream holds pins.
+    /// With `index` (the TOAST index) each value's chunks are looked up in it; without,
+    /// every live chunk is located now by one sequential read of the heap. `live` decides
+    /// visibility by hint bits, as the scan does.
     pub fn open(
         pool: &'p BufferPool,
         rel: RelFile,
+        index: Option<RelFile>,
         toast_oid: u32,
         nblocks: u64,
         live: fn(u16) -> bool,
@@ -183,7 +210,7 @@ impl<'p> ToastReader<'p> {
         let mut backend = pool.aio().backend().map_err(|e| e.to_string())?;
         let desc = toast_desc();
         let mut chunks: HashMap<u32, Vec<(i32, u64, u16)>> = HashMap::new();
-        {
+        if index.is_none() {
             let mut next = 0u64;
             let mut stream = ReadStream::new(pool, &rel, StreamOptions::default(), move || {
                 (next < nblocks).then(|| {
@@ -238,18 +265,83 @@ impl<'p> ToastReader<'p> {
             rel,
             relid,
             toast_oid,
+            index,
             chunks,
             desc,
             backend,
+            live,
         })
+    }
+
+    /// (chunk_seq, block, line pointer) of value `value_id`'s live chunks, in chunk order.
+    fn locate(&mut self, value_id: u32) -> Result<Vec<(i32, u64, u16)>, String> {
+        let name = self.rel.display_name().to_string();
+        let Some(index) = &self.index else {
+            return Ok(self.chunks.get(&value_id).cloned().unwrap_or_default());
+        };
+        let index_name = index.display_name().to_string();
+        let range = ChunkIdEquals(value_id);
+        let mut tids = Vec::new();
+        {
+            let mut walk =
+                LeafWalk::start(self.pool, &mut self.backend, index, ColumnType::Oid, &range)
+                    .map_err(|e| format!("TOAST index \"{index_name}\": {e}"))?;
+            while let Some(mut leaf) = walk
+                .next_leaf(&mut self.backend)
+                .map_err(|e| format!("TOAST index \"{index_name}\": {e}"))?
+            {
+                tids.append(&mut leaf);
+            }
+        }
+        let mut found = Vec::with_capacity(tids.len());
+        for tid in tids {
+            let (block, off) = (tid.block as u64, tid.offset);
+            let at = format!("TOAST relation \"{name}\" block {block}, line pointer {off}");
+            let buf = self
+                .pool
+                .read_buffer(&mut self.backend, self.relid, block, None)
+                .map_err(|e| format!("TOAST relation \"{name}\": {e}"))?;
+            let p = PageRef::new(buf.page()).map_err(|e| format!("{at}: {e}"))?;
+            if off == 0 || off > p.item_count() {
+                continue; // an index entry past the page's line pointers: no row, as heap fetch
+            }
+            let id = p.item_id(off).map_err(|e| format!("{at}: {e}"))?;
+            if id.lp_flags != LinePointerFlags::Normal {
+                continue; // dead or unused: the chunk of a deleted value, not yet vacuumed
+            }
+            let bytes = p.item_bytes(off, id).map_err(|e| format!("{at}: {e}"))?;
+            let t = HeapTuple::parse(bytes).map_err(|e| format!("{at}: {e}"))?;
+            if !(self.live)(t.header().t_infomask) {
+                continue;
+            }
+            let mut values = Vec::with_capacity(2);
+            self.desc
+                .deform(&t, 2, &mut values)
+                .map_err(|e| format!("{at}: {e}"))?;
+            let (Some(id), Some(seq)) = (
+                values.first().and_then(u32_of),
+                values.get(1).and_then(u32_of),
+            ) else {
+                return Err(format!("{at}: chunk_id or chunk_seq is NULL"));
+            };
+            if id != value_id {
+                return Err(format!(
+                    "{at}: TOAST index \"{index_name}\" has an entry for chunk_id {value_id} pointing to a chunk of value {id}: the index is corrupt; REINDEX it"
+                ));
+            }
+            found.push((seq as i32, block, off));
+        }
+        found.sort_unstable();
+        Ok(found)
     }
 
     /// The stored bytes of value `value_id`: its chunks in order, `ext_size_bytes` in all.
     fn fetch(&mut self, value_id: u32, ext_size_bytes: usize) -> Result<Vec<u8>, String> {
         let name = self.rel.display_name().to_string();
-        let list = self.chunks.get(&value_id).ok_or_else(|| {
-            format!("TOAST value {value_id} is missing from TOAST relation \"{name}\" (no live chunk has that chunk_id)")
-        })?;
+        let list = self.locate(value_id)?;
+        if list.is_empty() {
+            return Err(format!("TOAST value {value_id} is missing from TOAST relation \"{name}\" (no live chunk has that chunk_id)"));
+        }
         let mut out = Vec::with_capacity(ext_size_bytes);
         for (expected, &(seq, block, off)) in list.iter().enumerate() {
             if seq != expected as i32 {

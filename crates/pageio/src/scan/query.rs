@@ -224,7 +224,10 @@ pub struct TableQuery {
     pub index_name: Option<String>,
     /// Which scan.
     pub kind: ScanKind,
-    toast: Option<(RelFile, u32)>,
+    /// The TOAST relation, its index (if any) and its oid.
+    toast: Option<(RelFile, Option<RelFile>, u32)>,
+    /// Locate TOAST chunks through the TOAST index (else one sequential read).
+    toast_by_index: bool,
     desc: TupleDesc,
     kinds: Vec<TypeKind>,
     predicate: Option<ColumnRange>,
@@ -349,8 +352,23 @@ impl TableQuery {
             let column = item.column.as_deref().map(find).transpose()?;
             let kind = column.map(|c| kinds[c]);
             let varlena = column.is_some_and(|c| relation.columns[c].attlen < 0);
-            let accumulator = Accumulator::new(item.func, kind, varlena)
-                .map_err(|e| QueryError::Invalid(format!("{}: {e}", item.expr)))?;
+            let accumulator = Accumulator::new(item.func, kind, varlena).map_err(|e| {
+                // A type pageio does not read is named as the catalog names it.
+                let e = match (kind, column) {
+                    (Some(TypeKind::Other), Some(c)) => e.replace(
+                        "(other)",
+                        &format!(
+                            "({})",
+                            relation.columns[c]
+                                .type_name
+                                .as_deref()
+                                .unwrap_or("unknown type")
+                        ),
+                    ),
+                    _ => e,
+                };
+                QueryError::Invalid(format!("{}: {e}", item.expr))
+            })?;
             if let Some(c) = column {
                 wanted = wanted.max(c + 1);
             }
@@ -505,9 +523,15 @@ impl TableQuery {
             index_name = Some(chosen.name.clone());
         }
         let toast = relation.toast.as_ref().and_then(|t| {
-            t.path
-                .as_deref()
-                .map(|p| (RelFile::in_data_dir(pgdata, p, ForkNumber::Main), t.oid))
+            t.path.as_deref().map(|p| {
+                (
+                    RelFile::in_data_dir(pgdata, p, ForkNumber::Main),
+                    t.index_path
+                        .as_deref()
+                        .map(|i| RelFile::in_data_dir(pgdata, i, ForkNumber::Main)),
+                    t.oid,
+                )
+            })
         });
         // Text compares bytes here; PostgreSQL compares in the column's collation, which
         // orders differently unless it is "C" or "POSIX": say so rather than differ silently.
@@ -533,6 +557,7 @@ impl TableQuery {
             })
             .collect();
         Ok(TableQuery {
+            toast_by_index: true,
             warnings,
             table_name,
             table: Table {
@@ -560,6 +585,13 @@ impl TableQuery {
     /// column with another collation).
     pub fn warnings(&self) -> &[String] {
         &self.warnings
+    }
+
+    /// Whether TOAST chunks are located through the TOAST index (the default: a lookup per
+    /// value) or, with `false`, by one sequential read of the TOAST heap before the scan
+    /// (cheaper when nearly every value is read anyway).
+    pub fn set_toast_by_index(&mut self, by_index: bool) {
+        self.toast_by_index = by_index;
     }
 
     /// The predicate, if any.
@@ -733,10 +765,11 @@ pub fn run_table_query(
     policy: DistancePolicy,
 ) -> Result<QueryResult, ScanError> {
     let toast = match &query.toast {
-        Some((rel, oid)) if query.needs_values_of_varlena() => {
+        Some((rel, index, oid)) if query.needs_values_of_varlena() => {
             let nblocks = checked_nblocks(rel)?;
+            let index = index.clone().filter(|_| query.toast_by_index);
             Some(
-                ToastReader::open(pool, rel.clone(), *oid, nblocks, tuple_is_live)
+                ToastReader::open(pool, rel.clone(), index, *oid, nblocks, tuple_is_live)
                     .map_err(ScanError::Toast)?,
             )
         }
