@@ -91,13 +91,31 @@ const CASES: &[Case] = &[
         kinds: &["seq", "bitmap", "index"],
     },
     Case {
-        name: "text equality",
+        name: "text range",
         table: "types",
         database: "postgres",
         from: "types",
-        select: "count(*), sum(id)",
+        select: "count(*), sum(id), min(vc), max(vc)",
         predicate: Some("vc < '4'"),
-        kinds: &["seq"],
+        kinds: &["seq", "bitmap", "index"],
+    },
+    Case {
+        name: "bpchar range",
+        table: "types",
+        database: "postgres",
+        from: "types",
+        select: "count(*), sum(id), min(bp), max(bp)",
+        predicate: Some("bp between 'a' and 'c  '"),
+        kinds: &["seq", "bitmap", "index"],
+    },
+    Case {
+        name: "compressed text keys",
+        table: "toasty",
+        database: "postgres",
+        from: "toasty",
+        select: "count(*), sum(id), min(comp)",
+        predicate: Some("comp >= 'abc3'"),
+        kinds: &["seq", "bitmap", "index"],
     },
     Case {
         name: "TOAST: external, compressed in line, compressed external",
@@ -255,6 +273,8 @@ fn cluster(bin: &Path) -> &'static Cluster {
                  FROM generate_series(3001, 3200) g;
              CREATE INDEX types_f8 ON types (f8);
              CREATE INDEX types_d ON types (d);
+             CREATE INDEX types_vc ON types (vc);
+             CREATE INDEX types_bp ON types (bp);
              CREATE TABLE toasty (id int, big text COLLATE \"C\", comp text COLLATE \"C\", ec text COLLATE \"C\");
              ALTER TABLE toasty ALTER COLUMN big SET STORAGE EXTERNAL;
              ALTER TABLE toasty ALTER COLUMN comp SET COMPRESSION pglz;
@@ -263,6 +283,7 @@ fn cluster(bin: &Path) -> &'static Cluster {
                  repeat('abc' || g, 700),
                  (SELECT string_agg(md5(g::text || x::text) || repeat('z', 32), '') FROM generate_series(1, 200 + g) x)
              FROM generate_series(1, 60) g;
+             CREATE INDEX toasty_comp ON toasty (comp);
              CREATE SCHEMA app;
              CREATE TABLE app.accounts (id int PRIMARY KEY, name text COLLATE \"C\", balance int8);
              INSERT INTO app.accounts SELECT g, 'n' || g, g * 10 FROM generate_series(1, 3000) g;
@@ -271,6 +292,7 @@ fn cluster(bin: &Path) -> &'static Cluster {
              CREATE TABLESPACE ts LOCATION '{}';
              CREATE TABLE in_ts (a int8, b text) TABLESPACE ts;
              INSERT INTO in_ts SELECT g, repeat('y', g % 50) FROM generate_series(1, 2000) g;
+             CREATE INDEX in_ts_b ON in_ts (b);
              CREATE UNLOGGED TABLE ulog (a int, gone text, b text COLLATE \"C\");
              INSERT INTO ulog SELECT g, 'x', 'z' || g FROM generate_series(1, 500) g;
              ALTER TABLE ulog DROP COLUMN gone;
@@ -476,6 +498,17 @@ fn names_that_do_not_exist_are_refused_with_what_exists() {
         err.contains("index \"nosuch\" does not exist on the table"),
         "{err}"
     );
+    let (code, _, err) = run(
+        &c.data,
+        &[
+            "--table", "in_ts", "--where", "b = 'yy'", "--kind", "bitmap",
+        ],
+    );
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("index \"in_ts_b\" orders its text keys by collation oid 100"),
+        "{err}"
+    );
     let (code, _, err) = run(&c.data, &["--table", "types", "--select", "sum(t)"]);
     assert_eq!(code, 2);
     assert!(err.contains("function sum(text) does not exist"), "{err}");
@@ -614,7 +647,7 @@ fn toast_values_without_the_toast_index() {
     let c = cluster(&bin);
     let case = CASES
         .iter()
-        .find(|c| c.table == "toasty")
+        .find(|c| c.name.starts_with("TOAST"))
         .expect("the TOAST case");
     for method in IoMethodKind::CONCRETE {
         let aio = Aio::new(IoConfig {

@@ -690,6 +690,17 @@ pub fn run_scan(
         rows: 0,
         sum: 0,
     };
+    // `Between` compares numbers: under a text key it would match nothing, silently.
+    if options.kind != ScanKind::Seq && table.columns.first() == Some(&ColumnType::Text) {
+        return Err(ScanError::BadIndex {
+            path: table
+                .index
+                .as_ref()
+                .map(|i| i.display_name().to_string())
+                .unwrap_or_default(),
+            reason: "the first column must be float8, float4, int2, int4 or int8 for a numeric range, not Text".into(),
+        });
+    }
     let range = options.predicate;
     let mut result = run_with(pool, table, options, &range, &mut acc)?;
     result.rows = acc.rows;
@@ -1108,7 +1119,8 @@ fn index_key_type(table: &Table) -> Result<ColumnType, ScanError> {
             | ColumnType::Float4
             | ColumnType::Int2
             | ColumnType::Int4
-            | ColumnType::Int8),
+            | ColumnType::Int8
+            | ColumnType::Text),
         ) => Ok(*t),
         other => Err(ScanError::BadIndex {
             path: table
@@ -1117,7 +1129,7 @@ fn index_key_type(table: &Table) -> Result<ColumnType, ScanError> {
                 .map(|i| i.display_name().to_string())
                 .unwrap_or_default(),
             reason: format!(
-                "the first column must be float8, float4, int2, int4 or int8, not {other:?}"
+                "the first column must be float8, float4, int2, int4, int8 or text, not {other:?}"
             ),
         }),
     }

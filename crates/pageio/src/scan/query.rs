@@ -161,11 +161,20 @@ impl ColumnRange {
             (TypeKind::TimestampTz, Datum::Int8(v)) => Value::TimestampTz(v),
             (TypeKind::Float4, Datum::Float4(v)) => Value::Float4(v),
             (TypeKind::Float8, Datum::Float8(v)) => Value::Float8(v),
+            (TypeKind::Text | TypeKind::Varchar, Datum::Varlena(v)) => {
+                Value::Text(detoast(&v, None).ok()?.into_owned())
+            }
+            (TypeKind::Bpchar, Datum::Varlena(v)) => {
+                Value::Bpchar(detoast(&v, None).ok()?.into_owned())
+            }
             _ => return None,
         })
     }
 }
 
+/// A key that cannot be read as the column's type (a damaged compressed text key) is
+/// neither below nor above the range and is kept: every row the index yields is checked
+/// against the predicate again on its heap value, so such a key costs a fetch, never a row.
 impl KeyRange for ColumnRange {
     fn below(&self, key: &Datum<'_>) -> bool {
         self.key_value(key).is_some_and(|v| self.below_value(&v))
@@ -174,7 +183,7 @@ impl KeyRange for ColumnRange {
         self.key_value(key).is_some_and(|v| self.above_value(&v))
     }
     fn matches(&self, key: &Datum<'_>) -> bool {
-        self.key_value(key).is_some_and(|v| self.contains(&v))
+        self.key_value(key).is_none_or(|v| self.contains(&v))
     }
 }
 
@@ -187,6 +196,7 @@ fn index_key_column_type(kind: TypeKind) -> Option<ColumnType> {
         TypeKind::Int8 | TypeKind::Timestamp | TypeKind::TimestampTz => ColumnType::Int8,
         TypeKind::Float4 => ColumnType::Float4,
         TypeKind::Float8 => ColumnType::Float8,
+        TypeKind::Text | TypeKind::Varchar | TypeKind::Bpchar => ColumnType::Text,
         _ => return None,
     })
 }
@@ -502,12 +512,27 @@ impl TableQuery {
                     problem: "has an expression as its first key".into(),
                     indexes: describe_indexes(),
                 })?;
+            // A text btree is ordered by its column's collation; the walk compares bytes,
+            // which is that order only for "C" and "POSIX".
+            let collation = relation.columns[key_column].collation_oid;
+            if index_key_column_type(kinds[key_column]) == Some(ColumnType::Text)
+                && !BYTE_ORDER_COLLATIONS.contains(&collation)
+            {
+                return Err(QueryError::BadIndex {
+                    table: table_name.clone(),
+                    index: chosen.name.clone(),
+                    problem: format!(
+                        "orders its text keys by collation oid {collation}, and the btree walk compares bytes (the \"C\" collation): use --kind seq, or an index on the column COLLATE \"C\""
+                    ),
+                    indexes: describe_indexes(),
+                });
+            }
             key_type = index_key_column_type(kinds[key_column]).ok_or_else(|| {
                 QueryError::BadIndex {
                     table: table_name.clone(),
                     index: chosen.name.clone(),
                     problem: format!(
-                        "has keys of type {}, which the btree walk does not compare (it compares int2, int4, int8, float4, float8, date, timestamp and timestamptz): use --kind seq",
+                        "has keys of type {}, which the btree walk does not compare (it compares int2, int4, int8, float4, float8, date, timestamp, timestamptz, text, varchar and bpchar): use --kind seq",
                         relation.columns[key_column].type_name.as_deref().unwrap_or("unknown")
                     ),
                     indexes: describe_indexes(),
