@@ -263,12 +263,14 @@ impl Accumulator {
             }
             Accumulator::SumFloat4(sum) => {
                 if let Some(Value::Float4(v)) = value {
-                    *sum = Some(sum.unwrap_or(0.0) + v);
+                    let a = sum.unwrap_or(0.0);
+                    *sum = Some(float_add(a, *v)?);
                 }
             }
             Accumulator::SumFloat8(sum) => {
                 if let Some(Value::Float8(v)) = value {
-                    *sum = Some(sum.unwrap_or(0.0) + v);
+                    let a = sum.unwrap_or(0.0);
+                    *sum = Some(float_add(a, *v)?);
                 }
             }
             Accumulator::SumNumeric(sum) => {
@@ -333,12 +335,12 @@ impl Accumulator {
             }
             (Accumulator::SumFloat4(a), Accumulator::SumFloat4(b)) => {
                 if let Some(b) = b {
-                    *a = Some(a.unwrap_or(0.0) + b);
+                    *a = Some(float_add(a.unwrap_or(0.0), *b)?);
                 }
             }
             (Accumulator::SumFloat8(a), Accumulator::SumFloat8(b)) => {
                 if let Some(b) = b {
-                    *a = Some(a.unwrap_or(0.0) + b);
+                    *a = Some(float_add(a.unwrap_or(0.0), *b)?);
                 }
             }
             (Accumulator::SumNumeric(a), Accumulator::SumNumeric(b)) => {
@@ -427,6 +429,19 @@ impl Accumulator {
             }
         })
     }
+}
+
+/// `a + b` as `float4pl`/`float8pl`: a sum of finite values that overflows to infinity is
+/// PostgreSQL's error, not an Infinity.
+fn float_add<F>(a: F, b: F) -> Result<F, String>
+where
+    F: std::ops::Add<Output = F> + Copy + Into<f64>,
+{
+    let sum = a + b;
+    if sum.into().is_infinite() && a.into().is_finite() && b.into().is_finite() {
+        return Err("value out of range: overflow".into());
+    }
+    Ok(sum)
 }
 
 /// `NUMERIC_MIN_SIG_DIGITS`: a quotient keeps at least this many significant digits.
@@ -609,6 +624,17 @@ mod tests {
             .unwrap_err()
             .contains("sum(text) does not exist"));
         assert!(Accumulator::new(AggFunc::Min, Some(TypeKind::Bool), false).is_err());
+        let mut f4 = Accumulator::new(AggFunc::Sum, Some(TypeKind::Float4), false).unwrap();
+        f4.add(Some(&Value::Float4(f32::MAX)), None).unwrap();
+        let err = f4.add(Some(&Value::Float4(f32::MAX)), None).unwrap_err();
+        assert_eq!(err, "value out of range: overflow");
+        let mut f8 = Accumulator::new(AggFunc::Sum, Some(TypeKind::Float8), false).unwrap();
+        f8.add(Some(&Value::Float8(f64::INFINITY)), None).unwrap();
+        f8.add(Some(&Value::Float8(1.0)), None).unwrap();
+        assert_eq!(
+            f8.finish(None).unwrap().0,
+            Some(Value::Float8(f64::INFINITY))
+        );
         let mut mx = Accumulator::new(AggFunc::Max, Some(TypeKind::Float8), false).unwrap();
         mx.add(Some(&Value::Float8(1.0)), None).unwrap();
         mx.add(Some(&Value::Float8(f64::NAN)), None).unwrap();
