@@ -235,7 +235,13 @@ fn catalog_target(
 ) -> Result<runner::Target, Box<dyn std::error::Error>> {
     use pageio::buffer::BufferPool;
     use pageio::catalog::{cluster_check_options, Catalog};
-    let check = cluster_check_options(pgdata)?;
+    // Either form may be meant: say both when the name cannot be resolved.
+    let unresolved = |e: &dyn std::fmt::Display| {
+        format!(
+            "--table \"{spec}\": {e} (a --table without '=' is a table name looked up in the catalog of the stopped cluster at --pgdata; for relation files, expected NAME=HEAP[,INDEX], e.g. uniform=base/5/16384,base/5/16390)"
+        )
+    };
+    let check = cluster_check_options(pgdata).map_err(|e| unresolved(&e))?;
     // The catalogs of a cluster are a few MB; a small pool maps less memory.
     let aio = Aio::new(IoConfig {
         shared_buffers_bytes: 32 << 20,
@@ -243,7 +249,9 @@ fn catalog_target(
     })?;
     let relation = {
         let pool = BufferPool::new(&aio, check)?;
-        Catalog::open(pgdata, &pool)?.resolve(spec, database)?
+        Catalog::open(pgdata, &pool)
+            .and_then(|c| c.resolve(spec, database))
+            .map_err(|e| unresolved(&e))?
     };
     let name = relation.qualified_name();
     let path = relation.path.as_deref().ok_or_else(|| {
