@@ -89,6 +89,7 @@ pub(crate) mod pg_attribute {
     pub const ATTNOTNULL: usize = 86;
     pub const ATTHASMISSING: usize = 88;
     pub const ATTISDROPPED: usize = 91;
+    pub const ATTCOLLATION: usize = 96;
 }
 
 /// `pg_type` (oid 1247).

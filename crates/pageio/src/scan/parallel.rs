@@ -13,10 +13,12 @@
 //!   thread 0 (the caller)       thread 1                     thread N−1
 //!   own Backend (AIO handles,   own Backend                  own Backend
 //!   its own io_uring ring)      ReadStream(bulk-read ring)   ReadStream
-//!   ReadStream(bulk-read ring)  QualifyingRows               QualifyingRows
-//!   QualifyingRows
+//!   ReadStream(bulk-read ring)  its own tuple sink           its own tuple sink
+//!   its own tuple sink
 //!     │ partial ScanResult        │                            │
+//!     │ + the sink's answers      │                            │
 //!     └──────────────► combine_partial (ScanResult::merge) ◄───┘
+//!                      + the caller merges the sinks' answers
 //! ```
 //!
 //! **Chunks** follow PostgreSQL's `table_block_parallelscan_startblock_init` /
@@ -44,9 +46,12 @@
 //! the caller plus one more thread. A thread that cannot be started is simply not there: the
 //! others take its chunks.
 //!
-//! **Combining.** Each thread produces a partial [`ScanResult`] (its rows, sums, pages, stream
-//! statistics and I/O counters); [`combine_partial`] folds one into the total. It is the one
-//! place partial results meet, so aggregates with their own `merge` plug in there. Counters
+//! **Combining.** Each thread produces a partial [`ScanResult`] (its pages, stream statistics
+//! and I/O counters) and its tuple sink's answers; [`combine_partial`] folds the partial
+//! results into the total, and the caller combines the answers: rows and byte sums for the
+//! fixed-shape scans, each aggregate's `merge` for a table read by name
+//! (`query::run_table_query`, which keeps a query whose answer depends on the order of
+//! additions — a float sum — on one thread). Counters
 //! that belong to the whole pool (hits, reads, damaged pages) are taken once, before and after
 //! all threads.
 //!
@@ -61,7 +66,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
 
-use super::{checked_nblocks, QualifyingRows, ScanError, ScanOptions, ScanResult, Table};
+use super::{
+    checked_nblocks, QualifyingRows, ScanError, ScanOptions, ScanResult, Table, TupleSink,
+};
 use crate::aio::IoCounters;
 use crate::buffer::{BufferPool, PoolCounters};
 use crate::stream::{ReadStream, StreamOptions, StreamOrder, StreamStats};
@@ -288,22 +295,21 @@ pub(super) fn io_counters_delta(before: &IoCounters, after: &IoCounters) -> IoCo
 }
 
 /// One thread's share of the scan: its own backend and stream over the blocks the allocator
-/// gives it. Stops the allocator when it fails, so the other threads end too.
-fn scan_part(
+/// gives it, its tuples handed to the sink `make` builds on this thread (so a sink may hold
+/// thread-bound state, such as a TOAST reader's backend), whose answers `finish` takes out.
+/// Stops the allocator when it fails, so the other threads end too.
+fn scan_part<S: TupleSink, O>(
     pool: &BufferPool,
     table: &Table,
     options: &ScanOptions,
     allocator: &BlockAllocator,
-) -> Result<ScanResult, ScanError> {
+    make: &(dyn Fn() -> Result<S, ScanError> + Sync),
+    finish: &(dyn Fn(S) -> O + Sync),
+) -> Result<(ScanResult, O), ScanError> {
     let outcome = (|| {
         let mut backend = pool.aio().backend()?;
         let io_before = backend.counters();
-        let mut acc = QualifyingRows {
-            columns: &table.columns,
-            predicate: options.predicate,
-            rows: 0,
-            sum: 0,
-        };
+        let mut sink = make()?;
         let mut part = ScanResult::default();
         let mut blocks = allocator.worker();
         let mut stream = ReadStream::new(
@@ -318,7 +324,7 @@ fn scan_part(
             move || blocks.next_block().map(|block| (block, ())),
         );
         while let Some(buf) = stream.next(&mut backend)? {
-            acc.page(&table.heap, buf.block, buf.page())?;
+            sink.page(&table.heap, buf.block, buf.page())?;
             part.heap_pages += 1;
             if allocator.is_stopped() {
                 break;
@@ -326,10 +332,8 @@ fn scan_part(
         }
         part.stream = stream.stats();
         drop(stream);
-        part.rows = acc.rows;
-        part.sum_octet_length = acc.sum;
         part.io = io_counters_delta(&io_before, &backend.counters());
-        Ok(part)
+        Ok((part, finish(sink)))
     })();
     if outcome.is_err() {
         allocator.stop();
@@ -345,6 +349,34 @@ pub(super) fn parallel_seq_scan(
     options: &ScanOptions,
     workers: usize,
 ) -> Result<ScanResult, ScanError> {
+    let make = || {
+        Ok(QualifyingRows {
+            columns: &table.columns,
+            predicate: options.predicate,
+            rows: 0,
+            sum: 0,
+        })
+    };
+    let finish = |acc: QualifyingRows<'_>| (acc.rows, acc.sum);
+    let (mut total, parts) = parallel_seq_scan_with(pool, table, options, workers, &make, &finish)?;
+    for (rows, sum) in parts {
+        total.rows += rows;
+        total.sum_octet_length += sum;
+    }
+    Ok(total)
+}
+
+/// [`parallel_seq_scan`] for any tuple sink: each thread builds its own with `make` and
+/// hands its answers out through `finish`; the caller combines those (`parts`, one per
+/// thread that ran). The returned [`ScanResult`] holds everything but the sinks' answers.
+pub(super) fn parallel_seq_scan_with<S: TupleSink, O: Send>(
+    pool: &BufferPool,
+    table: &Table,
+    options: &ScanOptions,
+    workers: usize,
+    make: &(dyn Fn() -> Result<S, ScanError> + Sync),
+    finish: &(dyn Fn(S) -> O + Sync),
+) -> Result<(ScanResult, Vec<O>), ScanError> {
     let workers = workers.clamp(1, MAX_PARALLEL_WORKERS);
     let nblocks = checked_nblocks(&table.heap)?;
     let pool_before = pool.counters();
@@ -353,7 +385,7 @@ pub(super) fn parallel_seq_scan(
     let allocator = BlockAllocator::new(nblocks);
     // The first error wins: later ones are usually threads stopped by it.
     let first_error: Mutex<Option<ScanError>> = Mutex::new(None);
-    let record = |outcome: Result<ScanResult, ScanError>| -> Option<ScanResult> {
+    let record = |outcome: Result<(ScanResult, O), ScanError>| -> Option<(ScanResult, O)> {
         match outcome {
             Ok(part) => Some(part),
             Err(e) => {
@@ -366,27 +398,33 @@ pub(super) fn parallel_seq_scan(
         }
     };
     let mut total = ScanResult::default();
+    let mut outputs = Vec::with_capacity(workers);
     let mut launched = 1usize;
     std::thread::scope(|scope| {
         let mut joins = Vec::with_capacity(workers.saturating_sub(1));
         for worker_index in 1..workers {
             let spawned = std::thread::Builder::new()
                 .name(format!("parallel seq scan {worker_index}"))
-                .spawn_scoped(scope, || scan_part(pool, table, options, &allocator));
+                .spawn_scoped(scope, || {
+                    scan_part(pool, table, options, &allocator, make, finish)
+                });
             // A thread that cannot be started leaves its chunks to the others.
             if let Ok(join) = spawned {
                 joins.push(join);
                 launched += 1;
             }
         }
-        if let Some(part) = record(scan_part(pool, table, options, &allocator)) {
+        if let Some((part, out)) = record(scan_part(pool, table, options, &allocator, make, finish))
+        {
             combine_partial(&mut total, &part);
+            outputs.push(out);
         }
         for join in joins {
             match join.join() {
                 Ok(outcome) => {
-                    if let Some(part) = record(outcome) {
+                    if let Some((part, out)) = record(outcome) {
                         combine_partial(&mut total, &part);
+                        outputs.push(out);
                     }
                 }
                 // A panic in a scanning thread is a bug; surface it on the caller's thread.
@@ -407,7 +445,7 @@ pub(super) fn parallel_seq_scan(
         .into_iter()
         .filter(|d| *d.path == *heap_name)
         .collect();
-    Ok(total)
+    Ok((total, outputs))
 }
 
 pub(super) fn pool_counters_delta(before: &PoolCounters, after: &PoolCounters) -> PoolCounters {
