@@ -319,7 +319,6 @@ fn scan_part<S: TupleSink, O>(
                 policy: options.policy,
                 bulk_read: true,
                 order: options.stream_order.unwrap_or(StreamOrder::Completion),
-                ..StreamOptions::default()
             },
             move || blocks.next_block().map(|block| (block, ())),
         );
