@@ -267,9 +267,13 @@ pub struct Column {
     pub attnotnull: bool,
     /// `attisdropped`: still on disk in old rows, never shown.
     pub dropped: bool,
-    /// `atthasmissing`: rows older than the column read its `attmissingval` (a value in
-    /// the row's variable-length tail, which this reader does not decode).
+    /// `atthasmissing`: rows older than the column read its `attmissingval`.
     pub atthasmissing: bool,
+    /// The stored form of `attmissingval`'s one element (fixed bytes, or a varlena with
+    /// its header), decoded from the `anyarray` in the row's variable-length tail; `None`
+    /// when `atthasmissing` is false or the missing value is NULL.
+    #[serde(skip)]
+    pub missing_value: Option<Vec<u8>>,
 }
 
 /// `pg_class.relkind`.
@@ -663,6 +667,17 @@ impl<'p> Catalog<'p> {
         fixed_bytes: usize,
         mut row: impl FnMut(&[u8]) -> Result<(), String>,
     ) -> Result<(), CatalogError> {
+        self.read_tuples(file, fixed_bytes, |t| row(t.data()))
+    }
+
+    /// [`Catalog::read_rows`], handing out whole tuples (null bitmap and variable-length
+    /// tail included).
+    fn read_tuples(
+        &self,
+        file: &CatalogFile,
+        fixed_bytes: usize,
+        mut row: impl FnMut(&HeapTuple<'_>) -> Result<(), String>,
+    ) -> Result<(), CatalogError> {
         let unreadable =
             |source: Box<dyn std::error::Error + Send + Sync>| CatalogError::CatalogUnreadable {
                 catalog: file.catalog.into(),
@@ -762,7 +777,7 @@ impl<'p> Catalog<'p> {
                         ),
                     ));
                 }
-                row(data).map_err(|problem| bad_row(off, problem))?;
+                row(&tuple).map_err(|problem| bad_row(off, problem))?;
             }
         }
         Ok(())
@@ -795,6 +810,110 @@ fn visible(h: &crate::page::heap::HeapTupleHeader, clog: &mut CommitLog) -> Resu
         ));
     }
     Ok(clog.status(h.t_xmax)? != XidStatus::Committed)
+}
+
+/// Largest array dimension count (`MAXDIM`): an attmissingval claiming more is corrupt.
+const ARRAY_MAXDIM: i32 = 6;
+
+/// The one element of the `attmissingval` array in a pg_attribute row (`tuple`, whole),
+/// deformed with pg_attribute's own descriptor `own`; `None` if the value or its element
+/// is NULL. The array is an `ArrayType`: ndim, dataoffset (0: no null bitmap), elemtype,
+/// dims[ndim], lbound[ndim], the null bitmap, then the element at the MAXALIGNed data start.
+fn missing_value(
+    own: &[AttRow],
+    tuple: &[u8],
+    element_attlen: i16,
+) -> Result<Option<Vec<u8>>, String> {
+    use crate::page::tuple::{AttDesc, RawDatum, TupleDesc};
+    let desc = TupleDesc {
+        atts: own
+            .iter()
+            .map(|a| AttDesc {
+                name: a.column.name.clone(),
+                attlen: a.column.attlen,
+                align_bytes: crate::page::tuple::align_bytes_of(a.column.attalign),
+                dropped: a.column.dropped,
+                missing: None,
+            })
+            .collect(),
+    };
+    let index = own
+        .iter()
+        .position(|a| a.column.name == "attmissingval")
+        .ok_or("pg_attribute has no attmissingval column")?;
+    let t = HeapTuple::parse(tuple).map_err(|e| e.to_string())?;
+    let mut values = Vec::new();
+    desc.deform(&t, index + 1, &mut values)
+        .map_err(|e| e.to_string())?;
+    let array = match values.get(index) {
+        None | Some(RawDatum::Null) => return Ok(None),
+        Some(RawDatum::Varlena(v)) => {
+            v.check_limits().map_err(|e| e.to_string())?;
+            crate::scan::detoast::detoast(v, None)?.into_owned()
+        }
+        Some(other) => return Err(format!("attmissingval is {other:?}, not an array")),
+    };
+    // Offsets below are those of the array with its 4-byte header; `array` lacks it.
+    let int_at = |off: usize| -> Result<i32, String> {
+        array
+            .get(off - 4..off)
+            .map(|b| i32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            .ok_or_else(|| {
+                format!(
+                    "array of {} bytes is truncated at offset {off}",
+                    array.len() + 4
+                )
+            })
+    };
+    let ndim = int_at(4)?;
+    let dataoffset = int_at(8)?;
+    if ndim != 1 {
+        if !(0..=ARRAY_MAXDIM).contains(&ndim) {
+            return Err(format!("array claims {ndim} dimensions"));
+        }
+        return Err(format!(
+            "array has {ndim} dimensions, not the 1 of a missing value"
+        ));
+    }
+    let (dim, lbound) = (int_at(16)?, int_at(20)?);
+    if dim != 1 {
+        return Err(format!(
+            "array has {dim} elements (lower bound {lbound}), not 1"
+        ));
+    }
+    // ARR_OVERHEAD_NONULLS(1) = MAXALIGN(16 + 8).
+    let data_start = if dataoffset == 0 {
+        24
+    } else {
+        let bitmap = *array.get(20).ok_or("array null bitmap is truncated")?;
+        if bitmap & 1 == 0 {
+            return Ok(None);
+        }
+        dataoffset as usize
+    };
+    let rest = array
+        .get(data_start.saturating_sub(4)..)
+        .filter(|_| data_start >= 24)
+        .ok_or_else(|| format!("array data offset {data_start} is outside the array"))?;
+    let len = match element_attlen {
+        n if n > 0 => n as usize,
+        -1 => {
+            let (_, size) =
+                crate::page::varlena::Varlena::decode(rest).map_err(|e| e.to_string())?;
+            size
+        }
+        -2 => {
+            rest.iter()
+                .position(|&b| b == 0)
+                .ok_or("cstring element has no NUL")?
+                + 1
+        }
+        n => return Err(format!("element attlen {n} is invalid")),
+    };
+    let value = rest
+        .get(..len)
+        .ok_or_else(|| format!("element of {len} bytes runs past the array"))?;
+    Ok(Some(value.to_vec()))
 }
 
 fn check_unique(file: &CatalogFile, oids: impl Iterator<Item = u32>) -> Result<(), CatalogError> {
@@ -961,8 +1080,20 @@ impl DatabaseCatalog {
         let file = file_of(&cat, "pg_attribute", rows::pg_attribute::OID)?;
         let mut attributes: HashMap<u32, Vec<AttRow>> = HashMap::new();
         let type_names = &cat.type_names;
-        cluster.read_rows(&file, rows::pg_attribute::FIXED_BYTES, |d| {
+        // Rows with atthasmissing, whole: their attmissingval is decoded once pg_attribute's
+        // own descriptor (its rows for relation 1249) has been read.
+        let mut with_missing: Vec<(u32, i16, i16, Vec<u8>)> = Vec::new();
+        cluster.read_tuples(&file, rows::pg_attribute::FIXED_BYTES, |t| {
             use rows::pg_attribute::*;
+            let d = t.data();
+            if d[ATTHASMISSING] != 0 && i16_at(d, ATTNUM) > 0 {
+                with_missing.push((
+                    u32_at(d, ATTRELID),
+                    i16_at(d, ATTNUM),
+                    i16_at(d, ATTLEN),
+                    t.bytes().to_vec(),
+                ));
+            }
             let attnum = i16_at(d, ATTNUM);
             if attnum <= 0 {
                 return Ok(()); // system columns (ctid, xmin, …)
@@ -984,6 +1115,7 @@ impl DatabaseCatalog {
                         attnotnull: d[ATTNOTNULL] != 0,
                         dropped: d[ATTISDROPPED] != 0,
                         atthasmissing: d[ATTHASMISSING] != 0,
+                        missing_value: None,
                     },
                 });
             Ok(())
@@ -996,6 +1128,28 @@ impl DatabaseCatalog {
                     scope: scope.clone(),
                     what: format!("attribute {} of relation oid {relid}", w[0].attnum),
                 });
+            }
+        }
+        if !with_missing.is_empty() {
+            let own = attributes
+                .get(&rows::pg_attribute::OID)
+                .cloned()
+                .unwrap_or_default();
+            for (relid, attnum, attlen, bytes) in with_missing {
+                let bad = |problem: String| {
+                    CatalogError::MissingRow {
+                    catalog: "pg_attribute".into(),
+                    scope: scope.clone(),
+                    what: format!("a readable attmissingval of attribute {attnum} of relation oid {relid} ({problem})"),
+                }
+                };
+                let value = missing_value(&own, &bytes, attlen).map_err(bad)?;
+                if let Some(att) = attributes
+                    .get_mut(&relid)
+                    .and_then(|atts| atts.iter_mut().find(|a| a.attnum == attnum))
+                {
+                    att.column.missing_value = value;
+                }
             }
         }
         cat.attributes = attributes;

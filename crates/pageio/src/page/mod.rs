@@ -66,6 +66,7 @@ pub mod builder;
 pub mod checksum;
 pub mod header;
 pub mod heap;
+pub mod tuple;
 pub mod varlena;
 pub mod verify;
 

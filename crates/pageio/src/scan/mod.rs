@@ -103,8 +103,12 @@ use crate::storage::{RelFile, StorageError, RELSEG_SIZE_BLOCKS};
 use crate::stream::{DistancePolicy, ReadStream, StreamOptions, StreamStats};
 use crate::Backend;
 
+pub mod aggregate;
+pub mod detoast;
 mod predicate;
+pub mod query;
 mod relpath;
+pub mod value;
 pub use predicate::{float8_cmp, parse_float8};
 pub use relpath::{resolve_relation_path, RelPathError, RelationKind};
 
@@ -165,7 +169,7 @@ impl Between {
         Between::parse_on(s, "a")
     }
 
-    fn matches(&self, key: &Datum<'_>) -> bool {
+    fn matches_key(&self, key: &Datum<'_>) -> bool {
         match *key {
             Datum::Int4(v) => self.contains_int(v as i64),
             Datum::Int8(v) => self.contains_int(v),
@@ -176,14 +180,37 @@ impl Between {
         }
     }
 
-    fn below(&self, key: &Datum<'_>) -> bool {
+    fn below_key(&self, key: &Datum<'_>) -> bool {
         key.as_f64()
             .is_some_and(|v| float8_cmp(v, self.lo) == std::cmp::Ordering::Less)
     }
 
-    fn above(&self, key: &Datum<'_>) -> bool {
+    fn above_key(&self, key: &Datum<'_>) -> bool {
         key.as_f64()
             .is_some_and(|v| float8_cmp(v, self.hi) == std::cmp::Ordering::Greater)
+    }
+}
+
+/// A range of btree keys, as the leaf walk asks about it: the walk descends to the first key
+/// not `below` the range, keeps keys that `matches`, and stops at the first key `above` it.
+trait KeyRange {
+    /// The key sorts before the range.
+    fn below(&self, key: &Datum<'_>) -> bool;
+    /// The key sorts after the range.
+    fn above(&self, key: &Datum<'_>) -> bool;
+    /// The key is in the range.
+    fn matches(&self, key: &Datum<'_>) -> bool;
+}
+
+impl KeyRange for Between {
+    fn below(&self, key: &Datum<'_>) -> bool {
+        self.below_key(key)
+    }
+    fn above(&self, key: &Datum<'_>) -> bool {
+        self.above_key(key)
+    }
+    fn matches(&self, key: &Datum<'_>) -> bool {
+        self.matches_key(key)
     }
 }
 
@@ -328,6 +355,17 @@ pub enum ScanError {
     /// The AIO layer refused.
     #[error(transparent)]
     Aio(#[from] crate::aio::AioError),
+    /// An aggregate's result does not fit its type (PostgreSQL's `bigint out of range`).
+    #[error("{expr}: {problem}")]
+    Aggregate {
+        /// The aggregate as asked (`sum(aid)`).
+        expr: String,
+        /// What went wrong.
+        problem: String,
+    },
+    /// The TOAST relation a value points to cannot be read.
+    #[error("{0}; check the table with amcheck's verify_heapam and restore it from a backup")]
+    Toast(String),
 }
 
 /// Scan settings.
@@ -386,7 +424,7 @@ struct QualifyingRows<'c> {
     sum: u64,
 }
 
-impl QualifyingRows<'_> {
+impl TupleSink for QualifyingRows<'_> {
     /// Applies the predicate to one tuple; returns whether it was live.
     fn tuple(
         &mut self,
@@ -425,7 +463,10 @@ impl QualifyingRows<'_> {
                 })?;
             }
         }
-        if values.first().is_some_and(|k| self.predicate.matches(k)) {
+        if values
+            .first()
+            .is_some_and(|k| self.predicate.matches_key(k))
+        {
             self.rows += 1;
             self.sum += match values.last() {
                 Some(Datum::Varlena(v)) => v.octet_length() as u64,
@@ -438,6 +479,20 @@ impl QualifyingRows<'_> {
         }
         Ok(true)
     }
+}
+
+/// What a scan does with each tuple it reaches: [`QualifyingRows`] for the fixed-shape
+/// scans, `query::QuerySink` for tables read by name. `page` and `fetch` are the walks over
+/// a heap page (every tuple) and a HOT chain (one TID); both hand tuples to `tuple`.
+trait TupleSink {
+    /// Handles one tuple (live or not); returns whether it was live.
+    fn tuple(
+        &mut self,
+        rel: &RelFile,
+        block: u64,
+        offset: u16,
+        bytes: &[u8],
+    ) -> Result<bool, ScanError>;
 
     /// Every live tuple of a page.
     fn page(&mut self, rel: &RelFile, block: u64, page: &[u8]) -> Result<(), ScanError> {
@@ -622,26 +677,42 @@ pub fn run_scan(
     table: &Table,
     options: &ScanOptions,
 ) -> Result<ScanResult, ScanError> {
-    let mut backend = pool.aio().backend()?;
-    let pool_before = pool.counters();
-    let damaged_before = pool.damaged_pages_seq();
-    let io_before = backend.counters();
-    let start = Instant::now();
     let mut acc = QualifyingRows {
         columns: &table.columns,
         predicate: options.predicate,
         rows: 0,
         sum: 0,
     };
-    let mut result = ScanResult::default();
-    match options.kind {
-        ScanKind::Seq => seq_scan(pool, &mut backend, table, options, &mut acc, &mut result)?,
-        ScanKind::Bitmap => bitmap_scan(pool, &mut backend, table, options, &mut acc, &mut result)?,
-        ScanKind::Index => index_scan(pool, &mut backend, table, options, &mut acc, &mut result)?,
-    }
-    result.elapsed_s = start.elapsed().as_secs_f64();
+    let range = options.predicate;
+    let mut result = run_with(pool, table, options, &range, &mut acc)?;
     result.rows = acc.rows;
     result.sum_octet_length = acc.sum;
+    Ok(result)
+}
+
+/// Runs one scan of `table`, handing its tuples to `acc`; `range` bounds the btree walk of
+/// bitmap and index scans. Fills in everything of the result but the sink's own answers.
+fn run_with(
+    pool: &BufferPool,
+    table: &Table,
+    options: &ScanOptions,
+    range: &dyn KeyRange,
+    acc: &mut impl TupleSink,
+) -> Result<ScanResult, ScanError> {
+    let mut backend = pool.aio().backend()?;
+    let pool_before = pool.counters();
+    let damaged_before = pool.damaged_pages_seq();
+    let io_before = backend.counters();
+    let start = Instant::now();
+    let mut result = ScanResult::default();
+    match options.kind {
+        ScanKind::Seq => seq_scan(pool, &mut backend, table, options, acc, &mut result)?,
+        ScanKind::Bitmap => {
+            bitmap_scan(pool, &mut backend, table, options, range, acc, &mut result)?
+        }
+        ScanKind::Index => index_scan(pool, &mut backend, table, options, range, acc, &mut result)?,
+    }
+    result.elapsed_s = start.elapsed().as_secs_f64();
     let after = pool.counters();
     result.pool = PoolCounters {
         hits: after.hits - pool_before.hits,
@@ -686,7 +757,7 @@ fn seq_scan(
     backend: &mut Backend,
     table: &Table,
     options: &ScanOptions,
-    acc: &mut QualifyingRows<'_>,
+    acc: &mut impl TupleSink,
     result: &mut ScanResult,
 ) -> Result<(), ScanError> {
     let nblocks = checked_nblocks(&table.heap)?;
@@ -757,7 +828,7 @@ struct LeafWalk<'p> {
     index: &'p RelFile,
     rel: RelId,
     key_type: ColumnType,
-    predicate: Between,
+    predicate: &'p dyn KeyRange,
     /// The index's block count when the walk started: no link may point at or past it.
     nblocks: u64,
     /// Every block entered by the descent or the leaf walk.
@@ -836,7 +907,7 @@ impl<'p> LeafWalk<'p> {
         backend: &mut Backend,
         index: &'p RelFile,
         key_type: ColumnType,
-        predicate: Between,
+        predicate: &'p dyn KeyRange,
     ) -> Result<Self, ScanError> {
         let nblocks = checked_nblocks(index)?;
         let rel = pool.register(index);
@@ -1025,14 +1096,22 @@ impl<'p> LeafWalk<'p> {
 
 fn index_key_type(table: &Table) -> Result<ColumnType, ScanError> {
     match table.columns.first() {
-        Some(t @ (ColumnType::Float8 | ColumnType::Int4 | ColumnType::Int8)) => Ok(*t),
+        Some(
+            t @ (ColumnType::Float8
+            | ColumnType::Float4
+            | ColumnType::Int2
+            | ColumnType::Int4
+            | ColumnType::Int8),
+        ) => Ok(*t),
         other => Err(ScanError::BadIndex {
             path: table
                 .index
                 .as_ref()
                 .map(|i| i.display_name().to_string())
                 .unwrap_or_default(),
-            reason: format!("the first column must be float8, int4 or int8, not {other:?}"),
+            reason: format!(
+                "the first column must be float8, float4, int2, int4 or int8, not {other:?}"
+            ),
         }),
     }
 }
@@ -1042,7 +1121,8 @@ fn bitmap_scan(
     backend: &mut Backend,
     table: &Table,
     options: &ScanOptions,
-    acc: &mut QualifyingRows<'_>,
+    range: &dyn KeyRange,
+    acc: &mut impl TupleSink,
     result: &mut ScanResult,
 ) -> Result<(), ScanError> {
     let index = table
@@ -1052,7 +1132,7 @@ fn bitmap_scan(
     let key_type = index_key_type(table)?;
     // The heap's files must hold whole pages and no orphaned segment, whatever the TIDs say.
     checked_nblocks(&table.heap)?;
-    let mut walk = LeafWalk::start(pool, backend, index, key_type, options.predicate)?;
+    let mut walk = LeafWalk::start(pool, backend, index, key_type, range)?;
     let mut tids = Vec::new();
     while let Some(mut leaf) = walk.next_leaf(backend)? {
         tids.append(&mut leaf);
@@ -1092,7 +1172,8 @@ fn index_scan(
     backend: &mut Backend,
     table: &Table,
     options: &ScanOptions,
-    acc: &mut QualifyingRows<'_>,
+    range: &dyn KeyRange,
+    acc: &mut impl TupleSink,
     result: &mut ScanResult,
 ) -> Result<(), ScanError> {
     let index = table
@@ -1102,7 +1183,7 @@ fn index_scan(
     let key_type = index_key_type(table)?;
     // The heap's files must hold whole pages and no orphaned segment, whatever the TIDs say.
     checked_nblocks(&table.heap)?;
-    let mut walk = LeafWalk::start(pool, backend, index, key_type, options.predicate)?;
+    let mut walk = LeafWalk::start(pool, backend, index, key_type, range)?;
     // TIDs read from leaves but not yet handed to the stream. The stream's callback pulls
     // from here; the loop below tops it up one leaf at a time, so index and heap reads
     // interleave and memory stays bounded by a leaf plus the look-ahead.

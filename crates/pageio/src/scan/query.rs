@@ -1,0 +1,765 @@
+//! Scans of a table read by name: `SELECT <aggregates> FROM t [WHERE <range on a column>]`.
+//!
+//! # Problem
+//!
+//! `pageio scan --table pgbench_accounts --select 'count(abalance)'` must work on any table
+//! of a stopped cluster, whatever its columns: the shape comes from the catalog
+//! ([`crate::catalog::Relation`]), not from flags, and the answer must be PostgreSQL's to
+//! the last digit.
+//!
+//! # Mechanism
+//!
+//! ```text
+//!  Relation (catalog) ──► TableQuery::plan
+//!      columns ─► TupleDesc (attlen, attalign, dropped, attmissingval) + TypeKind per column
+//!      --select ─► SelectItems ─► one Accumulator each (PostgreSQL's result types)
+//!      --where  ─► ColumnRange on one column (between / = / < / <= / > / >=), typed literals
+//!      --kind bitmap|index ─► the btree whose first key is the predicate's column (or --index)
+//!  run_table_query ─► the same seq / bitmap / index scans as run_scan, with a QuerySink:
+//!      live tuple ─► deform the columns used ─► predicate (NULL never qualifies) ─► accumulate
+//!      varlena values detoasted on demand: pglz / lz4 in line, TOAST chunks via ToastReader
+//! ```
+//!
+//! Only the attributes up to the last one the query uses are deformed
+//! (`slot_getsomeattrs`), so a `count(aid)` never walks the rest of the row.
+//!
+//! # Worked example
+//!
+//! `--table pgbench_accounts --select 'count(abalance), sum(abalance)' --where 'aid between 1
+//! and 1000' --kind bitmap`: columns aid int4, bid int4, abalance int4, filler bpchar; the
+//! range is on `aid` (column 0); the btree `pgbench_accounts_pkey` has `aid` first, so its
+//! leaves give 1000 TIDs; each tuple is deformed to column 2 and gives
+//! `count = 1000`, `sum = 0` (a `bigint`).
+
+use std::cmp::Ordering;
+use std::path::Path;
+
+use thiserror::Error;
+
+use super::aggregate::{identifier, parse_select, Accumulator, AggFunc, AggregateResult};
+use super::detoast::{detoast, ToastReader};
+use super::value::{TypeKind, Value};
+use super::{
+    checked_nblocks, run_with, tuple_is_live, Between, KeyRange, ScanError, ScanKind, ScanOptions,
+    ScanResult, Table, TupleSink,
+};
+use crate::buffer::BufferPool;
+use crate::catalog::Relation;
+use crate::page::heap::{ColumnType, Datum, HeapTuple};
+use crate::page::tuple::{align_bytes_of, AttDesc, RawDatum, TupleDesc};
+use crate::page::PageError;
+use crate::storage::{ForkNumber, RelFile};
+use crate::stream::DistancePolicy;
+
+/// Why a query cannot be planned: each names what was looked for and what exists.
+#[derive(Debug, Error)]
+pub enum QueryError {
+    /// The relation has no storage of its own.
+    #[error("relation \"{table}\" is a {kind} and has no storage of its own: scan its partitions or underlying tables instead (pageio tables lists them)")]
+    NoStorage {
+        /// `schema.table`.
+        table: String,
+        /// What it is (`partitioned table`, `view`).
+        kind: String,
+    },
+    /// No column of that name.
+    #[error("column \"{column}\" does not exist in table \"{table}\" (its columns: {})", .available.join(", "))]
+    UnknownColumn {
+        /// `schema.table`.
+        table: String,
+        /// The name asked for.
+        column: String,
+        /// The table's columns.
+        available: Vec<String>,
+    },
+    /// No btree fits the predicate's column.
+    #[error("table \"{table}\" has no valid btree index whose first key column is \"{column}\" (its indexes: {}): use --kind seq, or create one", list_or_none(.indexes))]
+    NoIndex {
+        /// `schema.table`.
+        table: String,
+        /// The predicate's column.
+        column: String,
+        /// The table's indexes and their key columns.
+        indexes: Vec<String>,
+    },
+    /// `--index NAME` names no index of the table, or one that cannot be used.
+    #[error("index \"{index}\" {problem} (the indexes of table \"{table}\": {})", list_or_none(.indexes))]
+    BadIndex {
+        /// `schema.table`.
+        table: String,
+        /// The name asked for.
+        index: String,
+        /// What is wrong.
+        problem: String,
+        /// The table's indexes and their key columns.
+        indexes: Vec<String>,
+    },
+    /// The select list or predicate does not parse, or asks what cannot be answered.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+fn list_or_none(items: &[String]) -> String {
+    if items.is_empty() {
+        "none".into()
+    } else {
+        items.join(", ")
+    }
+}
+
+/// A range on one column: `lo` and `hi` with inclusiveness; NULLs never qualify.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ColumnRange {
+    /// Index of the column in the table's attributes.
+    pub column: usize,
+    /// Its type.
+    pub kind: TypeKind,
+    /// Lower bound and whether it is inclusive.
+    pub lo: Option<(Value, bool)>,
+    /// Upper bound and whether it is inclusive.
+    pub hi: Option<(Value, bool)>,
+}
+
+impl ColumnRange {
+    /// Whether `v` is in the range, in PostgreSQL's order for the type.
+    pub fn contains(&self, v: &Value) -> bool {
+        !self.below_value(v) && !self.above_value(v)
+    }
+
+    fn below_value(&self, v: &Value) -> bool {
+        match &self.lo {
+            None => false,
+            Some((lo, inclusive)) => match v.pg_cmp(lo) {
+                Some(Ordering::Less) => true,
+                Some(Ordering::Equal) => !inclusive,
+                Some(Ordering::Greater) => false,
+                None => true,
+            },
+        }
+    }
+
+    fn above_value(&self, v: &Value) -> bool {
+        match &self.hi {
+            None => false,
+            Some((hi, inclusive)) => match v.pg_cmp(hi) {
+                Some(Ordering::Greater) => true,
+                Some(Ordering::Equal) => !inclusive,
+                Some(Ordering::Less) => false,
+                None => true,
+            },
+        }
+    }
+
+    /// A btree key (read as the index's storage type) as a value of the column's type.
+    fn key_value(&self, key: &Datum<'_>) -> Option<Value> {
+        Some(match (self.kind, *key) {
+            (TypeKind::Int2, Datum::Int2(v)) => Value::Int2(v),
+            (TypeKind::Int4, Datum::Int4(v)) => Value::Int4(v),
+            (TypeKind::Date, Datum::Int4(v)) => Value::Date(v),
+            (TypeKind::Int8, Datum::Int8(v)) => Value::Int8(v),
+            (TypeKind::Timestamp, Datum::Int8(v)) => Value::Timestamp(v),
+            (TypeKind::TimestampTz, Datum::Int8(v)) => Value::TimestampTz(v),
+            (TypeKind::Float4, Datum::Float4(v)) => Value::Float4(v),
+            (TypeKind::Float8, Datum::Float8(v)) => Value::Float8(v),
+            _ => return None,
+        })
+    }
+}
+
+impl KeyRange for ColumnRange {
+    fn below(&self, key: &Datum<'_>) -> bool {
+        self.key_value(key).is_some_and(|v| self.below_value(&v))
+    }
+    fn above(&self, key: &Datum<'_>) -> bool {
+        self.key_value(key).is_some_and(|v| self.above_value(&v))
+    }
+    fn matches(&self, key: &Datum<'_>) -> bool {
+        self.key_value(key).is_some_and(|v| self.contains(&v))
+    }
+}
+
+/// The storage type a btree on a column of `kind` keeps its keys in, if the walk can
+/// compare them.
+fn index_key_column_type(kind: TypeKind) -> Option<ColumnType> {
+    Some(match kind {
+        TypeKind::Int2 => ColumnType::Int2,
+        TypeKind::Int4 | TypeKind::Date => ColumnType::Int4,
+        TypeKind::Int8 | TypeKind::Timestamp | TypeKind::TimestampTz => ColumnType::Int8,
+        TypeKind::Float4 => ColumnType::Float4,
+        TypeKind::Float8 => ColumnType::Float8,
+        _ => return None,
+    })
+}
+
+/// What to ask of the table.
+#[derive(Debug, Clone, Copy)]
+pub struct QuerySpec<'a> {
+    /// The select list (`count(*), sum(abalance)`).
+    pub select: &'a str,
+    /// The predicate (`aid between 1 and 1000`), if any.
+    pub predicate: Option<&'a str>,
+    /// Which scan.
+    pub kind: ScanKind,
+    /// The btree to use for bitmap and index scans (default: chosen from the catalog).
+    pub index: Option<&'a str>,
+}
+
+/// One select item, resolved.
+#[derive(Debug, Clone)]
+struct Item {
+    expr: String,
+    func: AggFunc,
+    column: Option<usize>,
+    accumulator: Accumulator,
+}
+
+/// A planned query on one table.
+#[derive(Debug, Clone)]
+pub struct TableQuery {
+    /// `schema.table`.
+    pub table_name: String,
+    /// The heap, its chosen btree (bitmap and index scans) and the key's storage type.
+    pub table: Table,
+    /// The chosen index's name.
+    pub index_name: Option<String>,
+    /// Which scan.
+    pub kind: ScanKind,
+    toast: Option<(RelFile, u32)>,
+    desc: TupleDesc,
+    kinds: Vec<TypeKind>,
+    predicate: Option<ColumnRange>,
+    items: Vec<Item>,
+    /// Attributes to deform: one past the last used.
+    wanted: usize,
+}
+
+/// A bound's literal text and whether it is inclusive.
+type BoundText = Option<(String, bool)>;
+
+/// Parses `COL between LO and HI` or `COL op V` (op: `=`, `<`, `<=`, `>`, `>=`).
+fn parse_predicate(s: &str) -> Result<(String, BoundText, BoundText), String> {
+    let expected = "expected 'COLUMN between LO and HI' or 'COLUMN = V' (also <, <=, >, >=)";
+    let lower = s.to_ascii_lowercase();
+    let word = |w: &str, from: usize| {
+        lower[from..]
+            .match_indices(w)
+            .map(|(i, _)| i + from)
+            .find(|&i| {
+                let before = lower[..i].chars().last();
+                let after = lower[i + w.len()..].chars().next();
+                before.is_some_and(char::is_whitespace) && after.is_some_and(char::is_whitespace)
+            })
+    };
+    if let Some(b) = word("between", 0) {
+        let a = word("and", b + 7).ok_or_else(|| format!("cannot parse \"{s}\": {expected}"))?;
+        let column = identifier(&s[..b]).map_err(|e| format!("in \"{s}\": {e}"))?;
+        let lo = s[b + 7..a].trim().to_string();
+        let hi = s[a + 3..].trim().to_string();
+        return Ok((column, Some((lo, true)), Some((hi, true))));
+    }
+    for op in ["<=", ">=", "=", "<", ">"] {
+        if let Some(i) = s.find(op) {
+            let column = identifier(&s[..i]).map_err(|e| format!("in \"{s}\": {e}"))?;
+            let v = s[i + op.len()..].trim().to_string();
+            if v.is_empty() {
+                break;
+            }
+            return Ok(match op {
+                "=" => (column, Some((v.clone(), true)), Some((v, true))),
+                "<" => (column, None, Some((v, false))),
+                "<=" => (column, None, Some((v, true))),
+                ">" => (column, Some((v, false)), None),
+                _ => (column, Some((v, true)), None),
+            });
+        }
+    }
+    Err(format!("cannot parse \"{s}\": {expected}"))
+}
+
+impl TableQuery {
+    /// Plans `spec` on `relation` (resolved from the catalog of the cluster at `pgdata`).
+    pub fn plan(
+        pgdata: &Path,
+        relation: &Relation,
+        spec: &QuerySpec<'_>,
+    ) -> Result<TableQuery, QueryError> {
+        let table_name = relation.qualified_name();
+        let Some(path) = relation.path.as_deref() else {
+            return Err(QueryError::NoStorage {
+                table: table_name,
+                kind: relation.kind.describe().into(),
+            });
+        };
+        for (i, c) in relation.columns.iter().enumerate() {
+            if c.attnum as usize != i + 1 {
+                return Err(QueryError::Invalid(format!(
+                    "the catalog lists attribute {} of \"{table_name}\" where attribute {} belongs: pg_attribute is inconsistent",
+                    c.attnum,
+                    i + 1
+                )));
+            }
+        }
+        let desc = TupleDesc {
+            atts: relation
+                .columns
+                .iter()
+                .map(|c| AttDesc {
+                    name: c.name.clone(),
+                    attlen: c.attlen,
+                    align_bytes: align_bytes_of(c.attalign),
+                    dropped: c.dropped,
+                    missing: if c.atthasmissing {
+                        c.missing_value.clone()
+                    } else {
+                        None
+                    },
+                })
+                .collect(),
+        };
+        let kinds: Vec<TypeKind> = relation
+            .columns
+            .iter()
+            .map(|c| TypeKind::of(c.type_oid, c.attlen))
+            .collect();
+        let available: Vec<String> = relation
+            .columns
+            .iter()
+            .filter(|c| !c.dropped)
+            .map(|c| c.name.clone())
+            .collect();
+        let find = |name: &str| {
+            relation
+                .columns
+                .iter()
+                .position(|c| !c.dropped && c.name == name)
+                .ok_or_else(|| QueryError::UnknownColumn {
+                    table: table_name.clone(),
+                    column: name.into(),
+                    available: available.clone(),
+                })
+        };
+        let mut wanted = 0;
+        let mut items = Vec::new();
+        for item in parse_select(spec.select).map_err(QueryError::Invalid)? {
+            let column = item.column.as_deref().map(find).transpose()?;
+            let kind = column.map(|c| kinds[c]);
+            let varlena = column.is_some_and(|c| relation.columns[c].attlen < 0);
+            let accumulator = Accumulator::new(item.func, kind, varlena)
+                .map_err(|e| QueryError::Invalid(format!("{}: {e}", item.expr)))?;
+            if let Some(c) = column {
+                wanted = wanted.max(c + 1);
+            }
+            items.push(Item {
+                expr: item.expr,
+                func: item.func,
+                column,
+                accumulator,
+            });
+        }
+        let predicate = match spec.predicate {
+            None => None,
+            Some(p) => {
+                let (name, lo, hi) = parse_predicate(p).map_err(QueryError::Invalid)?;
+                let column = find(&name)?;
+                let kind = kinds[column];
+                if kind == TypeKind::Other || kind == TypeKind::Bool {
+                    return Err(QueryError::Invalid(format!(
+                        "--where on column \"{name}\" of type {}: pageio compares int2, int4, int8, float4, float8, numeric, date, timestamp, timestamptz, text, varchar, bpchar and bytea columns",
+                        relation.columns[column].type_name.as_deref().unwrap_or("unknown")
+                    )));
+                }
+                let parse = |b: Option<(String, bool)>| {
+                    b.map(|(text, inclusive)| {
+                        Value::parse(kind, &text)
+                            .map(|v| (v, inclusive))
+                            .map_err(|e| QueryError::Invalid(format!("in \"{p}\": {e}")))
+                    })
+                    .transpose()
+                };
+                wanted = wanted.max(column + 1);
+                Some(ColumnRange {
+                    column,
+                    kind,
+                    lo: parse(lo)?,
+                    hi: parse(hi)?,
+                })
+            }
+        };
+        let describe_indexes = || -> Vec<String> {
+            relation
+                .indexes
+                .iter()
+                .map(|i| {
+                    let keys: Vec<&str> = i
+                        .key_columns
+                        .iter()
+                        .map(|k| k.as_deref().unwrap_or("(expression)"))
+                        .collect();
+                    format!("{} ({} on {})", i.name, i.access_method, keys.join(", "))
+                })
+                .collect()
+        };
+        let mut index_name = None;
+        let mut index = None;
+        let mut key_type = ColumnType::Int4;
+        if spec.kind != ScanKind::Seq || spec.index.is_some() {
+            let chosen = match spec.index {
+                Some(name) => {
+                    let i = relation
+                        .indexes
+                        .iter()
+                        .find(|i| i.name == name)
+                        .ok_or_else(|| QueryError::BadIndex {
+                            table: table_name.clone(),
+                            index: name.into(),
+                            problem: "does not exist on the table".into(),
+                            indexes: describe_indexes(),
+                        })?;
+                    let first = i.key_columns.first().cloned().flatten();
+                    let problem = if !i.is_btree() {
+                        Some(format!(
+                            "is a {} index, and only btrees are walked",
+                            i.access_method
+                        ))
+                    } else if !i.is_valid {
+                        Some("is not valid (indisvalid is false): REINDEX it".into())
+                    } else if let Some(p) = &predicate {
+                        (first.as_deref() != Some(relation.columns[p.column].name.as_str())).then(
+                            || {
+                                format!(
+                                    "has first key column {}, not the predicate's column \"{}\"",
+                                    first.as_deref().unwrap_or("(an expression)"),
+                                    relation.columns[p.column].name
+                                )
+                            },
+                        )
+                    } else {
+                        None
+                    };
+                    if let Some(problem) = problem {
+                        return Err(QueryError::BadIndex {
+                            table: table_name.clone(),
+                            index: name.into(),
+                            problem,
+                            indexes: describe_indexes(),
+                        });
+                    }
+                    i
+                }
+                None => {
+                    let Some(p) = &predicate else {
+                        return Err(QueryError::Invalid(format!(
+                            "a {} scan needs --where on an indexed column, or --index NAME (the indexes of \"{table_name}\": {})",
+                            spec.kind,
+                            list_or_none(&describe_indexes())
+                        )));
+                    };
+                    let column = &relation.columns[p.column].name;
+                    relation
+                        .btree_indexes()
+                        .find(|i| {
+                            i.is_valid
+                                && i.key_columns.first().cloned().flatten().as_deref()
+                                    == Some(column.as_str())
+                        })
+                        .ok_or_else(|| QueryError::NoIndex {
+                            table: table_name.clone(),
+                            column: column.clone(),
+                            indexes: describe_indexes(),
+                        })?
+                }
+            };
+            let first = chosen.key_columns.first().cloned().flatten();
+            let key_column = first
+                .as_deref()
+                .and_then(|f| relation.columns.iter().position(|c| c.name == f))
+                .ok_or_else(|| QueryError::BadIndex {
+                    table: table_name.clone(),
+                    index: chosen.name.clone(),
+                    problem: "has an expression as its first key".into(),
+                    indexes: describe_indexes(),
+                })?;
+            key_type = index_key_column_type(kinds[key_column]).ok_or_else(|| {
+                QueryError::BadIndex {
+                    table: table_name.clone(),
+                    index: chosen.name.clone(),
+                    problem: format!(
+                        "has keys of type {}, which the btree walk does not compare (it compares int2, int4, int8, float4, float8, date, timestamp and timestamptz): use --kind seq",
+                        relation.columns[key_column].type_name.as_deref().unwrap_or("unknown")
+                    ),
+                    indexes: describe_indexes(),
+                }
+            })?;
+            let index_path = chosen.path.as_deref().ok_or_else(|| QueryError::BadIndex {
+                table: table_name.clone(),
+                index: chosen.name.clone(),
+                problem: "has no storage".into(),
+                indexes: describe_indexes(),
+            })?;
+            index = Some(RelFile::in_data_dir(pgdata, index_path, ForkNumber::Main));
+            index_name = Some(chosen.name.clone());
+        }
+        let toast = relation.toast.as_ref().and_then(|t| {
+            t.path
+                .as_deref()
+                .map(|p| (RelFile::in_data_dir(pgdata, p, ForkNumber::Main), t.oid))
+        });
+        Ok(TableQuery {
+            table_name,
+            table: Table {
+                heap: RelFile::in_data_dir(pgdata, path, ForkNumber::Main),
+                index,
+                columns: vec![key_type],
+            },
+            index_name,
+            kind: spec.kind,
+            toast,
+            desc,
+            kinds,
+            predicate,
+            items,
+            wanted,
+        })
+    }
+
+    /// The select items' expressions, in order.
+    pub fn expressions(&self) -> Vec<&str> {
+        self.items.iter().map(|i| i.expr.as_str()).collect()
+    }
+
+    /// The predicate, if any.
+    pub fn predicate(&self) -> Option<&ColumnRange> {
+        self.predicate.as_ref()
+    }
+
+    /// Whether reading the query's values may need the TOAST relation: a varlena column's
+    /// value is compared or aggregated (counting and `octet_length` need only the header).
+    fn needs_values_of_varlena(&self) -> bool {
+        let varlena = |c: usize| self.kinds[c].is_varlena();
+        self.predicate.as_ref().is_some_and(|p| varlena(p.column))
+            || self.items.iter().any(|i| {
+                matches!(i.func, AggFunc::Sum | AggFunc::Min | AggFunc::Max)
+                    && i.column.is_some_and(varlena)
+            })
+    }
+}
+
+/// What a table query found, and what the scan cost.
+#[derive(Debug, Clone)]
+pub struct QueryResult {
+    /// The scan's counters (`rows` = qualifying rows).
+    pub scan: ScanResult,
+    /// The aggregates, in the order asked.
+    pub aggregates: Vec<AggregateResult>,
+}
+
+/// The sink of a table query: predicate, then accumulators.
+struct QuerySink<'q, 'p> {
+    query: &'q TableQuery,
+    accumulators: Vec<Accumulator>,
+    toast: Option<ToastReader<'p>>,
+    rows: u64,
+}
+
+impl QuerySink<'_, '_> {
+    /// The typed value of a non-null attribute.
+    fn value(&mut self, column: usize, raw: &RawDatum<'_>) -> Result<Value, String> {
+        let kind = self.query.kinds[column];
+        match raw {
+            RawDatum::Fixed(b) => Value::from_fixed(kind, b),
+            RawDatum::Varlena(v) => {
+                let payload = detoast(v, self.toast.as_mut())?;
+                Value::from_varlena(kind, &payload)
+            }
+            RawDatum::Cstring(_) | RawDatum::Null => Err(format!(
+                "{} value read as a cstring or NULL",
+                kind.sql_name()
+            )),
+        }
+    }
+}
+
+impl TupleSink for QuerySink<'_, '_> {
+    fn tuple(
+        &mut self,
+        rel: &RelFile,
+        block: u64,
+        offset: u16,
+        bytes: &[u8],
+    ) -> Result<bool, ScanError> {
+        let tuple_err = |source| ScanError::Tuple {
+            path: rel.display_name().to_string(),
+            block,
+            offset,
+            source,
+        };
+        let t = HeapTuple::parse(bytes).map_err(tuple_err)?;
+        if !tuple_is_live(t.header().t_infomask) {
+            return Ok(false);
+        }
+        let q = self.query;
+        let mut values = Vec::with_capacity(q.wanted);
+        q.desc
+            .deform(&t, q.wanted, &mut values)
+            .map_err(tuple_err)?;
+        let att_err = |column: usize, problem: String| {
+            tuple_err(PageError::BadTuple {
+                what: "heap tuple",
+                problem: format!(
+                    "attribute {} (\"{}\"): {problem}",
+                    column + 1,
+                    q.desc.atts[column].name
+                ),
+            })
+        };
+        // A size PostgreSQL could never have written would be summed or read as if real.
+        for (column, raw) in values.iter().enumerate() {
+            if let RawDatum::Varlena(v) = raw {
+                v.check_limits().map_err(|e| {
+                    att_err(
+                        column,
+                        match e {
+                            PageError::BadVarlena { problem, .. } => problem,
+                            other => other.to_string(),
+                        },
+                    )
+                })?;
+            }
+        }
+        if let Some(p) = &q.predicate {
+            let raw = &values[p.column];
+            if raw.is_null() {
+                return Ok(true);
+            }
+            let v = self
+                .value(p.column, raw)
+                .map_err(|e| att_err(p.column, e))?;
+            if !p.contains(&v) {
+                return Ok(true);
+            }
+        }
+        self.rows += 1;
+        for (i, item) in q.items.iter().enumerate() {
+            let added = match item.column {
+                None => self.accumulators[i].add(None, None),
+                Some(c) => {
+                    let raw = &values[c];
+                    match (item.func, raw) {
+                        (_, RawDatum::Null) => Ok(()),
+                        (AggFunc::Count, _) => self.accumulators[i].add(None, None),
+                        (AggFunc::SumOctetLength, RawDatum::Varlena(v)) => {
+                            self.accumulators[i].add(None, Some(v.octet_length() as u64))
+                        }
+                        (AggFunc::SumOctetLength, RawDatum::Cstring(b)) => {
+                            self.accumulators[i].add(None, Some(b.len() as u64))
+                        }
+                        _ => {
+                            let v = self.value(c, raw).map_err(|e| att_err(c, e))?;
+                            self.accumulators[i].add(Some(&v), None)
+                        }
+                    }
+                }
+            };
+            added.map_err(|problem| ScanError::Aggregate {
+                expr: item.expr.clone(),
+                problem,
+            })?;
+        }
+        Ok(true)
+    }
+}
+
+/// Runs a planned query on the calling thread.
+pub fn run_table_query(
+    pool: &BufferPool,
+    query: &TableQuery,
+    policy: DistancePolicy,
+) -> Result<QueryResult, ScanError> {
+    let toast = match &query.toast {
+        Some((rel, oid)) if query.needs_values_of_varlena() => {
+            let nblocks = checked_nblocks(rel)?;
+            Some(
+                ToastReader::open(pool, rel.clone(), *oid, nblocks, tuple_is_live)
+                    .map_err(ScanError::Toast)?,
+            )
+        }
+        _ => None,
+    };
+    let mut sink = QuerySink {
+        query,
+        accumulators: query.items.iter().map(|i| i.accumulator.clone()).collect(),
+        toast,
+        rows: 0,
+    };
+    let options = ScanOptions {
+        kind: query.kind,
+        predicate: Between::ALL,
+        policy,
+    };
+    let all = ColumnRange {
+        column: 0,
+        kind: TypeKind::Other,
+        lo: None,
+        hi: None,
+    };
+    let range: &dyn KeyRange = match &query.predicate {
+        Some(p) => p,
+        None => &all,
+    };
+    let mut scan = run_with(pool, &query.table, &options, range, &mut sink)?;
+    scan.rows = sink.rows;
+    let mut aggregates = Vec::with_capacity(query.items.len());
+    for (item, acc) in query.items.iter().zip(&sink.accumulators) {
+        let (value, type_name) =
+            acc.finish(item.column.map(|c| query.kinds[c]))
+                .map_err(|problem| ScanError::Aggregate {
+                    expr: item.expr.clone(),
+                    problem: problem.to_string(),
+                })?;
+        aggregates.push(AggregateResult {
+            expr: item.expr.clone(),
+            type_name,
+            value,
+        });
+    }
+    Ok(QueryResult { scan, aggregates })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn predicates_parse() {
+        let (c, lo, hi) = parse_predicate("aid BETWEEN 1 and 1000").unwrap();
+        assert_eq!(c, "aid");
+        assert_eq!(lo, Some(("1".into(), true)));
+        assert_eq!(hi, Some(("1000".into(), true)));
+        let (c, lo, hi) = parse_predicate("\"Name\" >= 'a b'").unwrap();
+        assert_eq!(c, "Name");
+        assert_eq!(lo, Some(("'a b'".into(), true)));
+        assert_eq!(hi, None);
+        let (_, lo, hi) = parse_predicate("x < 5").unwrap();
+        assert_eq!((lo, hi), (None, Some(("5".into(), false))));
+        assert!(parse_predicate("x between 1").is_err());
+        assert!(parse_predicate("x ~ 1").is_err());
+    }
+
+    #[test]
+    fn ranges_compare_keys_in_the_columns_type() {
+        let r = ColumnRange {
+            column: 0,
+            kind: TypeKind::Date,
+            lo: Some((Value::Date(10), true)),
+            hi: Some((Value::Date(20), false)),
+        };
+        assert!(r.matches(&Datum::Int4(10)));
+        assert!(!r.matches(&Datum::Int4(20)));
+        assert!(r.below(&Datum::Int4(9)));
+        assert!(r.above(&Datum::Int4(20)));
+        assert!(
+            !r.matches(&Datum::Float8(15.0)),
+            "a key of another type never matches"
+        );
+    }
+}
