@@ -93,6 +93,13 @@ pub struct ScanArgs {
     /// Treat pages that fail verification as empty (PostgreSQL's zero_damaged_pages)
     #[arg(long)]
     zero_damaged_pages: bool,
+    /// Threads for a seq scan, this one included, as PostgreSQL's parallel seq scan with the
+    /// leader participating: they share the heap in chunks (large first, smaller near the end
+    /// so all finish together), each with its own read stream and AIO handles, and their
+    /// counts are combined — the answer is the serial scan's. 0 or 1 scans serially
+    /// [default: the CPUs this process may use, at most 8, like max_parallel_workers]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(0..=pageio::scan::MAX_PARALLEL_WORKERS as i64))]
+    parallel: Option<u16>,
     /// Print one JSON object instead of text
     #[arg(long)]
     json: bool,
@@ -315,6 +322,17 @@ pub fn run(args: ScanArgs) -> CliResult {
         })?,
         None => Between::ALL,
     };
+    let parallel_workers = match (kind, args.parallel) {
+        (ScanKind::Seq, Some(n)) => usize::from(n).max(1),
+        (ScanKind::Seq, None) => pageio::scan::default_parallel_workers(),
+        (_, Some(n)) if n > 1 => {
+            return Err(format!(
+                "--parallel {n}: only seq scans run in parallel (a {kind} scan reads the pages its index names, in one stream); drop --parallel or use --kind seq"
+            )
+            .into())
+        }
+        _ => 1,
+    };
     let checksums = match args.checksums.as_str() {
         "auto" => cluster_checksums,
         v => pageio::config::parse_bool("checksums", v)?,
@@ -347,6 +365,7 @@ pub fn run(args: ScanArgs) -> CliResult {
             kind,
             predicate,
             policy,
+            parallel_workers,
         },
     )?;
     // One line per page read past, as PostgreSQL's WARNING; on stderr so --json stays clean.
@@ -410,6 +429,7 @@ fn json_report(
         "pages_failed_verification": r.pages_failed_verification,
         "pages_zeroed": r.pool.pages_zeroed,
         "damaged_pages": r.damaged_pages,
+        "parallel_workers": r.parallel_workers,
         "elapsed_ms": r.elapsed_s * 1e3,
         "mb_per_s": bytes as f64 / r.elapsed_s.max(1e-9) / 1e6,
         "io_method": aio.io_method(),
@@ -444,6 +464,7 @@ fn print_text(
     r: &ScanResult,
 ) {
     let node = match kind {
+        ScanKind::Seq if r.parallel_workers > 1 => "Parallel Seq Scan",
         ScanKind::Seq => "Seq Scan",
         ScanKind::Bitmap => "Bitmap Heap Scan",
         ScanKind::Index => "Index Scan",
@@ -453,6 +474,14 @@ fn print_text(
         "{node} on {label}  (actual time={ms:.3} ms rows={})",
         r.rows
     );
+    if r.parallel_workers > 1 {
+        // PostgreSQL counts the workers beside the leader, which scans too.
+        println!(
+            "  Workers Launched: {} (and the leader: {} threads)",
+            r.parallel_workers - 1,
+            r.parallel_workers
+        );
+    }
     if let Some((column, predicate)) = filter {
         let cond = format!(
             "({column} >= {} AND {column} <= {})",

@@ -58,6 +58,8 @@ fn scan_answers_in_text_and_json() {
         rel("uniform"),
         "--where",
         "a between 0 and 10",
+        "--parallel",
+        "1",
     ]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
@@ -74,6 +76,87 @@ fn scan_answers_in_text_and_json() {
         text.contains("Result: rows=207 sum_octet_length=13662"),
         "{text}"
     );
+}
+
+#[test]
+fn parallel_seq_scan_reports_its_workers_and_the_serial_answer() {
+    let (_dir, pgdata) = fixture();
+    let pgdata = pgdata.to_str().unwrap();
+    for method in ["sync", "worker", "io_uring"] {
+        for threads in ["1", "3"] {
+            let out = pageio(&[
+                "scan",
+                "--pgdata",
+                pgdata,
+                "--heap",
+                rel("uniform"),
+                "--where",
+                "a between 250 and 750",
+                "--io-method",
+                method,
+                "--parallel",
+                threads,
+                "--json",
+            ]);
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+            assert_eq!(
+                (v["rows"].as_u64(), v["sum_octet_length"].as_u64()),
+                (Some(9917), Some(654522)),
+                "{method} {threads}"
+            );
+            assert_eq!(v["parallel_workers"].as_u64().unwrap().to_string(), threads);
+            assert_eq!(v["heap_pages"], 1112, "{method} {threads}");
+        }
+    }
+    let out = pageio(&[
+        "scan",
+        "--pgdata",
+        pgdata,
+        "--heap",
+        rel("uniform"),
+        "--parallel",
+        "2",
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.starts_with(&format!("Parallel Seq Scan on {}", rel("uniform"))),
+        "{text}"
+    );
+    assert!(
+        text.contains("Workers Launched: 1 (and the leader: 2 threads)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("Result: rows=20000 sum_octet_length=1320000"),
+        "{text}"
+    );
+    // Only seq scans run in parallel; too many threads is refused by the flag's range.
+    for (extra, wanted) in [
+        (
+            vec![
+                "--index",
+                rel("uniform_a"),
+                "--kind",
+                "bitmap",
+                "--parallel",
+                "2",
+            ],
+            "only seq scans run in parallel",
+        ),
+        (vec!["--parallel", "100000"], "--parallel"),
+    ] {
+        let mut args = vec!["scan", "--pgdata", pgdata, "--heap", rel("uniform")];
+        args.extend(extra);
+        let out = pageio(&args);
+        assert_eq!(out.status.code(), Some(2));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(wanted), "{err}");
+    }
 }
 
 #[test]

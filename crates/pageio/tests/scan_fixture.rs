@@ -100,6 +100,7 @@ fn both_distance_policies_agree() {
                         hi: 750.0,
                     },
                     policy,
+                    parallel_workers: 1,
                 },
             )
             .unwrap();

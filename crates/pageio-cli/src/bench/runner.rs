@@ -274,6 +274,7 @@ fn run_query(
             hi: query.hi,
         },
         policy: DistancePolicy::Adaptive,
+        parallel_workers: 1,
     };
     ctx.progress.set_message(format!(
         "{cell_name}, {} {:.4}%",

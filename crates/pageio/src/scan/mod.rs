@@ -105,10 +105,15 @@ use crate::Backend;
 
 pub mod aggregate;
 pub mod detoast;
+mod parallel;
 mod predicate;
 pub mod query;
 mod relpath;
 pub mod value;
+pub use parallel::{
+    combine_partial, default_parallel_workers, BlockAllocator, WorkerBlocks,
+    DEFAULT_PARALLEL_WORKERS_LIMIT, MAX_PARALLEL_WORKERS,
+};
 pub use predicate::{float8_cmp, parse_float8};
 pub use relpath::{resolve_relation_path, RelPathError, RelationKind};
 
@@ -252,6 +257,8 @@ pub struct ScanResult {
     pub io: IoCounters,
     /// Wall-clock time.
     pub elapsed_s: f64,
+    /// Threads that scanned (1 for a serial scan; see [`ScanOptions::parallel_workers`]).
+    pub parallel_workers: usize,
 }
 
 /// Errors of a scan.
@@ -377,6 +384,10 @@ pub struct ScanOptions {
     pub predicate: Between,
     /// The read stream's look-ahead policy.
     pub policy: DistancePolicy,
+    /// Threads for a sequential scan, the caller included (PostgreSQL's parallel seq scan:
+    /// a shared block allocator, one read stream per thread, results combined; see the
+    /// `parallel` module). 0 or 1 scans serially; bitmap and index scans are always serial.
+    pub parallel_workers: usize,
 }
 
 /// PostgreSQL's `FrozenTransactionId`: what a frozen tuple's xmin reads as.
@@ -677,6 +688,9 @@ pub fn run_scan(
     table: &Table,
     options: &ScanOptions,
 ) -> Result<ScanResult, ScanError> {
+    if options.kind == ScanKind::Seq && options.parallel_workers > 1 {
+        return parallel::parallel_seq_scan(pool, table, options, options.parallel_workers);
+    }
     let mut acc = QualifyingRows {
         columns: &table.columns,
         predicate: options.predicate,
@@ -704,7 +718,10 @@ fn run_with(
     let damaged_before = pool.damaged_pages_seq();
     let io_before = backend.counters();
     let start = Instant::now();
-    let mut result = ScanResult::default();
+    let mut result = ScanResult {
+        parallel_workers: 1,
+        ..ScanResult::default()
+    };
     match options.kind {
         ScanKind::Seq => seq_scan(pool, &mut backend, table, options, acc, &mut result)?,
         ScanKind::Bitmap => {

@@ -695,6 +695,9 @@ pub fn run_table_query(
         kind: query.kind,
         predicate: Between::ALL,
         policy,
+        // Queries by name run on one thread: their accumulators are not merged across
+        // parallel workers yet.
+        parallel_workers: 1,
     };
     let all = ColumnRange {
         column: 0,

@@ -361,7 +361,14 @@ impl<'p, D, F: FnMut() -> Option<(u64, D)>> ReadStream<'p, D, F> {
                         .take_while(|entry| entry.state == EntryState::Deferred)
                         .count();
                     let block = self.queue[0].block;
-                    let nblocks = (1..nblocks)
+                    // Deferred runs queued back to back may continue each other; one read
+                    // still stops at io_combine_limit and at the segment's end, as the
+                    // runs themselves do.
+                    let most = self
+                        .combine_limit
+                        .max(1)
+                        .min(RelFile::blocks_in_segment(block) as usize);
+                    let nblocks = (1..nblocks.min(most))
                         .take_while(|&position| {
                             self.queue[position].block == block + position as u64
                         })

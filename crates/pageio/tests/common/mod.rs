@@ -96,6 +96,7 @@ pub fn scan(
             kind,
             predicate,
             policy: DistancePolicy::Adaptive,
+            parallel_workers: 1,
         },
     )
 }

@@ -1,0 +1,244 @@
+//! Parallel sequential scans give the serial scan's answers: on the PostgreSQL 18 fixture
+//! (PostgreSQL's own answers), on generated tables large enough for multi-block chunks and
+//! their ramp-down, and on tables with fewer blocks than threads — every io_method, 1, 2, 3
+//! and 7 threads, with and without a predicate. A damaged page ends the scan on every thread
+//! with the error naming the file and block.
+
+mod common;
+
+use pageio::buffer::{BufferPool, PageCheckOptions};
+use pageio::config::{IoConfig, IoMethodKind, BLCKSZ};
+use pageio::gen::{generate, DataSet, GenOptions};
+use pageio::page::heap::ColumnType;
+use pageio::scan::{run_scan, Between, ScanError, ScanKind, ScanOptions, ScanResult, Table};
+use pageio::storage::{ForkNumber, RelFile};
+use pageio::stream::DistancePolicy;
+use pageio::Aio;
+
+/// Thread counts every case runs with: serial, the caller plus one, an odd count, and more
+/// threads than the machine has cores.
+const THREADS: [usize; 4] = [1, 2, 3, 7];
+
+/// The fixture's scans take well under a second each; a minute means a hang.
+const WATCHDOG_SECS: u64 = 120;
+
+fn seq(pool: &BufferPool, table: &Table, predicate: Between, threads: usize) -> ScanResult {
+    run_scan(
+        pool,
+        table,
+        &ScanOptions {
+            kind: ScanKind::Seq,
+            predicate,
+            policy: DistancePolicy::Adaptive,
+            parallel_workers: threads,
+        },
+    )
+    .unwrap_or_else(|e| panic!("{threads} threads: {e}"))
+}
+
+fn fixture_table(pgdata: &std::path::Path, name: &str) -> Table {
+    Table {
+        heap: RelFile::in_data_dir(pgdata, common::fixture_facts().path(name), ForkNumber::Main),
+        index: None,
+        columns: vec![ColumnType::Float8, ColumnType::Text],
+    }
+}
+
+fn fixture_answers(method: IoMethodKind) {
+    let (_dir, pgdata) = common::unpack_fixture();
+    let aio = common::aio_for(method);
+    for threads in THREADS {
+        // A fresh pool per thread count, so every run reads from storage.
+        let pool = common::checksum_pool(&aio);
+        for (name, lo, hi, rows, sum) in common::FIXTURE_ANSWERS {
+            let table = fixture_table(&pgdata, name);
+            let r = seq(&pool, &table, Between { lo, hi }, threads);
+            assert_eq!(
+                (r.rows, r.sum_octet_length),
+                (rows, sum),
+                "{method} {threads} threads: {name} where a between {lo} and {hi}"
+            );
+            let pages = common::fixture_facts().relation(name).pages;
+            assert_eq!(
+                r.heap_pages, pages as u64,
+                "{method} {threads}: every page once"
+            );
+            assert_eq!(r.stream.buffers, pages as u64, "{method} {threads}");
+            assert_eq!(r.parallel_workers, threads.max(1), "{method}");
+        }
+        // No predicate: every row of the table.
+        let r = seq(
+            &pool,
+            &fixture_table(&pgdata, "uniform"),
+            Between::ALL,
+            threads,
+        );
+        assert_eq!(
+            (r.rows, r.sum_octet_length),
+            (20000, 1320000),
+            "{method} {threads}"
+        );
+        assert!(
+            pool.counters().reads > 0,
+            "{method} {threads}: nothing was read"
+        );
+    }
+}
+
+#[test]
+fn fixture_answers_sync() {
+    common::with_watchdog("parallel sync", WATCHDOG_SECS, || {
+        fixture_answers(IoMethodKind::Sync)
+    })
+}
+
+#[test]
+fn fixture_answers_worker() {
+    common::with_watchdog("parallel worker", WATCHDOG_SECS, || {
+        fixture_answers(IoMethodKind::Worker)
+    })
+}
+
+#[test]
+fn fixture_answers_io_uring() {
+    common::with_watchdog("parallel io_uring", WATCHDOG_SECS, || {
+        fixture_answers(IoMethodKind::IoUring)
+    })
+}
+
+/// A reference answer computed from the generator's rows, not from the files.
+fn reference(ds: DataSet, opts: &GenOptions, p: Between) -> (u64, u64) {
+    ds.rows(opts.seed, ds.row_count(opts))
+        .filter(|r| r.key() >= p.lo && r.key() <= p.hi)
+        .fold((0, 0), |(c, s), r| {
+            (c + 1, s + r.b().map(|b| b.len() as u64).unwrap_or(0))
+        })
+}
+
+#[test]
+fn generated_tables_give_the_serial_answers() {
+    common::with_watchdog("parallel generated", 300, generated_body)
+}
+
+fn generated_body() {
+    let dir = tempfile::tempdir().unwrap();
+    // 20 rows: 2 heap blocks, fewer than the threads; 90,000 rows: about 5,000 blocks, so
+    // chunks start at 4 blocks and ramp down to 1 (PARALLEL_SEQSCAN_NCHUNKS = 2048).
+    type Case = (u64, u64, [(f64, f64); 2]);
+    let cases: [Case; 2] = [
+        (20, 2, [(0.0, 50_000.0), (1.0e9, 2.0e9)]),
+        (90_000, 4096, [(1_000.0, 2_000.0), (50_000.0, 90_000.0)]),
+    ];
+    let aio_sync = common::aio_for(IoMethodKind::Sync);
+    for (rows, min_blocks, preds) in cases {
+        let opts = GenOptions {
+            rows,
+            seed: 11,
+            scale: 1,
+            overwrite: true,
+        };
+        let out = dir.path().join(format!("rows{rows}"));
+        let m = generate(&aio_sync, &out, DataSet::Uniform, &opts, &|_| {}).unwrap();
+        let ddir = out.join(DataSet::Uniform.name());
+        let table = Table {
+            heap: m.heap_file(&ddir),
+            index: None,
+            columns: vec![ColumnType::Float8, ColumnType::Text],
+        };
+        for method in IoMethodKind::CONCRETE {
+            let aio = common::aio_for(method);
+            let pool = common::checksum_pool(&aio);
+            let serial_all = seq(&pool, &table, Between::ALL, 1);
+            assert_eq!(serial_all.rows, rows, "{method}: every row");
+            if rows < 100 {
+                assert!(
+                    serial_all.heap_pages <= min_blocks,
+                    "{method}: a tiny table"
+                );
+            } else {
+                assert!(
+                    serial_all.heap_pages > min_blocks,
+                    "{method}: chunks > 1 block"
+                );
+            }
+            for threads in THREADS {
+                let r = seq(&pool, &table, Between::ALL, threads);
+                assert_eq!(
+                    (r.rows, r.sum_octet_length, r.heap_pages),
+                    (
+                        serial_all.rows,
+                        serial_all.sum_octet_length,
+                        serial_all.heap_pages
+                    ),
+                    "{method} {threads} threads, no predicate, {rows} rows"
+                );
+                for (lo, hi) in preds {
+                    let p = Between { lo, hi };
+                    let r = seq(&pool, &table, p, threads);
+                    assert_eq!(
+                        (r.rows, r.sum_octet_length),
+                        reference(DataSet::Uniform, &opts, p),
+                        "{method} {threads} threads, a between {lo} and {hi}, {rows} rows"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn a_damaged_page_stops_every_thread_and_is_named() {
+    common::with_watchdog("parallel damaged page", WATCHDOG_SECS, damaged_body)
+}
+
+fn damaged_body() {
+    const BLOCK: usize = 7;
+    let (_dir, pgdata) = common::unpack_fixture();
+    let name = common::fixture_facts().path("uniform");
+    let path = pgdata.join(name);
+    let mut bytes = std::fs::read(&path).unwrap();
+    // A byte in the page's free space: only the checksum betrays it.
+    bytes[BLOCK * BLCKSZ + 3000] ^= 0x5A;
+    std::fs::write(&path, &bytes).unwrap();
+    for method in IoMethodKind::CONCRETE {
+        let aio = Aio::new(IoConfig {
+            io_method: method,
+            ..IoConfig::default()
+        })
+        .unwrap();
+        for threads in [2, 3, 7] {
+            let pool = BufferPool::new(
+                &aio,
+                PageCheckOptions {
+                    checksums: true,
+                    ..PageCheckOptions::default()
+                },
+            )
+            .unwrap();
+            let err = run_scan(
+                &pool,
+                &fixture_table(&pgdata, "uniform"),
+                &ScanOptions {
+                    kind: ScanKind::Seq,
+                    predicate: Between::ALL,
+                    policy: DistancePolicy::Adaptive,
+                    parallel_workers: threads,
+                },
+            )
+            .unwrap_err();
+            assert!(
+                matches!(err, ScanError::Buffer(_)),
+                "{method} {threads}: {err:?}"
+            );
+            let msg = err.to_string();
+            assert!(msg.contains(name), "{method} {threads}: {msg}");
+            assert!(msg.contains("block 7"), "{method} {threads}: {msg}");
+            assert!(msg.contains("ignore_checksum_failure"), "{msg}");
+            // Every thread has let go of its backend: the subsystem serves new ones.
+            assert!(
+                aio.snapshot().is_empty(),
+                "{method} {threads}: I/O left behind"
+            );
+        }
+    }
+}
