@@ -586,6 +586,15 @@ def run_pageio(pageio, a, table, runs, skipped, save, pg_count):
                 raise BenchError(f"{name} counted {count}, PostgreSQL counted {pg_count} on the "
                                  "same files: pageio gives a wrong answer here (command: "
                                  + " ".join(shlex.quote(c) for c in cmd) + ")")
+            ran = doc.get("parallel_workers", 1)
+            if ran != par:
+                # Never a row under a label it did not run with (e.g. a query path that
+                # stays serial whatever --parallel says).
+                msg = f"pageio ran {ran} scan thread(s), not the {par} asked for"
+                say(f"skipping {name}: {msg}")
+                skipped.append({"engine": "pageio", "io_method": pg_label(method, workers),
+                                "parallel": par, "reason": msg})
+                break
             runs.append({"engine": "pageio", "io_method": method,
                          "io_workers": workers, "parallel": par, "repeat": rep,
                          "seconds": float(doc["elapsed_ms"]) / 1000.0,

@@ -331,6 +331,17 @@ fn pgbench_count_experiment_at_scale_1_gives_one_table_with_equal_counts() {
     for c in ["sync, serial", "worker(3), serial"] {
         assert!(pageio.contains(c), "no pageio {c}: {pageio:?}");
     }
+    // With more than one core, pageio's parallel seq scan runs too, on one thread per core.
+    let cores = s["machine"]["cores"].as_u64().unwrap();
+    if cores > 1 {
+        let c = format!("sync, parallel {cores}");
+        assert!(pageio.contains(&c), "no pageio {c}: {pageio:?}");
+        let row = results
+            .iter()
+            .find(|r| r["configuration"] == c.as_str())
+            .unwrap();
+        assert_eq!(row["parallel_planned"], cores, "{row}");
+    }
     assert!(s["pageio_vs_postgresql"].as_f64().unwrap() > 0.0);
     assert_eq!(
         json_file(&out.join("runs.json")).as_array().unwrap().len(),
