@@ -26,7 +26,9 @@ use std::path::PathBuf;
 
 use clap::Args;
 use pageio::buffer::{BufferPool, PageCheckOptions};
+use pageio::catalog::{cluster_check_options, Catalog, CatalogError};
 use pageio::page::heap::ColumnType;
+use pageio::scan::query::{run_table_query, QuerySpec, TableQuery};
 use pageio::scan::{
     resolve_relation_path, run_scan, Between, RelationKind, ScanKind, ScanOptions, ScanResult,
     Table,
@@ -41,6 +43,8 @@ use crate::CliResult;
 /// Arguments of `pageio scan`.
 #[derive(Debug, Args)]
 #[command(after_help = "Examples:\n  \
+    pageio scan --pgdata /var/lib/postgresql/18/main --table pgbench_accounts --select 'count(abalance)'\n  \
+    pageio scan --pgdata DIR --table mydb.public.t --select 'count(*), sum(x), max(name)' --where 'id between 1 and 1000' --kind bitmap --json\n  \
     pageio scan --pgdata /var/lib/postgresql/18/main --heap base/5/16384 --kind seq\n  \
     pageio scan --pgdata DIR --heap base/5/16384 --index base/5/16394 --kind index --where 'a between 100 and 200' --cold\n  \
     pageio scan --dataset uniform --data-dir ./datasets --kind bitmap --io-method io_uring --json")]
@@ -48,11 +52,37 @@ pub struct ScanArgs {
     /// PostgreSQL data directory holding the relation files
     #[arg(long, value_name = "DIR", conflicts_with = "dataset")]
     pgdata: Option<PathBuf>,
+    /// A table of the stopped cluster at --pgdata, by name: [database.][schema.]table,
+    /// resolved through the cluster's catalog (columns, TOAST table and indexes included)
+    #[arg(long, value_name = "NAME", requires = "pgdata", conflicts_with_all = ["heap", "columns", "key_column"])]
+    table: Option<String>,
+    /// With --table: the database the name is looked up in
+    #[arg(
+        long,
+        value_name = "NAME",
+        default_value = "postgres",
+        requires = "table"
+    )]
+    database: String,
+    /// With --table: the aggregates to compute, comma-separated: count(*), count(col),
+    /// sum(col), avg(col), min(col), max(col), sum(octet_length(col)). Results have
+    /// PostgreSQL's types (sum(int4) is bigint, sum(int8), sum(numeric) and avg of integers
+    /// or numeric are exact numeric, sum(real) is real, avg of floats double precision); min/max of text compare bytes, i.e. the "C" collation; dates and timestamps
+    /// print as DateStyle ISO, timestamptz in UTC (+00)
+    #[arg(
+        long,
+        value_name = "LIST",
+        default_value = "count(*)",
+        requires = "table"
+    )]
+    select: String,
     /// Heap relation file, relative to --pgdata (e.g. base/5/16384)
     #[arg(long, value_name = "PATH", requires = "pgdata")]
     heap: Option<String>,
-    /// Btree on the first column, relative to --pgdata (needed for bitmap and index scans)
-    #[arg(long, value_name = "PATH", requires = "pgdata")]
+    /// Btree on the first column, relative to --pgdata (needed for bitmap and index scans);
+    /// with --table, the index's name [default: the valid btree whose first key column is
+    /// the --where column]
+    #[arg(long, value_name = "PATH|NAME", requires = "pgdata")]
     index: Option<String>,
     /// A data set written by `pageio gen` (uniform, linear, linear_10, cyclic, pgbench_accounts, …)
     #[arg(long, value_name = "NAME")]
@@ -64,7 +94,10 @@ pub struct ScanArgs {
     #[arg(long, default_value = "seq")]
     kind: String,
     /// Predicate on the first column: 'a between LO and HI' [default: all rows]. Bounds are
-    /// float8 literals ('NaN' and 'Infinity' included, ordered as PostgreSQL orders them)
+    /// float8 literals ('NaN' and 'Infinity' included, ordered as PostgreSQL orders them).
+    /// With --table: 'COL between LO and HI', 'COL = V', 'COL < V' (<=, >, >= too) on any
+    /// column of type int2/4/8, float4/8, numeric, date, timestamp(tz), text, varchar, bpchar
+    /// or bytea; literals as SQL writes them ('2024-01-31', 'it''s'); NULLs never qualify
     #[arg(long = "where", value_name = "PREDICATE")]
     predicate: Option<String>,
     /// Name of the first column, the one --where filters, for --pgdata tables [default: a;
@@ -100,7 +133,11 @@ pub struct ScanArgs {
     /// [default: the CPUs this process may use, at most 8, like max_parallel_workers]
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(0..=pageio::scan::MAX_PARALLEL_WORKERS as i64))]
     parallel: Option<u16>,
-    /// Print one JSON object instead of text
+    /// Print one JSON object instead of text. With --table, "aggregates" lists
+    /// {"expr", "type", "value", "text"} in the order asked: "value" is a JSON number when
+    /// JSON holds it exactly (integers up to 2^53 in magnitude, finite floats), else
+    /// PostgreSQL's text as a string (larger bigint/numeric sums, fractions of numeric,
+    /// NaN, Infinity, text, dates), null for NULL; "text" is what psql prints
     #[arg(long)]
     json: bool,
     #[command(flatten)]
@@ -285,18 +322,13 @@ pub fn evict(rel: &RelFile) -> Result<(), Box<dyn std::error::Error>> {
 
 /// Runs the subcommand.
 pub fn run(args: ScanArgs) -> CliResult {
+    if args.table.is_some() {
+        return run_table(args);
+    }
     let config = args.settings.to_config()?;
     let kind: ScanKind = args.kind.parse()?;
 
-    let policy = match args.distance_policy.to_ascii_lowercase().as_str() {
-        "adaptive" | "pg19" => DistancePolicy::Adaptive,
-        "pg18" => DistancePolicy::Pg18,
-        other => {
-            return Err(
-                format!("unknown --distance-policy \"{other}\": expected adaptive or pg18").into(),
-            )
-        }
-    };
+    let policy = parse_policy(&args.distance_policy)?;
     let Resolved {
         table,
         checksums: cluster_checksums,
@@ -387,6 +419,206 @@ pub fn run(args: ScanArgs) -> CliResult {
         print_text(&aio, &pool, &label, kind, filter, &result);
     }
     Ok(0)
+}
+
+fn parse_policy(s: &str) -> Result<DistancePolicy, String> {
+    match s.to_ascii_lowercase().as_str() {
+        "adaptive" | "pg19" => Ok(DistancePolicy::Adaptive),
+        "pg18" => Ok(DistancePolicy::Pg18),
+        other => Err(format!(
+            "unknown --distance-policy \"{other}\": expected adaptive or pg18"
+        )),
+    }
+}
+
+/// `--table`: the relation, its columns and indexes from the catalog; the aggregates of
+/// `--select` over the rows `--where` keeps.
+fn run_table(args: ScanArgs) -> CliResult {
+    let config = args.settings.to_config()?;
+    let kind: ScanKind = args.kind.parse()?;
+    let policy = parse_policy(&args.distance_policy)?;
+    let pgdata = args.pgdata.clone().ok_or("--table needs --pgdata")?;
+    let spec = args.table.clone().unwrap_or_default();
+    let aio = Aio::new(config)?;
+    if let Some(reason) = aio.fallback_reason() {
+        eprintln!("pageio: {reason}");
+    }
+    // The catalog is read with the cluster's own checks, never past a damaged page; the
+    // table itself with what the flags ask, through a pool of its own.
+    let cluster_checks = cluster_check_options(&pgdata)?;
+    let relation = {
+        let pool = BufferPool::new(&aio, cluster_checks)?;
+        let catalog = Catalog::open(&pgdata, &pool)?;
+        match catalog.resolve(&spec, &args.database) {
+            Ok(r) => r,
+            Err(e @ CatalogError::NoRelation { .. }) => {
+                return Err(no_relation_hint(&catalog, &e, &pgdata).into())
+            }
+            Err(e) => return Err(e.into()),
+        }
+    };
+    let query = TableQuery::plan(
+        &pgdata,
+        &relation,
+        &QuerySpec {
+            select: &args.select,
+            predicate: args.predicate.as_deref(),
+            kind,
+            index: args.index.as_deref(),
+        },
+    )?;
+    let checksums = match args.checksums.as_str() {
+        "auto" => cluster_checks.checksums,
+        v => pageio::config::parse_bool("checksums", v)?,
+    };
+    if args.cold {
+        evict(&query.table.heap)?;
+        if let Some(i) = &query.table.index {
+            evict(i)?;
+        }
+        if let Some(t) = relation.toast.as_ref().and_then(|t| t.path.as_deref()) {
+            evict(&RelFile::in_data_dir(&pgdata, t, ForkNumber::Main))?;
+        }
+        if args.drop_caches {
+            drop_caches()?;
+        }
+    }
+    let pool = BufferPool::new(
+        &aio,
+        PageCheckOptions {
+            checksums,
+            zero_damaged_pages: args.zero_damaged_pages,
+            ignore_checksum_failure: args.ignore_checksum_failure,
+        },
+    )?;
+    let result = run_table_query(&pool, &query, policy)?;
+    for page in &result.scan.damaged_pages {
+        eprintln!("WARNING:  {page}");
+    }
+    let label = format!("{}.{}", relation.database, query.table_name);
+    if args.json {
+        let mut report = json_report(
+            &aio,
+            &pool,
+            &label,
+            kind,
+            &Between::ALL,
+            checksums,
+            args.cold,
+            &result.scan,
+        );
+        if let Some(object) = report.as_object_mut() {
+            object.remove("lo");
+            object.remove("hi");
+            object.remove("sum_octet_length");
+            object.insert("database".into(), relation.database.clone().into());
+            object.insert("table".into(), query.table_name.clone().into());
+            object.insert(
+                "path".into(),
+                query.table.heap.display_name().to_string().into(),
+            );
+            object.insert("where".into(), args.predicate.clone().into());
+            object.insert("index".into(), query.index_name.clone().into());
+            object.insert(
+                "aggregates".into(),
+                result
+                    .aggregates
+                    .iter()
+                    .map(|a| {
+                        serde_json::json!({
+                            "expr": a.expr,
+                            "type": a.type_name,
+                            "value": a.json_value(),
+                            "text": a.value.as_ref().map(|_| a.text()),
+                        })
+                    })
+                    .collect::<Vec<_>>()
+                    .into(),
+            );
+        }
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        let node = match kind {
+            ScanKind::Seq => "Seq Scan".to_string(),
+            ScanKind::Bitmap => format!(
+                "Bitmap Heap Scan (index {})",
+                query.index_name.as_deref().unwrap_or("?")
+            ),
+            ScanKind::Index => format!(
+                "Index Scan using {}",
+                query.index_name.as_deref().unwrap_or("?")
+            ),
+        };
+        let r = &result.scan;
+        println!(
+            "{node} on {label}  (actual time={:.3} ms rows={})",
+            r.elapsed_s * 1e3,
+            r.rows
+        );
+        if let Some(p) = &args.predicate {
+            match kind {
+                ScanKind::Seq => println!("  Filter: ({p})"),
+                _ => println!("  Index Cond: ({p})  (index pages read={})", r.index_pages),
+            }
+        }
+        println!(
+            "  Buffers: shared hit={} read={}",
+            r.pool.hits, r.pool.reads
+        );
+        println!(
+            "  I/O Timings: read={:.3} wait={:.3}",
+            r.io.io_ns as f64 / 1e6,
+            r.io.wait_ns as f64 / 1e6
+        );
+        // One line per aggregate, as psql's expanded display prints a row.
+        let width = result
+            .aggregates
+            .iter()
+            .map(|a| a.expr.len())
+            .max()
+            .unwrap_or(0);
+        for a in &result.aggregates {
+            println!("{:width$} | {}", a.expr, a.text());
+        }
+    }
+    Ok(0)
+}
+
+/// Most table names an unknown-table error lists; `pageio tables` lists them all.
+const TABLES_LISTED_MAX: usize = 20;
+
+/// An unknown table's error, with the tables the database has and the command that lists
+/// them all.
+fn no_relation_hint(catalog: &Catalog<'_>, e: &CatalogError, pgdata: &std::path::Path) -> String {
+    let CatalogError::NoRelation { database, .. } = e else {
+        return e.to_string();
+    };
+    let names: Vec<String> = catalog
+        .database(database)
+        .and_then(|db| db.tables())
+        .map(|t| t.iter().map(|r| r.qualified_name()).collect())
+        .unwrap_or_default();
+    let shown = names
+        .iter()
+        .take(TABLES_LISTED_MAX)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
+    let more = names.len().saturating_sub(TABLES_LISTED_MAX);
+    format!(
+        "{e} (its tables: {}{}); `pageio tables --pgdata {} --database {database}` lists them",
+        if names.is_empty() {
+            "none".into()
+        } else {
+            shown
+        },
+        if more > 0 {
+            format!(", and {more} more")
+        } else {
+            String::new()
+        },
+        shell_quote(&pgdata.display().to_string())
+    )
 }
 
 /// A bound in JSON: a number, or PostgreSQL's spelling for NaN and the infinities (JSON has

@@ -74,9 +74,24 @@ pub struct BenchArgs {
     /// Run on PostgreSQL's relation files instead: the data directory (stopped cluster)
     #[arg(long, value_name = "DIR")]
     pub pgdata: Option<PathBuf>,
-    /// With --pgdata: NAME=HEAP[,INDEX], paths relative to --pgdata (repeatable)
-    #[arg(long, value_name = "NAME=HEAP,INDEX", requires = "pgdata")]
+    /// With --pgdata: a table by name, [database.][schema.]table, resolved through the
+    /// cluster's catalog (its file, and the btree on --key-column), or NAME=HEAP[,INDEX]
+    /// with paths relative to --pgdata (repeatable)
+    #[arg(long, value_name = "NAME|NAME=HEAP,INDEX", requires = "pgdata")]
     pub table: Vec<String>,
+    /// With --table NAME: the database the name is looked up in
+    #[arg(
+        long,
+        value_name = "NAME",
+        default_value = "postgres",
+        requires = "pgdata"
+    )]
+    pub database: String,
+    /// With --table NAME: the column the queries' ranges filter, which must be the table's
+    /// first column and the first key of one of its btrees [default: the first key of the
+    /// first btree on the table's first column]
+    #[arg(long, value_name = "COLUMN", requires = "pgdata")]
+    pub key_column: Option<String>,
     /// Scan types, comma-separated [default: seq,bitmap,index]
     #[arg(long, value_delimiter = ',')]
     pub scans: Vec<String>,
@@ -174,16 +189,18 @@ pub fn plan_of(args: &BenchArgs) -> Result<record::Plan, Box<dyn std::error::Err
         args.table
             .iter()
             .map(|t| {
-                t.split_once('=')
-                    .map(|(n, _)| n.trim().to_string())
-                    .ok_or_else(|| format!("--table \"{t}\": expected NAME=HEAP[,INDEX], e.g. uniform=base/5/16384,base/5/16390"))
+                let name = t.split_once('=').map_or(t.as_str(), |(n, _)| n).trim();
+                if name.is_empty() {
+                    return Err(format!("--table \"{t}\": expected a table name, or NAME=HEAP[,INDEX], e.g. uniform=base/5/16384,base/5/16390"));
+                }
+                Ok(name.to_string())
             })
             .collect::<Result<Vec<_>, _>>()?
     } else {
         list_or(&args.dataset, &["uniform"])
     };
     if datasets.is_empty() {
-        return Err("--pgdata needs at least one --table NAME=HEAP[,INDEX]".into());
+        return Err("--pgdata needs at least one --table NAME (or NAME=HEAP[,INDEX])".into());
     }
     let scans = list_or(&args.scans, &["seq", "bitmap", "index"]);
     for s in &scans {
@@ -205,6 +222,121 @@ pub fn plan_of(args: &BenchArgs) -> Result<record::Plan, Box<dyn std::error::Err
         points: args.points,
         seed: args.seed,
     }))
+}
+
+/// A table named through the catalog: its file, the btree whose first key is the key
+/// column, and column types read from pg_attribute (the key first, as the queries need).
+fn catalog_target(
+    pgdata: &std::path::Path,
+    spec: &str,
+    database: &str,
+    key_column: Option<&str>,
+    rows: u64,
+) -> Result<runner::Target, Box<dyn std::error::Error>> {
+    use pageio::buffer::BufferPool;
+    use pageio::catalog::{cluster_check_options, Catalog};
+    let check = cluster_check_options(pgdata)?;
+    // The catalogs of a cluster are a few MB; a small pool maps less memory.
+    let aio = Aio::new(IoConfig {
+        shared_buffers_bytes: 32 << 20,
+        ..IoConfig::default()
+    })?;
+    let relation = {
+        let pool = BufferPool::new(&aio, check)?;
+        Catalog::open(pgdata, &pool)?.resolve(spec, database)?
+    };
+    let name = relation.qualified_name();
+    let path = relation.path.as_deref().ok_or_else(|| {
+        format!(
+            "--table {spec}: \"{name}\" is a {} and has no storage of its own",
+            relation.kind.describe()
+        )
+    })?;
+    let first = relation
+        .columns
+        .first()
+        .filter(|c| !c.dropped)
+        .ok_or_else(|| format!("--table {spec}: \"{name}\" has no first column to filter"))?;
+    let indexes: Vec<String> = relation
+        .btree_indexes()
+        .map(|i| {
+            let keys: Vec<&str> = i
+                .key_columns
+                .iter()
+                .map(|k| k.as_deref().unwrap_or("(expression)"))
+                .collect();
+            format!("{} on ({})", i.name, keys.join(", "))
+        })
+        .collect();
+    let key = key_column.unwrap_or(&first.name);
+    if key != first.name {
+        return Err(format!(
+            "--key-column {key}: the benchmark's queries filter the table's first column, and the first column of \"{name}\" is \"{}\"",
+            first.name
+        )
+        .into());
+    }
+    let index = relation
+        .btree_indexes()
+        .find(|i| i.is_valid && i.key_columns.first().cloned().flatten().as_deref() == Some(key))
+        .ok_or_else(|| {
+            format!(
+                "\"{name}\" has no valid btree whose first key column is \"{key}\" (its btrees: {}); bitmap and index scans need one",
+                if indexes.is_empty() { "none".to_string() } else { indexes.join(", ") }
+            )
+        })?;
+    // Only the key (first) and the summed (last) columns are read; the others must only be
+    // walked, which their length and alignment decide.
+    let mut columns = Vec::with_capacity(relation.columns.len());
+    for (i, c) in relation.columns.iter().enumerate() {
+        let typed = if i == 0 {
+            match (c.type_oid, c.attlen) {
+                (20, 8) => Some(ColumnType::Int8),
+                (21, 2) => Some(ColumnType::Int2),
+                (23, 4) => Some(ColumnType::Int4),
+                (700, 4) => Some(ColumnType::Float4),
+                (701, 8) => Some(ColumnType::Float8),
+                _ => None,
+            }
+        } else {
+            match (c.attlen, c.attalign) {
+                (1, _) => Some(ColumnType::Bool),
+                (2, 's') => Some(ColumnType::Int2),
+                (4, 'i') => Some(ColumnType::Int4),
+                (8, 'd') => Some(ColumnType::Int8),
+                (-1, align) => Some(ColumnType::Varlena {
+                    align_bytes: pageio::page::tuple::align_bytes_of(align) as u8,
+                }),
+                _ => None,
+            }
+        };
+        columns.push(typed.ok_or_else(|| {
+            format!(
+                "column \"{}\" of \"{name}\" (type {}, attlen {}, align {}) cannot be read by the benchmark's scans{}",
+                c.name,
+                c.type_name.as_deref().unwrap_or("unknown"),
+                c.attlen,
+                c.attalign,
+                if i == 0 { ": its key must be int2, int4, int8, float4 or float8" } else { "" }
+            )
+        })?);
+    }
+    let heap_rel = RelFile::in_data_dir(pgdata, path, ForkNumber::Main);
+    let heap_pages = heap_rel.nblocks()?;
+    Ok(runner::Target {
+        dataset: spec.to_string(),
+        table: Table {
+            heap: heap_rel,
+            index: index
+                .path
+                .as_deref()
+                .map(|p| RelFile::in_data_dir(pgdata, p, ForkNumber::Main)),
+            columns,
+        },
+        rows,
+        heap_pages,
+        checksums: check.checksums,
+    })
 }
 
 fn parse_table(
@@ -430,7 +562,19 @@ fn load_targets(
         return args
             .table
             .iter()
-            .map(|spec| parse_table(pgdata, spec, plan.table_rows))
+            .map(|spec| {
+                if spec.contains('=') {
+                    parse_table(pgdata, spec, plan.table_rows)
+                } else {
+                    catalog_target(
+                        pgdata,
+                        spec,
+                        &args.database,
+                        args.key_column.as_deref(),
+                        plan.table_rows,
+                    )
+                }
+            })
             .collect();
     }
     let mut dataset_names: Vec<&String> = Vec::new();

@@ -853,6 +853,12 @@ fn missing_value(
         }
         Some(other) => return Err(format!("attmissingval is {other:?}, not an array")),
     };
+    array_single_element(&array, element_attlen)
+}
+
+/// The stored form of the one element of a one-element array (`array`: the varlena
+/// payload, header excluded), or `None` if the element is NULL.
+fn array_single_element(array: &[u8], element_attlen: i16) -> Result<Option<Vec<u8>>, String> {
     // Offsets below are those of the array with its 4-byte header; `array` lacks it.
     let int_at = |off: usize| -> Result<i32, String> {
         array
@@ -1400,5 +1406,70 @@ impl DatabaseCatalog {
         }
         out.sort_by(|a, b| (&a.schema, &a.name).cmp(&(&b.schema, &b.name)));
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::array_single_element;
+
+    /// A one-dimensional array payload (header excluded): ndim, dataoffset, elemtype, dims,
+    /// lbound, an optional null bitmap, then `data` at the MAXALIGNed data start.
+    fn array(ndim: i32, dim: i32, bitmap: Option<u8>, data: &[u8]) -> Vec<u8> {
+        let dataoffset = if bitmap.is_some() { 32 } else { 0 };
+        let mut a = Vec::new();
+        for v in [ndim, dataoffset, 23, dim, 1] {
+            a.extend_from_slice(&v.to_le_bytes());
+        }
+        if let Some(b) = bitmap {
+            a.push(b);
+        }
+        let start = if bitmap.is_some() { 32 } else { 24 } - 4;
+        a.resize(start, 0);
+        a.extend_from_slice(data);
+        a
+    }
+
+    #[test]
+    fn missing_values_decode_from_one_element_arrays() {
+        let four = 7i32.to_le_bytes();
+        assert_eq!(
+            array_single_element(&array(1, 1, None, &four), 4).unwrap(),
+            Some(four.to_vec())
+        );
+        assert_eq!(
+            array_single_element(&array(1, 1, Some(1), &four), 4).unwrap(),
+            Some(four.to_vec())
+        );
+        assert_eq!(
+            array_single_element(&array(1, 1, Some(0), &[]), 4).unwrap(),
+            None
+        );
+        let text = [(4 << 1) | 1, b'a', b'b', b'c'];
+        assert_eq!(
+            array_single_element(&array(1, 1, None, &text), -1).unwrap(),
+            Some(text.to_vec())
+        );
+    }
+
+    #[test]
+    fn malformed_arrays_are_errors_not_panics() {
+        let four = 7i32.to_le_bytes();
+        let err = array_single_element(&array(2, 1, None, &four), 4).unwrap_err();
+        assert!(err.contains("2 dimensions"), "{err}");
+        let err = array_single_element(&array(99, 1, None, &four), 4).unwrap_err();
+        assert!(err.contains("claims 99 dimensions"), "{err}");
+        let err = array_single_element(&array(1, 3, None, &four), 4).unwrap_err();
+        assert!(err.contains("3 elements"), "{err}");
+        let err = array_single_element(&array(1, 1, None, &four[..2]), 4).unwrap_err();
+        assert!(err.contains("runs past the array"), "{err}");
+        let err = array_single_element(&four, 4).unwrap_err();
+        assert!(err.contains("truncated"), "{err}");
+        let err = array_single_element(&array(1, 1, None, &[(60 << 1) | 1]), -1).unwrap_err();
+        assert!(err.contains("claims 60 bytes"), "{err}");
+        for len in 0..40 {
+            let _ = array_single_element(&vec![0xFF; len], -1);
+            let _ = array_single_element(&vec![0x01; len], -2);
+        }
     }
 }

@@ -20,6 +20,9 @@
 //!      sum(float4) / sum(float8)     f32 / f64 in scan order        → real / double precision
 //!      sum(numeric)                  exact decimal                  → numeric
 //!      sum(octet_length(col))        i128, checked into i64         → bigint
+//!      avg(int2|int4|int8|numeric)   exact sum / count, scale as     → numeric
+//!                                    select_div_scale picks it
+//!      avg(float4|float8)            f64 sum / count (float8_accum)  → double precision
 //!      min(col) / max(col)           the column's Value, PostgreSQL order ("C" collation)
 //! ```
 //!
@@ -45,6 +48,8 @@ pub enum AggFunc {
     Max,
     /// `sum(octet_length(col))`.
     SumOctetLength,
+    /// `avg(col)`.
+    Avg,
 }
 
 /// One item of a select list, its column not yet resolved.
@@ -79,7 +84,7 @@ pub fn identifier(s: &str) -> Result<String, String> {
     Ok(s.to_lowercase())
 }
 
-/// Parses a select list: comma-separated `count(*)`, `count(col)`, `sum(col)`, `min(col)`,
+/// Parses a select list: comma-separated `count(*)`, `count(col)`, `sum(col)`, `avg(col)`, `min(col)`,
 /// `max(col)`, `sum(octet_length(col))` (function names in any case).
 pub fn parse_select(list: &str) -> Result<Vec<SelectItem>, String> {
     let mut items = Vec::new();
@@ -98,7 +103,7 @@ pub fn parse_select(list: &str) -> Result<Vec<SelectItem>, String> {
         }
     }
     parts.push(&list[start..]);
-    let expected = "expected count(*), count(col), sum(col), min(col), max(col) or sum(octet_length(col)), comma-separated";
+    let expected = "expected count(*), count(col), sum(col), avg(col), min(col), max(col) or sum(octet_length(col)), comma-separated";
     for part in parts {
         let expr = part.trim();
         let bad = || format!("cannot parse \"{expr}\" in --select: {expected}");
@@ -121,6 +126,7 @@ pub fn parse_select(list: &str) -> Result<Vec<SelectItem>, String> {
                 }
             }
             "min" => (AggFunc::Min, Some(identifier(arg)?)),
+            "avg" => (AggFunc::Avg, Some(identifier(arg)?)),
             "max" => (AggFunc::Max, Some(identifier(arg)?)),
             _ => return Err(bad()),
         };
@@ -151,6 +157,21 @@ pub enum Accumulator {
     SumFloat8(Option<f64>),
     /// `sum(numeric)`.
     SumNumeric(Option<Numeric>),
+    /// `avg` of integers or numeric (result `numeric`): the exact sum and the count.
+    AvgNumeric {
+        /// The sum so far.
+        sum: Numeric,
+        /// Rows summed.
+        count: i64,
+    },
+    /// `avg` of float4 or float8 (result `double precision`), summed in float8 as
+    /// `float8_accum` does.
+    AvgFloat {
+        /// The sum so far.
+        sum: f64,
+        /// Rows summed.
+        count: i64,
+    },
     /// `min` (`max` false) or `max`.
     Extreme {
         /// The extreme so far.
@@ -175,6 +196,7 @@ impl Accumulator {
                 AggFunc::Min => "min",
                 AggFunc::Max => "max",
                 AggFunc::SumOctetLength => "octet_length",
+                AggFunc::Avg => "avg",
             };
             format!(
                 "function {f}({}) does not exist, or is not one pageio evaluates",
@@ -198,6 +220,16 @@ impl Accumulator {
             (AggFunc::Sum, Some(TypeKind::Float4)) => Accumulator::SumFloat4(None),
             (AggFunc::Sum, Some(TypeKind::Float8)) => Accumulator::SumFloat8(None),
             (AggFunc::Sum, Some(TypeKind::Numeric)) => Accumulator::SumNumeric(None),
+            (
+                AggFunc::Avg,
+                Some(TypeKind::Int2 | TypeKind::Int4 | TypeKind::Int8 | TypeKind::Numeric),
+            ) => Accumulator::AvgNumeric {
+                sum: Numeric::from_i128(0),
+                count: 0,
+            },
+            (AggFunc::Avg, Some(TypeKind::Float4 | TypeKind::Float8)) => {
+                Accumulator::AvgFloat { sum: 0.0, count: 0 }
+            }
             (AggFunc::Min | AggFunc::Max, Some(k))
                 if !matches!(k, TypeKind::Bool | TypeKind::Other) =>
             {
@@ -245,6 +277,27 @@ impl Accumulator {
                         "numeric sum needs more than 38 digits, beyond what pageio keeps exactly",
                     )?);
                 }
+            }
+            Accumulator::AvgNumeric { sum, count } => {
+                let v = match value {
+                    Some(Value::Int2(v)) => Numeric::from_i128(*v as i128),
+                    Some(Value::Int4(v)) => Numeric::from_i128(*v as i128),
+                    Some(Value::Int8(v)) => Numeric::from_i128(*v as i128),
+                    Some(Value::Numeric(n)) => *n,
+                    _ => return Ok(()),
+                };
+                *sum = sum.checked_add(v).ok_or(
+                    "numeric sum needs more than 38 digits, beyond what pageio keeps exactly",
+                )?;
+                *count += 1;
+            }
+            Accumulator::AvgFloat { sum, count } => {
+                match value {
+                    Some(Value::Float4(v)) => *sum += *v as f64,
+                    Some(Value::Float8(v)) => *sum += v,
+                    _ => return Ok(()),
+                }
+                *count += 1;
             }
             Accumulator::Extreme { best, max } => {
                 if let Some(v) = value {
@@ -297,6 +350,28 @@ impl Accumulator {
                     );
                 }
             }
+            (
+                Accumulator::AvgNumeric { sum, count },
+                Accumulator::AvgNumeric {
+                    sum: other_sum,
+                    count: other_count,
+                },
+            ) => {
+                *sum = sum
+                    .checked_add(*other_sum)
+                    .ok_or("numeric sum needs more than 38 digits")?;
+                *count += other_count;
+            }
+            (
+                Accumulator::AvgFloat { sum, count },
+                Accumulator::AvgFloat {
+                    sum: other_sum,
+                    count: other_count,
+                },
+            ) => {
+                *sum += other_sum;
+                *count += other_count;
+            }
             (me @ Accumulator::Extreme { .. }, Accumulator::Extreme { best: Some(v), .. }) => {
                 me.add(Some(v), None)?;
             }
@@ -336,11 +411,74 @@ impl Accumulator {
             Accumulator::SumFloat4(s) => (s.map(Value::Float4), "real"),
             Accumulator::SumFloat8(s) => (s.map(Value::Float8), "double precision"),
             Accumulator::SumNumeric(s) => (s.map(Value::Numeric), "numeric"),
+            Accumulator::AvgNumeric { count: 0, .. } => (None, "numeric"),
+            Accumulator::AvgNumeric { sum, count } => (
+                Some(Value::Numeric(numeric_div_by_count(*sum, *count).ok_or(
+                    "avg needs more than 38 digits, beyond what pageio keeps exactly",
+                )?)),
+                "numeric",
+            ),
+            Accumulator::AvgFloat { count: 0, .. } => (None, "double precision"),
+            Accumulator::AvgFloat { sum, count } => {
+                (Some(Value::Float8(sum / *count as f64)), "double precision")
+            }
             Accumulator::Extreme { best, .. } => {
                 (best.clone(), column.map_or("unknown", |k| k.sql_name()))
             }
         })
     }
+}
+
+/// `NUMERIC_MIN_SIG_DIGITS`: a quotient keeps at least this many significant digits.
+const NUMERIC_MIN_SIG_DIGITS: i32 = 16;
+
+/// The weight (base-10000 exponent) and first base-10000 digit of `|m| / 10^scale`, as
+/// PostgreSQL's `NumericVar` holds it: (0, 0) for zero. `None` if the digits overflow.
+fn weight_and_first_digit(m: i128, scale: u32) -> Option<(i32, u128)> {
+    if m == 0 {
+        return Some((0, 0));
+    }
+    // Align the fraction to whole base-10000 digits.
+    let pad = (4 - scale % 4) % 4;
+    let mut x = m.unsigned_abs().checked_mul(10u128.checked_pow(pad)?)?;
+    let fraction_digits = ((scale + pad) / 4) as i32;
+    let mut groups = 0i32;
+    while x >= 10_000 {
+        x /= 10_000;
+        groups += 1;
+    }
+    Some((groups - fraction_digits, x))
+}
+
+/// `sum / count` as PostgreSQL's `numeric_div` computes an average: the result scale from
+/// `select_div_scale` (at least 16 significant digits, at least either input's scale),
+/// rounded half away from zero. Special values pass through (NaN, ±Infinity).
+pub fn numeric_div_by_count(sum: Numeric, count: i64) -> Option<Numeric> {
+    let Numeric::Finite { mantissa, scale } = sum else {
+        return Some(sum);
+    };
+    let (weight1, first1) = weight_and_first_digit(mantissa, scale)?;
+    let (weight2, first2) = weight_and_first_digit(count as i128, 0)?;
+    let mut qweight = weight1 - weight2;
+    if first1 <= first2 {
+        qweight -= 1;
+    }
+    let rscale = (NUMERIC_MIN_SIG_DIGITS - qweight * 4)
+        .max(scale as i32)
+        .max(0) as u32;
+    let scaled = mantissa.checked_mul(10i128.checked_pow(rscale - scale)?)?;
+    let n = count as i128;
+    let (q, r) = (scaled / n, scaled % n);
+    // Round half away from zero: |r| * 2 >= n.
+    let q = if r.unsigned_abs() * 2 >= n as u128 {
+        q + scaled.signum()
+    } else {
+        q
+    };
+    Some(Numeric::Finite {
+        mantissa: q,
+        scale: rscale,
+    })
 }
 
 /// Integers up to this magnitude are exact JSON numbers for every reader (2^53: the
@@ -416,8 +554,28 @@ mod tests {
         assert_eq!(items[1].column.as_deref(), Some("Big"));
         assert_eq!(items[1].expr, "SUM(octet_length(\"Big\"))");
         assert_eq!(items[2].column.as_deref(), Some("a"));
-        assert!(parse_select("avg(a)").unwrap_err().contains("cannot parse"));
+        assert!(parse_select("median(a)")
+            .unwrap_err()
+            .contains("cannot parse"));
+        assert_eq!(parse_select("avg(a)").unwrap()[0].func, AggFunc::Avg);
         assert!(parse_select("sum(a").is_err());
+    }
+
+    #[test]
+    fn averages_have_postgresqls_scale() {
+        let avg = |sum: &str, n: i64| {
+            numeric_div_by_count(Numeric::parse(sum).unwrap(), n)
+                .unwrap()
+                .to_string()
+        };
+        // SELECT avg(x) FROM (VALUES (1), (2)) v(x) → 1.5000000000000000
+        assert_eq!(avg("3", 2), "1.5000000000000000");
+        assert_eq!(avg("1", 3), "0.33333333333333333333");
+        assert_eq!(avg("2", 3), "0.66666666666666666667");
+        assert_eq!(avg("-2", 3), "-0.66666666666666666667");
+        assert_eq!(avg("5000050000", 100000), "50000.500000000000");
+        assert_eq!(avg("0", 5), "0.00000000000000000000");
+        assert_eq!(avg("12.345", 1), "12.3450000000000000");
     }
 
     #[test]

@@ -9,6 +9,13 @@
 //!   index:   btree range ─► TIDs in key order ─────────► read stream (prefetching!) ─► fetch TIDs
 //! ```
 //!
+//! Those scans know their tables' shape from the caller ([`Table::columns`]). A table of a
+//! stopped cluster read by name runs through the same three scans with another sink: its
+//! shape comes from the catalog ([`query`]: planning and the per-tuple work), its rows are
+//! deformed generically ([`crate::page::tuple`]), its values typed and printed as
+//! PostgreSQL prints them ([`value`]), decompressed and fetched from TOAST ([`detoast`]) and
+//! aggregated with PostgreSQL's result types ([`aggregate`]).
+//!
 //! The btree is entered as PostgreSQL enters it: from the metapage's (fast) root, descending
 //! through each internal page to the child whose key range may hold `lo` (the last pivot
 //! with key < lo; the first, key-less item is minus infinity), then along right links from

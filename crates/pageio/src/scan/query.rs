@@ -559,6 +559,16 @@ struct QuerySink<'q, 'p> {
     accumulators: Vec<Accumulator>,
     toast: Option<ToastReader<'p>>,
     rows: u64,
+    /// The deformed-values buffer, kept empty between tuples so its allocation is reused.
+    scratch: Vec<RawDatum<'static>>,
+}
+
+/// An empty vector of values of another lifetime, reusing `v`'s allocation: the element
+/// types have one layout, so collecting an empty `IntoIter` back into a `Vec` keeps the
+/// buffer (in-place collection), without a per-row allocation and without `unsafe`.
+fn recycle<'b>(mut v: Vec<RawDatum<'_>>) -> Vec<RawDatum<'b>> {
+    v.clear();
+    v.into_iter().map(|_| RawDatum::Null).collect()
 }
 
 impl QuerySink<'_, '_> {
@@ -597,11 +607,23 @@ impl TupleSink for QuerySink<'_, '_> {
         if !tuple_is_live(t.header().t_infomask) {
             return Ok(false);
         }
-        let q = self.query;
-        let mut values = Vec::with_capacity(q.wanted);
-        q.desc
-            .deform(&t, q.wanted, &mut values)
-            .map_err(tuple_err)?;
+        let mut values = recycle(std::mem::take(&mut self.scratch));
+        let result = self.row(self.query, &t, &mut values, &tuple_err);
+        self.scratch = recycle(values);
+        result
+    }
+}
+
+impl QuerySink<'_, '_> {
+    /// Deforms a live tuple into `values`, applies the predicate and accumulates.
+    fn row<'c>(
+        &mut self,
+        q: &'c TableQuery,
+        t: &HeapTuple<'c>,
+        values: &mut Vec<RawDatum<'c>>,
+        tuple_err: &dyn Fn(PageError) -> ScanError,
+    ) -> Result<bool, ScanError> {
+        q.desc.deform(t, q.wanted, values).map_err(tuple_err)?;
         let att_err = |column: usize, problem: String| {
             tuple_err(PageError::BadTuple {
                 what: "heap tuple",
@@ -690,6 +712,7 @@ pub fn run_table_query(
         accumulators: query.items.iter().map(|i| i.accumulator.clone()).collect(),
         toast,
         rows: 0,
+        scratch: Vec::new(),
     };
     let options = ScanOptions {
         kind: query.kind,
