@@ -27,6 +27,10 @@ Steps:
      untimed run first.
   5. The server stopped (fast shutdown); `pageio bench --pgdata ... --pg-results ...`.
 
+`--experiment pgbench-count` runs the published pgbench experiment instead (`SELECT
+count(abalance) FROM pgbench_accounts`, cold, every io_method, both engines on the same files):
+bench/pgbench-count.py, with the other arguments passed on.
+
 PostgreSQL comes from bench/setup-postgres.sh, or from $PAGEIO_PG_BIN when set (as for the
 tests). $PAGEIO_PG_USER names the unprivileged user (default pgtest).
 
@@ -55,6 +59,8 @@ DATA_SEED = 0.5  # setseed() before each load: the same rows every time a table 
 DATASETS = ["uniform", "linear", "linear_1", "linear_10", "linear_25",
             "cyclic", "cyclic_1", "cyclic_10", "cyclic_25"]
 SCANS = ["seq", "bitmap", "index"]
+# io-methods: this script's sweep; pgbench-count: bench/pgbench-count.py.
+EXPERIMENTS = ["io-methods", "pgbench-count"]
 SCAN_NODE = {"seq": "Seq Scan", "bitmap": "Bitmap Heap Scan", "index": "Index Scan"}
 HEAP_NODES = {"Seq Scan", "Bitmap Heap Scan", "Index Scan", "Index Only Scan",
               "Tid Scan", "Tid Range Scan", "Sample Scan"}
@@ -114,6 +120,12 @@ relation files from the page cache (posix_fadvise DONTNEED).
 Outputs: <out>/pg-runs.json (one RunRecord per timed PostgreSQL run, rewritten after every
 run) and, from `pageio bench`, <out>/runs.json, runs.csv, summary.md and charts/.
 Exit status: 0 done, 1 error, else the exit status of a failed `pageio bench`.""")
+    p.add_argument("--experiment", default="io-methods", choices=EXPERIMENTS,
+                   help="io-methods: the scans over the selectivity sweep described here; "
+                        "pgbench-count: SELECT count(abalance) FROM pgbench_accounts on a "
+                        "`pgbench -i -s N` database, cold, PostgreSQL 18 and pageio on the same "
+                        "files (runs bench/pgbench-count.py with the other arguments; see its "
+                        "--help) [default: io-methods]")
     p.add_argument("--rows", type=int, metavar="N",
                    help="rows per table [default: pageio bench's default, sized to the machine]")
     p.add_argument("--dataset", default="uniform", metavar="LIST",
@@ -214,6 +226,17 @@ Exit status: 0 done, 1 error, else the exit status of a failed `pageio bench`.""
     a.pgdata = os.path.abspath(a.pgdata)
     a.out = os.path.abspath(a.out)
     return a
+
+
+def split_experiment(argv):
+    """(experiment, the other arguments): --experiment is looked at before the rest is parsed,
+    because pgbench-count takes arguments of its own."""
+    for i, x in enumerate(argv):
+        if x == "--experiment" and i + 1 < len(argv):
+            return argv[i + 1], argv[:i] + argv[i + 2:]
+        if x.startswith("--experiment="):
+            return x.split("=", 1)[1], argv[:i] + argv[i + 1:]
+    return "io-methods", argv
 
 
 def parse_methods(p, text):
@@ -903,6 +926,10 @@ def pageio_only(pageio, a, rows):
 
 def main(argv):
     global OUT_HINT
+    experiment, rest = split_experiment(argv)
+    if experiment == "pgbench-count":
+        script = os.path.join(REPO, "bench", "pgbench-count.py")
+        os.execv(sys.executable, [sys.executable, script] + rest)
     a = parse_args(argv)
     OUT_HINT = os.path.join(a.out, "pg-runs.json")
     pageio = find_pageio(a.pageio)

