@@ -160,6 +160,23 @@ impl TupleDesc {
                 out.push(RawDatum::Null);
                 continue;
             }
+            if att.attlen > 0 {
+                // Fixed width, the common case, without going through `fetch`: its
+                // `Result<(RawDatum, usize), String>` costs more to move than the value
+                // itself, and a seq scan does this for every attribute of every row.
+                let len = att.attlen as usize;
+                let aligned = align_up(off, att.align_bytes);
+                if let Some(v) = data.get(aligned..aligned + len) {
+                    off = aligned + len;
+                    out.push(if att.dropped {
+                        RawDatum::Null
+                    } else {
+                        RawDatum::Fixed(v)
+                    });
+                    continue;
+                }
+                // Past the end: the general path below names the problem.
+            }
             let at = off;
             let bad = |problem: String| PageError::BadTuple {
                 what: "heap tuple",
