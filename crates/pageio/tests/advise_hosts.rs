@@ -634,8 +634,11 @@ fn measured_io_uring_falls_back_to_worker_where_postgresql_cannot_use_it() {
     // io_uring clearly fastest at sparse reads: the measurement picks it.
     let m = nvme_like(20_000.0);
     let measured = MeasuredIo::from_measurement(&m);
-    assert_eq!(measured.io_method(), IoMethodKind::IoUring);
-    assert_eq!(measured.io_workers(), None);
+    assert_eq!(measured.io_method(true), IoMethodKind::IoUring);
+    assert_eq!(measured.io_workers(true), None);
+    // Without io_uring the same rules choose among the other runs: worker:8.
+    assert_eq!(measured.io_method(false), IoMethodKind::Worker);
+    assert_eq!(measured.io_workers(false), Some(8));
     let fast = simple(
         "container-v2",
         Inputs {
@@ -656,7 +659,8 @@ fn measured_io_uring_falls_back_to_worker_where_postgresql_cannot_use_it() {
         .unwrap()
         .reason
         .contains("used only by io_method = worker"));
-    // Where the kernel refuses io_uring to PostgreSQL, the advice stays worker and says why.
+    // Where the kernel refuses io_uring to PostgreSQL, the advice is the measured best of
+    // the other runs, with its worker count, and says why.
     let disabled = simple(
         "uring-disabled",
         Inputs {
@@ -665,11 +669,16 @@ fn measured_io_uring_falls_back_to_worker_where_postgresql_cannot_use_it() {
         },
     );
     assert_eq!(rec(&disabled, "io_method"), "worker");
+    assert_eq!(rec(&disabled, "io_workers"), "8");
     let why = &disabled.item("io_method").unwrap().reason;
     assert!(
-        why.contains("measured:") && why.contains("PostgreSQL cannot use io_uring here"),
+        why.contains("measured: io_uring was the best, but PostgreSQL cannot use it here (")
+            && why.contains("worker:8 (score 1.00) is the best")
+            && why.contains("io_uring not measured: left out, PostgreSQL cannot use it here"),
         "{why}"
     );
+    let workers = &disabled.item("io_workers").unwrap().reason;
+    assert!(workers.contains("measured: worker:8"), "{workers}");
 }
 
 #[test]

@@ -9,7 +9,10 @@
 //! instead of the guesses made from the device type. What the rules add is only what the
 //! measurement cannot know: whether PostgreSQL itself may use io_uring here (its build,
 //! RLIMIT_MEMLOCK, the configuration), and how PostgreSQL 19's on-demand worker pool maps the
-//! measured worker count.
+//! measured worker count. For the first, the choice is also made once without the io_uring
+//! runs ([`MeasuredIo::without_io_uring`], the same `recommend` on the other runs), so that a
+//! machine where the engine may use io_uring but PostgreSQL may not still gets the measured
+//! best of `worker` and `sync`, with its worker count.
 //!
 //! [`measure::run`]: crate::measure::run
 //! [`measure::recommend`]: crate::measure::recommend
@@ -17,7 +20,7 @@
 use serde::Serialize;
 
 use crate::config::IoMethodKind;
-use crate::measure::{self, Measurement, Recommendations};
+use crate::measure::{self, Measurement, MethodSkipped, Recommendations};
 
 /// The measured I/O behaviour of PGDATA's storage and the settings chosen from it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -30,27 +33,63 @@ pub struct MeasuredIo {
     pub effective_cpus: usize,
     /// The settings [`measure::recommend`] chose, each with the numbers behind it.
     pub recommendations: Recommendations,
+    /// What [`measure::recommend`] chooses when the io_uring runs are left out: the
+    /// recommendation where PostgreSQL cannot use io_uring. `None` when io_uring was not
+    /// measured (then `recommendations` already leaves it out).
+    pub without_io_uring: Option<Recommendations>,
 }
 
 impl MeasuredIo {
     /// Carries `m` and what [`measure::recommend`] chooses from it (for the CPUs the
     /// measurement ran with, a container's limit when there is one).
     pub fn from_measurement(m: &Measurement) -> MeasuredIo {
+        let uring_measured = m
+            .relation
+            .runs
+            .iter()
+            .any(|r| r.io_method == IoMethodKind::IoUring);
+        let without_io_uring = uring_measured.then(|| {
+            let mut other = m.clone();
+            other
+                .relation
+                .runs
+                .retain(|r| r.io_method != IoMethodKind::IoUring);
+            other.relation.not_measured.push(MethodSkipped {
+                io_method: IoMethodKind::IoUring,
+                reason: "left out, PostgreSQL cannot use it here".into(),
+            });
+            measure::recommend(&other, m.effective_cpus)
+        });
         MeasuredIo {
             target: m.target.clone(),
             elapsed_seconds: m.elapsed_seconds,
             effective_cpus: m.effective_cpus,
             recommendations: measure::recommend(m, m.effective_cpus),
+            without_io_uring,
         }
     }
 
-    /// The recommended `io_method`.
-    pub fn io_method(&self) -> IoMethodKind {
-        self.recommendations.io_method.value
+    /// The settings to use when PostgreSQL can (`true`) or cannot use io_uring here.
+    pub fn for_postgresql(&self, io_uring_usable: bool) -> &Recommendations {
+        match &self.without_io_uring {
+            Some(other)
+                if !io_uring_usable
+                    && self.recommendations.io_method.value == IoMethodKind::IoUring =>
+            {
+                other
+            }
+            _ => &self.recommendations,
+        }
+    }
+
+    /// The recommended `io_method`, when PostgreSQL can use io_uring here or not.
+    pub fn io_method(&self, io_uring_usable: bool) -> IoMethodKind {
+        self.for_postgresql(io_uring_usable).io_method.value
     }
 
     /// The recommended worker count when the recommended method is `worker`.
-    pub fn io_workers(&self) -> Option<usize> {
-        (self.io_method() == IoMethodKind::Worker).then_some(self.recommendations.io_workers.value)
+    pub fn io_workers(&self, io_uring_usable: bool) -> Option<usize> {
+        let r = self.for_postgresql(io_uring_usable);
+        (r.io_method.value == IoMethodKind::Worker).then_some(r.io_workers.value)
     }
 }

@@ -423,12 +423,13 @@ impl<'a> Ctx<'a> {
         if let Some(m) = self.measured() {
             let r = &m.recommendations.io_method;
             if r.value == IoMethodKind::IoUring && !causes.is_empty() {
+                let other = &m.for_postgresql(false).io_method;
                 return (
-                    "worker".into(),
+                    other.value.to_string(),
                     format!(
-                        "measured: {} — but PostgreSQL cannot use io_uring here: {}",
-                        r.reason,
-                        causes.join("; ")
+                        "measured: io_uring was the best, but PostgreSQL cannot use it here ({}); without it: {}",
+                        causes.join("; "),
+                        other.reason
                     ),
                 );
             }
@@ -498,7 +499,7 @@ impl<'a> Ctx<'a> {
     /// `io_workers` (PostgreSQL 18) and its reason.
     pub fn io_workers(&self) -> (u32, String) {
         if let Some(m) = self.measured() {
-            let r = &m.recommendations.io_workers;
+            let r = &m.for_postgresql(self.uring_causes().is_empty()).io_workers;
             return (measured_count(r.value), format!("measured: {}", r.reason));
         }
         (
@@ -1927,7 +1928,8 @@ fn r_io_min_workers(ctx: &Ctx) -> Option<Verdict> {
         return None;
     }
     let by_cpus = ctx.cpus.div_ceil(8).clamp(1, 32);
-    let measured = ctx.measured().and_then(|m| m.io_workers());
+    let usable = ctx.uring_causes().is_empty();
+    let measured = ctx.measured().and_then(|m| m.io_workers(usable));
     let (rec, why) = match measured {
         // The measured count is what one cold scan needed at full speed: kept ready, the
         // first scan after a quiet spell does not wait for the pool to grow. Never above
@@ -1938,7 +1940,7 @@ fn r_io_min_workers(ctx: &Ctx) -> Option<Verdict> {
                 rec,
                 format!(
                     "PostgreSQL 19 grows the I/O worker pool on demand; keep ready the {w} workers one cold scan needed (measured: {}), at least one per 8 of the {} CPUs",
-                    ctx.measured().map_or("", |m| m.recommendations.io_workers.reason.as_str()),
+                    ctx.measured().map_or("", |m| m.for_postgresql(usable).io_workers.reason.as_str()),
                     ctx.cpus
                 ),
             )
