@@ -11,7 +11,10 @@
 //! setup, O_DIRECT on PGDATA, the clock's cost) and evaluates the rule table
 //! (`pageio::advise::rules::RULES`); this module parses flags, prints the report or JSON,
 //! and turns the worst status into the exit status. `--measure` goes through
-//! [`measure_io`], the one place the I/O measurement plugs in.
+//! [`measure_io`]: `pageio::measure::run` on the cluster (read-only), with progress on
+//! stderr and SIGINT passed to its cancel flag; its [`Measurement`] becomes
+//! `advise::MeasuredIo` (the settings `pageio::measure::recommend` chooses) and, with
+//! `--json`, the report's `"measurement"` object.
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -71,6 +74,7 @@ data as configured), 2 advise could not run (a bad flag, an unreadable --pgdata 
 
 Examples:
   pageio advise --pgdata /var/lib/postgresql/18/main --workload oltp
+  pageio advise --pgdata /var/lib/postgresql/18/main --measure --seconds 30 --json
   pageio advise --max-connections 500 --pg-version 19 --json";
 
 /// Arguments of `pageio advise`.
@@ -98,12 +102,14 @@ pub struct AdviseArgs {
     /// The PostgreSQL major version to advise for (default: PG_VERSION of --pgdata, else 18)
     #[arg(long, value_name = "17|18|19", value_parser = clap::value_parser!(u32).range(17..=19))]
     pg_version: Option<u32>,
-    /// Measure the disk (random reads at QD1 and QD32, sequential bandwidth, each
-    /// io_method) instead of guessing effective_io_concurrency, random_page_cost, io_method
-    /// and the worker count from the device type
+    /// Measure the cluster's disk instead of guessing effective_io_concurrency,
+    /// maintenance_io_concurrency, random_page_cost, io_method and the worker count from the
+    /// device type: random 8 kB reads at queue depths 1-64, sequential bandwidth, and the
+    /// largest table read cold under each io_method. Read-only, on --pgdata (or the
+    /// data_directory of --config); progress on stderr, Ctrl-C stops it
     #[arg(long)]
     measure: bool,
-    /// How long --measure may run, in seconds
+    /// How long --measure may run, in seconds [default: 30]
     #[arg(long, value_name = "N", requires = "measure", value_parser = clap::value_parser!(u64).range(1..=MAX_MEASURE_SECONDS))]
     seconds: Option<u64>,
     /// Print one JSON object: items, postgresql_conf, sysctl_conf, facts
