@@ -11,14 +11,22 @@
 //! setup, O_DIRECT on PGDATA, the clock's cost) and evaluates the rule table
 //! (`pageio::advise::rules::RULES`); this module parses flags, prints the report or JSON,
 //! and turns the worst status into the exit status. `--measure` goes through
-//! [`measure_io`], the one place the I/O measurement plugs in.
+//! [`measure_io`]: `pageio::measure::run` on the cluster (read-only), with progress on
+//! stderr and SIGINT passed to its cancel flag; its [`Measurement`] becomes
+//! `advise::MeasuredIo` (the settings `pageio::measure::recommend` chooses) and, with
+//! `--json`, the report's `"measurement"` object.
 
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use clap::{Args, ValueEnum};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use pageio::advise::{self, Facts, Inputs, MeasuredIo, Sources, Workload};
 use pageio::host::{Probes, Sysroot};
+use pageio::measure::{self, MeasureOptions, MeasureTarget, Measurement, Phase};
 
 use crate::CliResult;
 
@@ -66,6 +74,7 @@ data as configured), 2 advise could not run (a bad flag, an unreadable --pgdata 
 
 Examples:
   pageio advise --pgdata /var/lib/postgresql/18/main --workload oltp
+  pageio advise --pgdata /var/lib/postgresql/18/main --measure --seconds 30 --json
   pageio advise --max-connections 500 --pg-version 19 --json";
 
 /// Arguments of `pageio advise`.
@@ -93,12 +102,14 @@ pub struct AdviseArgs {
     /// The PostgreSQL major version to advise for (default: PG_VERSION of --pgdata, else 18)
     #[arg(long, value_name = "17|18|19", value_parser = clap::value_parser!(u32).range(17..=19))]
     pg_version: Option<u32>,
-    /// Measure the disk (random reads at QD1 and QD32, sequential bandwidth, each
-    /// io_method) instead of guessing effective_io_concurrency, random_page_cost, io_method
-    /// and the worker count from the device type
+    /// Measure the cluster's disk instead of guessing effective_io_concurrency,
+    /// maintenance_io_concurrency, random_page_cost, io_method and the worker count from the
+    /// device type: random 8 kB reads at queue depths 1-64, sequential bandwidth, and the
+    /// largest table read cold under each io_method. Read-only, on --pgdata (or the
+    /// data_directory of --config); progress on stderr, Ctrl-C stops it
     #[arg(long)]
     measure: bool,
-    /// How long --measure may run, in seconds
+    /// How long --measure may run, in seconds [default: 30]
     #[arg(long, value_name = "N", requires = "measure", value_parser = clap::value_parser!(u64).range(1..=MAX_MEASURE_SECONDS))]
     seconds: Option<u64>,
     /// Print one JSON object: items, postgresql_conf, sysctl_conf, facts
@@ -113,21 +124,178 @@ pub struct AdviseArgs {
 /// Why `--measure` could not run.
 #[derive(Debug, thiserror::Error)]
 pub enum MeasureError {
-    /// This build has no measurement.
-    #[error("--measure is not available in this build; run without --measure, and the I/O concurrency, page costs and method are guessed from the device type")]
-    Unavailable,
+    /// Neither `--pgdata` nor a `--config` naming a `data_directory`.
+    #[error("--measure reads a cluster's relation files: give --pgdata DIR (the data directory holding PG_VERSION), or --config FILE with a data_directory line{0}")]
+    NoDataDirectory(String),
+    /// The directory to measure is not a cluster's data directory.
+    #[error("--measure: {} (data_directory, {location}) is not a PostgreSQL data directory (no PG_VERSION); fix data_directory or give --pgdata DIR", dir.display())]
+    NotACluster {
+        /// The directory.
+        dir: PathBuf,
+        /// Where its name came from (`conf:line`).
+        location: String,
+    },
+    /// `--sysroot` describes another machine.
+    #[error("--measure reads this machine's disk and cannot be combined with --sysroot (a captured tree of another machine); drop one of them")]
+    WithSysroot,
+    /// Ctrl-C.
+    #[error("--measure cancelled (Ctrl-C) after {0:.1} s; nothing was written to the cluster; run again with fewer --seconds to finish sooner")]
+    Cancelled(f64),
+    /// The measurement failed.
+    #[error("--measure on {}: {source}", dir.display())]
+    Failed {
+        /// The data directory measured.
+        dir: PathBuf,
+        /// The measurement's error (names the file and the fix).
+        source: measure::MeasureError,
+    },
 }
 
-/// Measures PGDATA's storage for at most `budget`: the one entry point of the I/O
-/// measurement behind `--measure`.
-pub fn measure_io(_pgdata: Option<&Path>, _budget: Duration) -> Result<MeasuredIo, MeasureError> {
-    Err(MeasureError::Unavailable)
+/// The data directory `--measure` reads: `--pgdata`, else the `data_directory` of
+/// `--config` (relative to the configuration file's directory, as an operator reading the
+/// file would take it).
+fn measure_target(pgdata: Option<&Path>, facts: &Facts) -> Result<PathBuf, MeasureError> {
+    if let Some(dir) = pgdata {
+        return Ok(dir.to_path_buf());
+    }
+    let Some(setting) = facts
+        .instance
+        .as_ref()
+        .and_then(|i| i.setting("data_directory"))
+    else {
+        let why = match &facts.instance {
+            Some(_) => " (the configuration sets none)".to_string(),
+            None => String::new(),
+        };
+        return Err(MeasureError::NoDataDirectory(why));
+    };
+    let named = PathBuf::from(setting.value.trim_matches('\''));
+    let dir = match setting.file.parent() {
+        Some(base) if named.is_relative() => base.join(named),
+        _ => named,
+    };
+    if !dir.join("PG_VERSION").is_file() {
+        return Err(MeasureError::NotACluster {
+            dir,
+            location: setting.location(),
+        });
+    }
+    Ok(dir)
+}
+
+/// Set by SIGINT while a measurement runs; [`measure_io`]'s watcher passes it on to the
+/// measurement's cancel flag.
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_sigint(_: libc::c_int) {
+    INTERRUPTED.store(true, Ordering::Relaxed);
+}
+
+/// How often the watcher looks for Ctrl-C: well under a human's notice, and the
+/// measurement itself checks its cancel flag every few milliseconds.
+const CANCEL_POLL: Duration = Duration::from_millis(20);
+
+/// Resolution of the progress bar: the fraction of the time bound, in thousandths.
+const PROGRESS_STEPS: u64 = 1000;
+
+/// Progress on stderr: a bar on a terminal, one plain line per phase otherwise (a log or
+/// a test captures them readably).
+fn progress(budget: Duration) -> (measure::ProgressFn, Option<ProgressBar>) {
+    if std::io::stderr().is_terminal() {
+        let bar = ProgressBar::with_draw_target(Some(PROGRESS_STEPS), ProgressDrawTarget::stderr());
+        bar.set_style(
+            ProgressStyle::with_template("measuring {bar:30} {percent:>3}% of {prefix} s  {msg}")
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
+        bar.set_prefix(budget.as_secs().to_string());
+        let shown = bar.clone();
+        let f: measure::ProgressFn = Arc::new(move |phase: Phase, fraction: f64| {
+            shown.set_position((fraction * PROGRESS_STEPS as f64) as u64);
+            shown.set_message(phase.to_string());
+        });
+        (f, Some(bar))
+    } else {
+        let f: measure::ProgressFn = Arc::new(move |phase: Phase, fraction: f64| {
+            eprintln!("pageio: measure: [{:3.0}%] {phase}", fraction * 100.0);
+        });
+        (f, None)
+    }
+}
+
+/// Measures the cluster in `dir` for at most `budget` (read-only, `measure::run` on its
+/// largest relation files and heap), with progress on stderr and Ctrl-C cancelling: the one
+/// entry point of the I/O measurement behind `--measure`.
+pub fn measure_io(
+    dir: &Path,
+    budget: Duration,
+    effective_cpus: Option<usize>,
+) -> Result<Measurement, MeasureError> {
+    let mut options = MeasureOptions::new(MeasureTarget::DataDirectory(dir.to_path_buf()));
+    options.seconds = budget.as_secs_f64();
+    options.effective_cpus = effective_cpus;
+    let cancel = Arc::new(AtomicBool::new(false));
+    options.cancel = Some(Arc::clone(&cancel));
+    let (report, bar) = progress(budget);
+    options.progress = Some(report);
+
+    INTERRUPTED.store(false, Ordering::Relaxed);
+    // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+    unsafe {
+        libc::signal(libc::SIGINT, on_sigint as *const () as libc::sighandler_t);
+    }
+    // A signal handler may do no more than store to an atomic; this thread passes Ctrl-C on
+    // to the measurement's cancel flag, and ends when the measurement does.
+    let done = Arc::new(AtomicBool::new(false));
+    let watcher = {
+        let (cancel, done) = (Arc::clone(&cancel), Arc::clone(&done));
+        std::thread::spawn(move || {
+            while !done.load(Ordering::Relaxed) {
+                if INTERRUPTED.load(Ordering::Relaxed) {
+                    cancel.store(true, Ordering::Relaxed);
+                    return;
+                }
+                std::thread::sleep(CANCEL_POLL);
+            }
+        })
+    };
+    let started = Instant::now();
+    let result = measure::run(&options);
+    done.store(true, Ordering::Relaxed);
+    let _ = watcher.join();
+    // SAFETY: restoring the default action; Ctrl-C after the measurement ends the process.
+    unsafe {
+        libc::signal(libc::SIGINT, libc::SIG_DFL);
+    }
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    match result {
+        Ok(m) => {
+            eprintln!(
+                "pageio: measure: {} in {:.1} s of {} s",
+                dir.display(),
+                m.elapsed_seconds,
+                budget.as_secs()
+            );
+            Ok(m)
+        }
+        Err(measure::MeasureError::Cancelled) => {
+            Err(MeasureError::Cancelled(started.elapsed().as_secs_f64()))
+        }
+        Err(source) => Err(MeasureError::Failed {
+            dir: dir.to_path_buf(),
+            source,
+        }),
+    }
 }
 
 #[derive(serde::Serialize)]
 struct JsonReport<'a> {
     #[serde(flatten)]
     advice: &'a advise::Advice,
+    /// `--measure`'s numbers, as `measure::run` reported them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    measurement: Option<&'a Measurement>,
     facts: &'a Facts,
 }
 
@@ -177,12 +345,9 @@ pub fn run(args: AdviseArgs) -> CliResult {
             "a directory standing for / (a captured /proc and /sys tree)",
         )?;
     }
-    let measured = if args.measure {
-        let budget = Duration::from_secs(args.seconds.unwrap_or(advise::DEFAULT_MEASURE.as_secs()));
-        Some(measure_io(args.pgdata.as_deref(), budget)?)
-    } else {
-        None
-    };
+    if args.measure && args.sysroot.is_some() {
+        return Err(MeasureError::WithSysroot.into());
+    }
     let sources = Sources {
         pgdata: args.pgdata.as_deref(),
         config: args.config.as_deref(),
@@ -193,6 +358,20 @@ pub fn run(args: AdviseArgs) -> CliResult {
         Some(root) => Facts::read(&Sysroot::new(root), &sources, Probes::default()),
         None => Facts::read_live(&sources),
     };
+    let measurement = if args.measure {
+        let dir = measure_target(args.pgdata.as_deref(), &facts)?;
+        let budget = Duration::from_secs(args.seconds.unwrap_or(advise::DEFAULT_MEASURE.as_secs()));
+        let cpus = facts
+            .host
+            .resources
+            .effective_cpus
+            .as_ref()
+            .map(|e| e.value as usize);
+        Some(measure_io(&dir, budget, cpus)?)
+    } else {
+        None
+    };
+    let measured = measurement.as_ref().map(MeasuredIo::from_measurement);
     let inputs = Inputs {
         workload: args.workload.into(),
         max_connections: args.max_connections,
@@ -203,6 +382,7 @@ pub fn run(args: AdviseArgs) -> CliResult {
     if args.json {
         let report = JsonReport {
             advice: &advice,
+            measurement: measurement.as_ref(),
             facts: &facts,
         };
         println!("{}", serde_json::to_string_pretty(&report)?);

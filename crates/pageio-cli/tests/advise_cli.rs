@@ -61,7 +61,7 @@ fn bad_flags_exit_2_with_the_fix() {
     );
     fails_with(
         &["advise", "--measure", "--sysroot", &tree("container-v2")],
-        "--measure is not available in this build; run without --measure",
+        "--measure reads this machine's disk and cannot be combined with --sysroot",
     );
 }
 

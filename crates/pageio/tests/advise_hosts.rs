@@ -4,10 +4,12 @@
 
 use std::path::Path;
 
-use pageio::advise::{
-    self, Advice, Facts, Inputs, MeasuredIo, MethodRate, Sources, Status, Workload,
-};
+use pageio::advise::{self, Advice, Facts, Inputs, MeasuredIo, Sources, Status, Workload};
+use pageio::config::IoMethodKind;
 use pageio::host::{Probes, Sysroot};
+use pageio::measure::{
+    self, DepthRate, DeviceRates, Measurement, MethodRun, PatternRead, RelationRead,
+};
 
 fn tree(situation: &str) -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -477,33 +479,110 @@ fn versions_decide_which_io_settings_exist() {
     assert!(a18.item("io_workers").is_some());
 }
 
+/// A measurement with fixed numbers, as `measure::run` reports them: random 8 kB reads/s by
+/// queue depth, sequential MB/s, and each io_method run as (label, sequential pages/s,
+/// sparse pages/s).
+fn measurement(seq_mb_s: f64, random: &[(usize, f64)], runs: &[(&str, f64, f64)]) -> Measurement {
+    let at = |qd: usize| random.iter().find(|r| r.0 == qd).map_or(0.0, |r| r.1);
+    let read = |pages_per_second: f64| PatternRead {
+        pages_per_second,
+        pages: pages_per_second as u64,
+        pages_read: pages_per_second as u64,
+        passes: 1,
+        seconds: 1.0,
+    };
+    Measurement {
+        target: "/data".into(),
+        data_directory: true,
+        scratch_file: None,
+        device: DeviceRates {
+            source: "fixed".into(),
+            files: vec![],
+            probed_bytes: 1 << 30,
+            direct_io: true,
+            sequential_bytes_per_second: seq_mb_s * 1e6,
+            sequential_pages_per_second: seq_mb_s * 1e6 / 8192.0,
+            sequential_seconds: 1.0,
+            random_reads_per_second_qd1: at(1),
+            random_reads_per_second_qd32: at(32),
+            random: random
+                .iter()
+                .map(|&(queue_depth, reads_per_second)| DepthRate {
+                    queue_depth,
+                    reads_per_second,
+                    reads: reads_per_second as u64,
+                    seconds: 1.0,
+                })
+                .collect(),
+        },
+        relation: RelationRead {
+            relation: "/data/base/5/16384".into(),
+            generated: false,
+            blocks: 32768,
+            effective_io_concurrency: 16,
+            checksums: true,
+            runs: runs
+                .iter()
+                .map(|&(label, seq, sparse)| {
+                    let (io_method, io_workers) = match label.split_once(':') {
+                        Some((_, n)) => (IoMethodKind::Worker, Some(n.parse().unwrap())),
+                        None => (label.parse().unwrap(), None),
+                    };
+                    MethodRun {
+                        io_method,
+                        io_workers,
+                        label: label.into(),
+                        sequential: read(seq),
+                        sparse: read(sparse),
+                    }
+                })
+                .collect(),
+            not_measured: vec![],
+        },
+        effective_cpus: 2,
+        budget_seconds: 30.0,
+        elapsed_seconds: 29.8,
+        notes: vec![],
+    }
+}
+
+/// NVMe-like: the random rate grows to depth 32 and a little past it; 200 MB/s sequential
+/// (a throttled volume); more workers help the sparse reads, io_uring nearly as much.
+fn nvme_like(io_uring_sparse: f64) -> Measurement {
+    measurement(
+        200.0,
+        &[
+            (1, 10_000.0),
+            (2, 19_000.0),
+            (4, 36_000.0),
+            (8, 80_000.0),
+            (16, 160_000.0),
+            (32, 300_000.0),
+            (64, 310_000.0),
+        ],
+        &[
+            ("sync", 30_000.0, 3_000.0),
+            ("worker:3", 40_000.0, 6_000.0),
+            ("worker:8", 41_000.0, 12_000.0),
+            ("io_uring", 41_000.0, io_uring_sparse),
+        ],
+    )
+}
+
 #[test]
 fn measured_io_replaces_the_guesses() {
-    let measured = MeasuredIo {
-        random_reads_per_s_qd1: 10_000.0,
-        random_reads_per_s_qd32: 300_000.0,
-        seq_read_bytes_per_s: 3e9,
-        methods: vec![
-            MethodRate {
-                method: "worker".into(),
-                workers: Some(3),
-                read_bytes_per_s: 1.5e9,
-            },
-            MethodRate {
-                method: "worker".into(),
-                workers: Some(8),
-                read_bytes_per_s: 2.5e9,
-            },
-            MethodRate {
-                method: "io_uring".into(),
-                workers: None,
-                read_bytes_per_s: 2.4e9,
-            },
-        ],
-        best_method: "worker".into(),
-        best_workers: Some(8),
-        seconds: 30.0,
-    };
+    let m = nvme_like(11_800.0);
+    let measured = MeasuredIo::from_measurement(&m);
+    // The values are measure::recommend's, the one formula per setting.
+    let r = measure::recommend(&m, m.effective_cpus);
+    assert_eq!(measured.recommendations, r);
+    assert_eq!(r.effective_io_concurrency.value, 32);
+    assert_eq!(r.maintenance_io_concurrency.value, 64);
+    assert_eq!(r.io_method.value, IoMethodKind::Worker);
+    assert_eq!(r.io_workers.value, 8);
+    // 200 MB/s = 24414 pages/s ÷ 10000 depth-1 reads/s = 2.44.
+    assert_eq!(r.random_page_cost.value, 2.4);
+
     let a = simple(
         "lvm-rotational-bfq",
         Inputs {
@@ -511,20 +590,116 @@ fn measured_io_replaces_the_guesses() {
             ..Default::default()
         },
     );
-    assert_eq!(rec(&a, "effective_io_concurrency"), "60");
-    assert_eq!(rec(&a, "maintenance_io_concurrency"), "60");
-    assert_eq!(rec(&a, "random_page_cost"), "1.2");
+    // Guessed for this rotational disk: 2, 2, 4.0; measured replaces every one.
+    assert_eq!(rec(&a, "effective_io_concurrency"), "32");
+    assert_eq!(rec(&a, "maintenance_io_concurrency"), "64");
+    assert_eq!(rec(&a, "random_page_cost"), "2.4");
     assert_eq!(rec(&a, "io_method"), "worker");
     assert_eq!(rec(&a, "io_workers"), "8");
-    let m = a.item("io_method").unwrap();
-    assert!(m.reason.contains("worker:8 2500 MB/s"), "{}", m.reason);
-    let eic = a.item("effective_io_concurrency").unwrap();
-    assert!(
-        eic.reason
-            .starts_with("I/Os a scan keeps in flight: measured"),
-        "{}",
-        eic.reason
+    for (name, reason) in [
+        (
+            "effective_io_concurrency",
+            &r.effective_io_concurrency.reason,
+        ),
+        (
+            "maintenance_io_concurrency",
+            &r.maintenance_io_concurrency.reason,
+        ),
+        ("random_page_cost", &r.random_page_cost.reason),
+        ("io_method", &r.io_method.reason),
+        ("io_workers", &r.io_workers.reason),
+    ] {
+        let item = a.item(name).unwrap();
+        assert!(
+            item.reason.contains(&format!("measured: {reason}")),
+            "{name}: {}",
+            item.reason
+        );
+        assert!(!item.reason.contains("guessed"), "{name}: {}", item.reason);
+    }
+    // The numbers behind each choice are in the reason.
+    let eic = &a.item("effective_io_concurrency").unwrap().reason;
+    assert!(eic.contains("32: 300000"), "{eic}");
+    assert!(a
+        .item("io_method")
+        .unwrap()
+        .reason
+        .contains("worker:8 41000 / 12000"));
+    assert!(a.postgresql_conf.contains("effective_io_concurrency = 32"));
+    assert!(a.postgresql_conf.contains("random_page_cost = 2.4"));
+}
+
+#[test]
+fn measured_io_uring_falls_back_to_worker_where_postgresql_cannot_use_it() {
+    // io_uring clearly fastest at sparse reads: the measurement picks it.
+    let m = nvme_like(20_000.0);
+    let measured = MeasuredIo::from_measurement(&m);
+    assert_eq!(measured.io_method(true), IoMethodKind::IoUring);
+    assert_eq!(measured.io_workers(true), None);
+    // Without io_uring the same rules choose among the other runs: worker:8.
+    assert_eq!(measured.io_method(false), IoMethodKind::Worker);
+    assert_eq!(measured.io_workers(false), Some(8));
+    let fast = simple(
+        "container-v2",
+        Inputs {
+            measured: Some(measured.clone()),
+            ..Default::default()
+        },
     );
+    assert_eq!(rec(&fast, "io_method"), "io_uring");
+    assert!(fast
+        .item("io_method")
+        .unwrap()
+        .reason
+        .contains("measured: cold reads of 32768 blocks"));
+    // io_workers is not used by io_uring: PostgreSQL 18's default, saying why.
+    assert_eq!(rec(&fast, "io_workers"), "3");
+    assert!(fast
+        .item("io_workers")
+        .unwrap()
+        .reason
+        .contains("used only by io_method = worker"));
+    // Where the kernel refuses io_uring to PostgreSQL, the advice is the measured best of
+    // the other runs, with its worker count, and says why.
+    let disabled = simple(
+        "uring-disabled",
+        Inputs {
+            measured: Some(measured),
+            ..Default::default()
+        },
+    );
+    assert_eq!(rec(&disabled, "io_method"), "worker");
+    assert_eq!(rec(&disabled, "io_workers"), "8");
+    let why = &disabled.item("io_method").unwrap().reason;
+    assert!(
+        why.contains("measured: io_uring was the best, but PostgreSQL cannot use it here (")
+            && why.contains("worker:8 (score 1.00) is the best")
+            && why.contains("io_uring not measured: left out, PostgreSQL cannot use it here"),
+        "{why}"
+    );
+    let workers = &disabled.item("io_workers").unwrap().reason;
+    assert!(workers.contains("measured: worker:8"), "{workers}");
+}
+
+#[test]
+fn measured_workers_map_to_postgresql_19s_pool() {
+    let m = nvme_like(11_800.0);
+    let a = simple(
+        "container-v2",
+        Inputs {
+            pg_version: Some(19),
+            measured: Some(MeasuredIo::from_measurement(&m)),
+            ..Default::default()
+        },
+    );
+    assert!(a.item("io_workers").is_none());
+    // Both keep the 8 workers one cold scan needed ready; the 2-CPU container adds nothing.
+    assert_eq!(rec(&a, "io_min_workers"), "8");
+    assert_eq!(rec(&a, "io_max_workers"), "8");
+    let min = &a.item("io_min_workers").unwrap().reason;
+    assert!(min.contains("measured: worker:8"), "{min}");
+    let max = &a.item("io_max_workers").unwrap().reason;
+    assert!(max.contains("measured: worker:8"), "{max}");
 }
 
 #[test]

@@ -1,102 +1,95 @@
-//! What `pageio advise --measure` measured on PGDATA's file system, and how the rules use it.
+//! What `pageio advise --measure` measured on PGDATA's storage, as the rules use it.
 //!
-//! The measurement itself lives outside this module (it runs the engine against the disk for
-//! a bounded time); the rules only need its results. When present they replace the guesses
-//! made from the device type:
+//! The measurement and the choice of settings live in [`crate::measure`]: [`measure::run`]
+//! reads the disk and the engine for a bounded time, and [`measure::recommend`] turns the
+//! numbers into `effective_io_concurrency`, `maintenance_io_concurrency`, `io_method`,
+//! `io_workers` and `random_page_cost`, each with a reason that quotes the numbers. That is
+//! the one formula per setting: this module only carries its results to the rule table
+//! ([`MeasuredIo::from_measurement`]), and the rules show them as `measured: <reason>`
+//! instead of the guesses made from the device type. What the rules add is only what the
+//! measurement cannot know: whether PostgreSQL itself may use io_uring here (its build,
+//! RLIMIT_MEMLOCK, the configuration), and how PostgreSQL 19's on-demand worker pool maps the
+//! measured worker count. For the first, the choice is also made once without the io_uring
+//! runs ([`MeasuredIo::without_io_uring`], the same `recommend` on the other runs), so that a
+//! machine where the engine may use io_uring but PostgreSQL may not still gets the measured
+//! best of `worker` and `sync`, with its worker count.
 //!
-//! * `effective_io_concurrency` / `maintenance_io_concurrency` — by Little's law the
-//!   concurrency a device needs to deliver its queue-depth-32 rate at its queue-depth-1
-//!   latency is `rate(QD32) ÷ rate(QD1)`; doubled for headroom (several streams share the
-//!   device and a stream's look-ahead ramps up), within 2..=[`MAX_MEASURED_EIC`];
-//! * `random_page_cost` — the time of a random 8 kB read relative to a sequential one,
-//!   `(sequential bytes/s ÷ 8192) ÷ random reads/s at QD32` (PostgreSQL 18 issues the random
-//!   reads of bitmap and index scans ahead, so the queued rate is the one queries see),
-//!   within 1.0..=4.0 (4 is PostgreSQL's default, which already assumes a mostly cached
-//!   working set);
-//! * `io_method` and the worker count — the fastest configuration measured.
+//! [`measure::run`]: crate::measure::run
+//! [`measure::recommend`]: crate::measure::recommend
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
-/// The largest `effective_io_concurrency` a measurement recommends: past a few hundred
-/// I/Os in flight per stream no device measured on gains, and PostgreSQL caps it at 1000.
-pub const MAX_MEASURED_EIC: u32 = 256;
+use crate::config::IoMethodKind;
+use crate::measure::{self, Measurement, MethodSkipped, Recommendations};
 
-/// One io_method's read rate in the measurement.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct MethodRate {
-    /// `sync`, `worker` or `io_uring`.
-    pub method: String,
-    /// I/O workers, for `worker`.
-    pub workers: Option<u32>,
-    /// Bytes read per second.
-    pub read_bytes_per_s: f64,
-}
-
-/// The measured I/O behaviour of PGDATA's storage.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// The measured I/O behaviour of PGDATA's storage and the settings chosen from it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct MeasuredIo {
-    /// Random 8 kB reads per second with one in flight.
-    pub random_reads_per_s_qd1: f64,
-    /// Random 8 kB reads per second with 32 in flight.
-    pub random_reads_per_s_qd32: f64,
-    /// Sequential read bandwidth.
-    pub seq_read_bytes_per_s: f64,
-    /// Read rate per io_method (and worker count).
-    pub methods: Vec<MethodRate>,
-    /// The fastest io_method.
-    pub best_method: String,
-    /// Its worker count, when it is `worker`.
-    pub best_workers: Option<u32>,
-    /// How long the measurement took.
-    pub seconds: f64,
+    /// The directory measured.
+    pub target: String,
+    /// How long the measurement took, in seconds.
+    pub elapsed_seconds: f64,
+    /// The CPUs the worker count was capped for.
+    pub effective_cpus: usize,
+    /// The settings [`measure::recommend`] chose, each with the numbers behind it.
+    pub recommendations: Recommendations,
+    /// What [`measure::recommend`] chooses when the io_uring runs are left out: the
+    /// recommendation where PostgreSQL cannot use io_uring. `None` when io_uring was not
+    /// measured (then `recommendations` already leaves it out).
+    pub without_io_uring: Option<Recommendations>,
 }
 
 impl MeasuredIo {
-    /// `effective_io_concurrency` from the queue-depth scaling (see the module header).
-    pub fn effective_io_concurrency(&self) -> u32 {
-        let scaling = if self.random_reads_per_s_qd1 > 0.0 {
-            self.random_reads_per_s_qd32 / self.random_reads_per_s_qd1
-        } else {
-            1.0
-        };
-        ((scaling.ceil() * 2.0) as u32).clamp(2, MAX_MEASURED_EIC)
-    }
-
-    /// `random_page_cost` from the random/sequential ratio (see the module header).
-    pub fn random_page_cost(&self) -> f64 {
-        if self.random_reads_per_s_qd32 <= 0.0 {
-            return 4.0;
-        }
-        let ratio = (self.seq_read_bytes_per_s / 8192.0) / self.random_reads_per_s_qd32;
-        ((ratio * 10.0).round() / 10.0).clamp(1.0, 4.0)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn m(qd1: f64, qd32: f64, seq: f64) -> MeasuredIo {
+    /// Carries `m` and what [`measure::recommend`] chooses from it (for the CPUs the
+    /// measurement ran with, a container's limit when there is one).
+    pub fn from_measurement(m: &Measurement) -> MeasuredIo {
+        let uring_measured = m
+            .relation
+            .runs
+            .iter()
+            .any(|r| r.io_method == IoMethodKind::IoUring);
+        let without_io_uring = uring_measured.then(|| {
+            let mut other = m.clone();
+            other
+                .relation
+                .runs
+                .retain(|r| r.io_method != IoMethodKind::IoUring);
+            other.relation.not_measured.push(MethodSkipped {
+                io_method: IoMethodKind::IoUring,
+                reason: "left out, PostgreSQL cannot use it here".into(),
+            });
+            measure::recommend(&other, m.effective_cpus)
+        });
         MeasuredIo {
-            random_reads_per_s_qd1: qd1,
-            random_reads_per_s_qd32: qd32,
-            seq_read_bytes_per_s: seq,
-            methods: vec![],
-            best_method: "worker".into(),
-            best_workers: Some(3),
-            seconds: 30.0,
+            target: m.target.clone(),
+            elapsed_seconds: m.elapsed_seconds,
+            effective_cpus: m.effective_cpus,
+            recommendations: measure::recommend(m, m.effective_cpus),
+            without_io_uring,
         }
     }
 
-    #[test]
-    fn a_disk_that_scales_gets_more_concurrency_and_a_lower_page_cost() {
-        // NVMe-like: 10k/s at QD1, 300k/s at QD32, 3 GB/s sequential.
-        let nvme = m(10_000.0, 300_000.0, 3e9);
-        assert_eq!(nvme.effective_io_concurrency(), 60);
-        assert_eq!(nvme.random_page_cost(), 1.2);
-        // A single spinning disk: 150/s → 300/s, 150 MB/s.
-        let hdd = m(150.0, 300.0, 150e6);
-        assert_eq!(hdd.effective_io_concurrency(), 4);
-        assert_eq!(hdd.random_page_cost(), 4.0);
+    /// The settings to use when PostgreSQL can (`true`) or cannot use io_uring here.
+    pub fn for_postgresql(&self, io_uring_usable: bool) -> &Recommendations {
+        match &self.without_io_uring {
+            Some(other)
+                if !io_uring_usable
+                    && self.recommendations.io_method.value == IoMethodKind::IoUring =>
+            {
+                other
+            }
+            _ => &self.recommendations,
+        }
+    }
+
+    /// The recommended `io_method`, when PostgreSQL can use io_uring here or not.
+    pub fn io_method(&self, io_uring_usable: bool) -> IoMethodKind {
+        self.for_postgresql(io_uring_usable).io_method.value
+    }
+
+    /// The recommended worker count when the recommended method is `worker`.
+    pub fn io_workers(&self, io_uring_usable: bool) -> Option<usize> {
+        let r = self.for_postgresql(io_uring_usable);
+        (r.io_method.value == IoMethodKind::Worker).then_some(r.io_workers.value)
     }
 }

@@ -8,7 +8,8 @@
 //!   host::Probes ────┤      (live: io_uring_setup, O_DIRECT, clock cost — injectable)
 //!   host::PgBinFacts ┼─► Facts ─► Ctx (effective RAM/CPUs, derived sizes) ─► RULES ─► Advice
 //!   host::Instance ──┤                                                         │
-//!   MeasuredIo? ─────┘ (--measure)                        report · postgresql.conf · sysctl.d
+//!   MeasuredIo? ─────┘ (--measure: measure::run + measure::recommend)
+//!                                                          report · postgresql.conf · sysctl.d
 //! ```
 //!
 //! Facts are gathered once ([`Facts`]); nothing after that touches the machine, so the same
@@ -40,7 +41,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-pub use measured::{MeasuredIo, MethodRate};
+pub use measured::MeasuredIo;
 
 use crate::host::{HostFacts, InstanceFacts, PgBinFacts, Probes, SeccompFacts, Sysroot};
 

@@ -14,6 +14,7 @@
 
 use super::units::{format_size, human_bytes, parse_size, round_down, BLOCK, GB, KB, MB};
 use super::{Advice, Facts, Group, Inputs, Item, MeasuredIo, Status, Workload};
+use crate::config::IoMethodKind;
 use crate::host::SettingSource;
 
 /// A size setting within this factor of the recommendation (either way) is OK.
@@ -420,19 +421,19 @@ impl<'a> Ctx<'a> {
     pub fn io_method(&self) -> (String, String) {
         let causes = self.uring_causes();
         if let Some(m) = self.measured() {
-            if m.best_method == "io_uring" && !causes.is_empty() {
+            let r = &m.recommendations.io_method;
+            if r.value == IoMethodKind::IoUring && !causes.is_empty() {
+                let other = &m.for_postgresql(false).io_method;
                 return (
-                    "worker".into(),
+                    other.value.to_string(),
                     format!(
-                        "io_uring measured fastest but cannot be used by PostgreSQL here: {}",
-                        causes.join("; ")
+                        "measured: io_uring was the best, but PostgreSQL cannot use it here ({}); without it: {}",
+                        causes.join("; "),
+                        other.reason
                     ),
                 );
             }
-            return (
-                m.best_method.clone(),
-                format!("fastest measured ({})", measured_rates(m)),
-            );
+            return (r.value.to_string(), format!("measured: {}", r.reason));
         }
         if causes.is_empty() {
             (
@@ -459,13 +460,8 @@ impl<'a> Ctx<'a> {
     /// `effective_io_concurrency` and its reason.
     pub fn eic(&self) -> (u32, String) {
         if let Some(m) = self.measured() {
-            return (
-                m.effective_io_concurrency(),
-                format!(
-                    "measured: {:.0} random reads/s at QD1, {:.0} at QD32 — concurrency needed = ratio × 2",
-                    m.random_reads_per_s_qd1, m.random_reads_per_s_qd32
-                ),
-            );
+            let r = &m.recommendations.effective_io_concurrency;
+            return (measured_count(r.value), format!("measured: {}", r.reason));
         }
         match self.rotational {
             // PostgreSQL docs (effective_io_concurrency): for magnetic drives, the number of
@@ -477,17 +473,22 @@ impl<'a> Ctx<'a> {
         }
     }
 
+    /// `maintenance_io_concurrency` and its reason: measured, the depth near the device's
+    /// peak; guessed, the same as `effective_io_concurrency`.
+    pub fn mic(&self) -> (u32, String) {
+        if let Some(m) = self.measured() {
+            let r = &m.recommendations.maintenance_io_concurrency;
+            return (measured_count(r.value), format!("measured: {}", r.reason));
+        }
+        let (eic, why) = self.eic();
+        (eic, format!("as effective_io_concurrency: {why}"))
+    }
+
     /// `random_page_cost` and its reason.
     pub fn random_page_cost(&self) -> (f64, String) {
         if let Some(m) = self.measured() {
-            return (
-                m.random_page_cost(),
-                format!(
-                    "measured: {:.0} MB/s sequential, {:.0} random reads/s at QD32",
-                    m.seq_read_bytes_per_s / 1e6,
-                    m.random_reads_per_s_qd32
-                ),
-            );
+            let r = &m.recommendations.random_page_cost;
+            return (r.value, format!("measured: {}", r.reason));
         }
         match self.rotational {
             Some(true) => (4.0, self.guess_note()),
@@ -497,8 +498,9 @@ impl<'a> Ctx<'a> {
 
     /// `io_workers` (PostgreSQL 18) and its reason.
     pub fn io_workers(&self) -> (u32, String) {
-        if let Some(w) = self.measured().and_then(|m| m.best_workers) {
-            return (w, "the fastest worker count measured".into());
+        if let Some(m) = self.measured() {
+            let r = &m.for_postgresql(self.uring_causes().is_empty()).io_workers;
+            return (measured_count(r.value), format!("measured: {}", r.reason));
         }
         (
             self.cpus.div_ceil(4).clamp(3, 32),
@@ -510,15 +512,10 @@ impl<'a> Ctx<'a> {
     }
 }
 
-fn measured_rates(m: &MeasuredIo) -> String {
-    m.methods
-        .iter()
-        .map(|r| {
-            let w = r.workers.map(|w| format!(":{w}")).unwrap_or_default();
-            format!("{}{w} {:.0} MB/s", r.method, r.read_bytes_per_s / 1e6)
-        })
-        .collect::<Vec<_>>()
-        .join(", ")
+/// A measured count as the rules' `u32`: the measurement's values are small (queue depths
+/// up to 64, workers up to 32), so saturating is only a guard.
+fn measured_count(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
 }
 
 /// pgtune's connection count per workload, used when neither `--max-connections` nor the
@@ -1871,14 +1868,14 @@ fn r_eic(ctx: &Ctx) -> Option<Verdict> {
 }
 
 fn r_mic(ctx: &Ctx) -> Option<Verdict> {
-    let (rec, why) = ctx.eic();
+    let (rec, why) = ctx.mic();
     Some(number_setting(
         ctx,
         "maintenance_io_concurrency",
         rec as f64,
         CONCURRENCY_TOLERANCE,
         rec.to_string(),
-        format!("as effective_io_concurrency, for VACUUM and index builds: {why}"),
+        format!("I/Os VACUUM, index builds and recovery keep in flight: {why}"),
     ))
 }
 
@@ -1930,11 +1927,32 @@ fn r_io_min_workers(ctx: &Ctx) -> Option<Verdict> {
     if ctx.pg < 19 {
         return None;
     }
-    let rec = ctx.cpus.div_ceil(8).clamp(1, 32);
-    let why = format!(
-        "PostgreSQL 19 grows the I/O worker pool on demand; keep one per 8 of the {} CPUs ready",
-        ctx.cpus
-    );
+    let by_cpus = ctx.cpus.div_ceil(8).clamp(1, 32);
+    let usable = ctx.uring_causes().is_empty();
+    let measured = ctx.measured().and_then(|m| m.io_workers(usable));
+    let (rec, why) = match measured {
+        // The measured count is what one cold scan needed at full speed: kept ready, the
+        // first scan after a quiet spell does not wait for the pool to grow. Never above
+        // the pool's ceiling (io_max_workers' rule takes at least the same count).
+        Some(w) => {
+            let rec = (measured_count(w)).max(by_cpus).clamp(1, 32);
+            (
+                rec,
+                format!(
+                    "PostgreSQL 19 grows the I/O worker pool on demand; keep ready the {w} workers one cold scan needed (measured: {}), at least one per 8 of the {} CPUs",
+                    ctx.measured().map_or("", |m| m.for_postgresql(usable).io_workers.reason.as_str()),
+                    ctx.cpus
+                ),
+            )
+        }
+        None => (
+            by_cpus,
+            format!(
+                "PostgreSQL 19 grows the I/O worker pool on demand; keep one per 8 of the {} CPUs ready",
+                ctx.cpus
+            ),
+        ),
+    };
     Some(number_setting(
         ctx,
         "io_min_workers",

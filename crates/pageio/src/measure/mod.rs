@@ -70,7 +70,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::aio::AioError;
 use crate::buffer::{BufferError, BufferPool, PageCheckOptions};
@@ -307,7 +307,7 @@ impl MeasureOptions {
 }
 
 /// What [`run`] measured. Every number carries its unit in its name.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Measurement {
     /// The directory measured (PGDATA or the scratch directory).
     pub target: String,
@@ -330,7 +330,7 @@ pub struct Measurement {
 }
 
 /// The device's rates on the target's file system.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DeviceRates {
     /// How they were measured.
     pub source: String,
@@ -365,7 +365,7 @@ impl DeviceRates {
 }
 
 /// Random 8 kB reads at one queue depth.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct DepthRate {
     /// Reads in flight.
     pub queue_depth: usize,
@@ -378,7 +378,7 @@ pub struct DepthRate {
 }
 
 /// The engine's cold reads of one relation.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RelationRead {
     /// The relation's file (its first segment).
     pub relation: String,
@@ -397,7 +397,7 @@ pub struct RelationRead {
 }
 
 /// One io_method's cold reads: the whole relation in order, and a sparse subset.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MethodRun {
     /// The method.
     pub io_method: IoMethodKind,
@@ -414,7 +414,7 @@ pub struct MethodRun {
 }
 
 /// One access pattern's cold reads under one method.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PatternRead {
     /// Pages handed out per second of reading (evictions excluded).
     pub pages_per_second: f64,
@@ -429,7 +429,7 @@ pub struct PatternRead {
 }
 
 /// A method that was not measured.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MethodSkipped {
     /// The method.
     pub io_method: IoMethodKind,

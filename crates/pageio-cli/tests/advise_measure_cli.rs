@@ -1,0 +1,258 @@
+//! `pageio advise --measure` on a copy of the PostgreSQL 18 fixture: it finishes within its
+//! time bound, the I/O items say "measured" with the values `measure::recommend` derives
+//! from the `measurement` it printed, the cluster is byte-identical afterwards, and a
+//! directory that is not a cluster, or Ctrl-C, ends with exit 2 and a clear message.
+
+mod common;
+use common::{pageio_bounded, unpack_fixture};
+
+use std::collections::BTreeMap;
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use pageio::advise::MeasuredIo;
+use pageio::config::IoMethodKind;
+use pageio::measure::{self, Measurement};
+
+/// The time bound asked of the measurement.
+const SECONDS: u64 = 4;
+
+/// What a run may take beyond `--seconds`: the library's own slack (the reads in flight
+/// when a deadline passes, setting up a method) plus reading the host's facts and starting
+/// the process, on a machine shared with other builds.
+const SLACK_SECONDS: f64 = 6.0;
+
+/// Every file under `root`, by relative path, with its length and a hash of its bytes.
+fn tree_contents(root: &Path) -> BTreeMap<PathBuf, (u64, u64)> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                let bytes = std::fs::read(&path).unwrap();
+                let mut h = DefaultHasher::new();
+                bytes.hash(&mut h);
+                out.insert(
+                    path.strip_prefix(root).unwrap().to_path_buf(),
+                    (bytes.len() as u64, h.finish()),
+                );
+            }
+        }
+    }
+    out
+}
+
+#[track_caller]
+fn item<'a>(report: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    report["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["name"] == name)
+        .unwrap_or_else(|| panic!("no item {name}"))
+}
+
+#[test]
+fn measure_on_the_fixture_recommends_what_the_measurement_implies() {
+    let tmp = tempfile::tempdir().unwrap();
+    let pgdata = unpack_fixture(tmp.path());
+    let before = tree_contents(&pgdata);
+    let started = Instant::now();
+    let seconds = SECONDS.to_string();
+    let out = pageio_bounded(
+        &[
+            "advise",
+            "--pgdata",
+            pgdata.to_str().unwrap(),
+            "--measure",
+            "--seconds",
+            &seconds,
+            "--json",
+        ],
+        60,
+    );
+    let wall_seconds = started.elapsed().as_secs_f64();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    // 0, 1 or 3: advice given (this machine's verdicts vary); 2 would be a failure to run.
+    assert_ne!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        wall_seconds < SECONDS as f64 + SLACK_SECONDS,
+        "took {wall_seconds:.1} s for --seconds {SECONDS}"
+    );
+    // Progress on stderr: plain lines, since stderr is not a terminal here.
+    assert!(stderr.contains("pageio: measure: ["), "{stderr}");
+    assert!(stderr.contains("random 8 kB reads at depth 32"), "{stderr}");
+
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let m: Measurement = serde_json::from_value(report["measurement"].clone()).unwrap();
+    assert!(m.data_directory, "read-only on the cluster");
+    assert_eq!(m.scratch_file, None);
+    assert_eq!(m.budget_seconds, SECONDS as f64);
+    assert!(
+        m.elapsed_seconds <= SECONDS as f64 + 2.0,
+        "{}",
+        m.elapsed_seconds
+    );
+    assert!(m.device.random_reads_per_second_qd1 > 0.0);
+    assert!(m.device.random_reads_per_second_qd32 > 0.0);
+    assert!(m.device.sequential_bytes_per_second > 0.0);
+    assert!(!m.relation.runs.is_empty());
+
+    // The advice carries what the library derives from these numbers.
+    let r = measure::recommend(&m, m.effective_cpus);
+    let eic = item(&report, "effective_io_concurrency");
+    assert_eq!(
+        eic["recommended"],
+        r.effective_io_concurrency.value.to_string()
+    );
+    let mic = item(&report, "maintenance_io_concurrency");
+    assert_eq!(
+        mic["recommended"],
+        r.maintenance_io_concurrency.value.to_string()
+    );
+    let rpc = item(&report, "random_page_cost");
+    let rpc_value: f64 = rpc["recommended"].as_str().unwrap().parse().unwrap();
+    assert_eq!(rpc_value, r.random_page_cost.value);
+    let method = item(&report, "io_method");
+    let method_reason = method["reason"].as_str().unwrap();
+    // PostgreSQL may be refused io_uring where the engine is not (a build without liburing):
+    // then the advice is what the same rules choose from the other runs, and says why.
+    let refused = method_reason.contains("but PostgreSQL cannot use it here");
+    let measured = MeasuredIo::from_measurement(&m);
+    assert_eq!(measured.recommendations, r);
+    let chosen = measured.for_postgresql(!refused);
+    if refused {
+        assert_eq!(r.io_method.value, IoMethodKind::IoUring);
+        assert!(
+            method_reason.contains(&chosen.io_method.reason),
+            "{method_reason}"
+        );
+    }
+    assert_eq!(method["recommended"], chosen.io_method.value.to_string());
+    let workers = item(&report, "io_workers");
+    assert_eq!(workers["recommended"], chosen.io_workers.value.to_string());
+    for (it, reason) in [
+        (eic, &r.effective_io_concurrency.reason),
+        (mic, &r.maintenance_io_concurrency.reason),
+        (rpc, &r.random_page_cost.reason),
+        (method, &chosen.io_method.reason),
+        (workers, &chosen.io_workers.reason),
+    ] {
+        let shown = it["reason"].as_str().unwrap();
+        assert!(
+            shown.contains("measured: ") && shown.contains(reason.as_str()),
+            "{}: {shown}",
+            it["name"]
+        );
+    }
+
+    // Nothing inside the cluster changed, and nothing was added.
+    assert_eq!(tree_contents(&pgdata), before);
+}
+
+#[test]
+fn measure_needs_a_cluster() {
+    let empty = tempfile::tempdir().unwrap();
+    let empty = empty.path().to_str().unwrap();
+    let out = pageio_bounded(&["advise", "--pgdata", empty, "--measure"], 60);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("no PG_VERSION; give the data directory of a PostgreSQL cluster"),
+        "{stderr}"
+    );
+    assert!(out.stdout.is_empty());
+
+    // Neither --pgdata nor a configuration naming the data directory.
+    let out = pageio_bounded(&["advise", "--measure", "--seconds", "1"], 60);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("give --pgdata DIR"), "{stderr}");
+
+    // A configuration whose data_directory is not a cluster.
+    let dir = tempfile::tempdir().unwrap();
+    let conf = dir.path().join("postgresql.conf");
+    std::fs::write(&conf, format!("data_directory = '{empty}'\n")).unwrap();
+    let out = pageio_bounded(
+        &["advise", "--config", conf.to_str().unwrap(), "--measure"],
+        60,
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("is not a PostgreSQL data directory (no PG_VERSION)")
+            && stderr.contains("postgresql.conf:1"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn measure_follows_the_configurations_data_directory() {
+    let tmp = tempfile::tempdir().unwrap();
+    let pgdata = unpack_fixture(tmp.path());
+    let conf = tmp.path().join("elsewhere.conf");
+    // Relative to the configuration file's directory.
+    std::fs::write(&conf, "data_directory = 'data'\n").unwrap();
+    assert!(pgdata.ends_with("data"));
+    let out = pageio_bounded(
+        &[
+            "advise",
+            "--config",
+            conf.to_str().unwrap(),
+            "--measure",
+            "--seconds",
+            "2",
+            "--json",
+        ],
+        60,
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(2), "{stderr}");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        Path::new(report["measurement"]["target"].as_str().unwrap()),
+        pgdata
+    );
+}
+
+#[test]
+fn ctrl_c_cancels_the_measurement() {
+    let tmp = tempfile::tempdir().unwrap();
+    let pgdata = unpack_fixture(tmp.path());
+    let before = tree_contents(&pgdata);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_pageio"))
+        .args(["advise", "--pgdata", pgdata.to_str().unwrap()])
+        .args(["--measure", "--seconds", "60", "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait until the measurement has started (its first progress line), then interrupt.
+    std::thread::sleep(Duration::from_millis(1500));
+    // SAFETY: kill(2) on our own child's pid; no memory is involved.
+    unsafe {
+        libc::kill(child.id() as libc::pid_t, libc::SIGINT);
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("--measure did not stop within 20 s of Ctrl-C");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--measure cancelled (Ctrl-C)"), "{stderr}");
+    assert!(out.stdout.is_empty());
+    assert_eq!(tree_contents(&pgdata), before);
+}
