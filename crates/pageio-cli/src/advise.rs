@@ -69,8 +69,9 @@ include 'pageio.conf') and a /etc/sysctl.d/ snippet, both ready to apply.
 Sizes come from the effective RAM and CPUs: a cgroup's memory.max / cpu.max / cpuset when
 the process runs in a container, and the report names the limit that applied.
 
-Exit status: 0 nothing to fix, 1 warnings, 3 something BAD (a setting that fails or risks
-data as configured), 2 advise could not run (a bad flag, an unreadable --pgdata or --config).
+Exit status: 0 nothing to fix, 1 warnings, 2 something BAD (a setting that fails or risks
+data as configured). advise also exits 2 when it could not run (a bad flag, an unreadable
+--pgdata or --config), and then prints an error and no report.
 
 Examples:
   pageio advise --pgdata /var/lib/postgresql/18/main --workload oltp

@@ -67,7 +67,7 @@ fn advise_json(args: &[&str]) -> serde_json::Value {
         .map(|i| match i["status"].as_str().unwrap() {
             "ok" => 0,
             "warn" => 1,
-            _ => 3,
+            _ => 2,
         })
         .max()
         .unwrap();

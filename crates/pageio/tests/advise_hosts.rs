@@ -165,7 +165,7 @@ fn io_uring_disabled_by_sysctl_is_a_warning_and_bad_when_the_conf_asks_for_it() 
         m.reason
     );
     assert_eq!(status(&a, "kernel.io_uring_disabled"), Status::Bad);
-    assert_eq!(a.exit_status(), 3);
+    assert_eq!(a.exit_status(), 2);
 }
 
 #[test]
@@ -370,7 +370,7 @@ fn huge_pages_reserved_but_too_few_are_counted_and_on_without_them_is_bad() {
         hp.reason
     );
     assert_eq!(status(&a, "shared_buffers"), Status::Ok);
-    assert_eq!(a.exit_status(), 3);
+    assert_eq!(a.exit_status(), 2);
 }
 
 #[test]
@@ -789,7 +789,7 @@ fn a_configuration_file_postgresql_cannot_read_is_bad() {
     let c = a.item("configuration files").unwrap();
     assert_eq!(c.status, Status::Bad);
     assert!(c.found.contains("missing.conf"), "{}", c.found);
-    assert_eq!(a.exit_status(), 3);
+    assert_eq!(a.exit_status(), 2);
     // A readable one is listed.
     let conf = conf_file(dir.path(), "shared_buffers = 1GB\n");
     let (_, a) = advise_on(

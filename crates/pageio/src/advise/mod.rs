@@ -27,9 +27,10 @@
 //! `ok` — nothing to change; `warn` — a change is recommended; `bad` — something that fails
 //! or loses data as configured (a server that will not start with `io_method = io_uring`
 //! here, `huge_pages = on` without enough huge pages, write barriers off, commit limit
-//! exceeded). [`Advice::exit_status`] is 0, 1 or 3: 2 stays the status of every pageio
-//! command that could not run (a bad flag, an unreadable file), so a script can tell "this
-//! machine needs fixing" from "advise did not run".
+//! exceeded). [`Advice::exit_status`] is 0, 1 or 2. A run that could not be made (a bad
+//! flag, an unreadable file) also exits 2, as every pageio command does, but prints no
+//! report: a script tells the two apart by the report on stdout (with `--json`, an object
+//! with `items`).
 
 pub mod measured;
 pub mod render;
@@ -314,7 +315,7 @@ impl Advice {
         match self.worst() {
             Status::Ok => 0,
             Status::Warn => 1,
-            Status::Bad => 3,
+            Status::Bad => 2,
         }
     }
 
