@@ -3,6 +3,7 @@
 //! error reported, a dirty victim written before its buffer is reused, and a page that
 //! cannot change under another reader.
 
+#[macro_use]
 mod common;
 
 use std::sync::Arc;
@@ -202,26 +203,6 @@ fn a_page_pinned_twice_cannot_be_modified(method: IoMethodKind) {
     assert_eq!(first.page()[100], 7);
     let err = pool.modify_page(first.id(), 8190, &[1, 2, 3]).unwrap_err();
     assert!(err.to_string().contains("do not fit"), "{err}");
-}
-
-fn watched(name: &str, method: IoMethodKind, case: fn(IoMethodKind)) {
-    common::with_watchdog(&format!("{method}:{name}"), WATCHDOG_SECS, move || {
-        case(method)
-    });
-}
-
-macro_rules! per_method {
-    ($($name:ident),* $(,)?) => {
-        mod sync {
-            $( #[test] fn $name() { super::watched(stringify!($name), pageio::IoMethodKind::Sync, super::$name) } )*
-        }
-        mod worker {
-            $( #[test] fn $name() { super::watched(stringify!($name), pageio::IoMethodKind::Worker, super::$name) } )*
-        }
-        mod io_uring {
-            $( #[test] fn $name() { super::watched(stringify!($name), pageio::IoMethodKind::IoUring, super::$name) } )*
-        }
-    };
 }
 
 per_method!(

@@ -4,6 +4,7 @@
 //! rewritten; an injected write error (EIO, ENOSPC) stops the run with file, block and cause
 //! and leaves pg_control byte-for-byte untouched.
 
+#[macro_use]
 mod common;
 
 use std::path::Path;
@@ -199,26 +200,6 @@ fn a_partial_block_stops_before_any_write(method: IoMethodKind) {
     std::fs::write(&victim, &bytes).unwrap();
     assert_eq!(count_checksums(&pgdata).1, 0, "nothing rewritten");
     assert_eq!(ControlFile::read(&pgdata).unwrap().data_checksum_version, 0);
-}
-
-fn watched(name: &str, method: IoMethodKind, case: fn(IoMethodKind)) {
-    common::with_watchdog(&format!("{method}:{name}"), WATCHDOG_SECS, move || {
-        case(method)
-    });
-}
-
-macro_rules! per_method {
-    ($($name:ident),* $(,)?) => {
-        mod sync {
-            $( #[test] fn $name() { super::watched(stringify!($name), pageio::IoMethodKind::Sync, super::$name) } )*
-        }
-        mod worker {
-            $( #[test] fn $name() { super::watched(stringify!($name), pageio::IoMethodKind::Worker, super::$name) } )*
-        }
-        mod io_uring {
-            $( #[test] fn $name() { super::watched(stringify!($name), pageio::IoMethodKind::IoUring, super::$name) } )*
-        }
-    };
 }
 
 per_method!(

@@ -13,6 +13,7 @@
 //! a real thread sleeping); and scans of the PostgreSQL 18 fixture answer the same in both
 //! orders.
 
+#[macro_use]
 mod common;
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -490,32 +491,6 @@ fn scans_answer_the_same_in_both_orders(method: IoMethodKind) {
             assert!(pool.counters().reads > 0, "{kind} {order:?}: nothing read");
         }
     }
-}
-
-macro_rules! per_method {
-    ($($name:ident),* $(,)?) => {
-        mod sync {
-            $( #[test] fn $name() {
-                crate::common::with_watchdog(stringify!($name), super::WATCHDOG_SECS, || {
-                    super::$name(pageio::IoMethodKind::Sync)
-                })
-            } )*
-        }
-        mod worker {
-            $( #[test] fn $name() {
-                crate::common::with_watchdog(stringify!($name), super::WATCHDOG_SECS, || {
-                    super::$name(pageio::IoMethodKind::Worker)
-                })
-            } )*
-        }
-        mod io_uring {
-            $( #[test] fn $name() {
-                crate::common::with_watchdog(stringify!($name), super::WATCHDOG_SECS, || {
-                    super::$name(pageio::IoMethodKind::IoUring)
-                })
-            } )*
-        }
-    };
 }
 
 per_method!(

@@ -4,6 +4,7 @@
 //! suite's profile has debug assertions on, so the stream's and the pool's invariants
 //! (pins + pending ≤ pin limit, distances in bounds, pin counts) are checked on every step.
 
+#[macro_use]
 mod common;
 
 use std::sync::Arc;
@@ -221,32 +222,6 @@ fn streams_in_different_orders_share_claimed_buffers(method: IoMethodKind) {
         }
         assert_eq!(pool.counters().verification_failures, 0);
     }
-}
-
-macro_rules! per_method {
-    ($($name:ident),* $(,)?) => {
-        mod sync {
-            $( #[test] fn $name() {
-                crate::common::with_watchdog(stringify!($name), super::WATCHDOG_SECS, || {
-                    super::$name(pageio::IoMethodKind::Sync)
-                })
-            } )*
-        }
-        mod worker {
-            $( #[test] fn $name() {
-                crate::common::with_watchdog(stringify!($name), super::WATCHDOG_SECS, || {
-                    super::$name(pageio::IoMethodKind::Worker)
-                })
-            } )*
-        }
-        mod io_uring {
-            $( #[test] fn $name() {
-                crate::common::with_watchdog(stringify!($name), super::WATCHDOG_SECS, || {
-                    super::$name(pageio::IoMethodKind::IoUring)
-                })
-            } )*
-        }
-    };
 }
 
 per_method!(

@@ -2,6 +2,7 @@
 //! on disk after the stream ends, combining (how many I/Os), the in-flight bound, injected
 //! EIO / ENOSPC / short writes, and a real file system running out of space.
 
+#[macro_use]
 mod common;
 
 use std::cell::Cell;
@@ -381,26 +382,6 @@ fn a_full_file_system_stops_the_stream(method: IoMethodKind) {
     if let Err(panic) = outcome {
         std::panic::resume_unwind(panic);
     }
-}
-
-fn watched(name: &str, method: IoMethodKind, case: fn(IoMethodKind)) {
-    common::with_watchdog(&format!("{method}:{name}"), WATCHDOG_SECS, move || {
-        case(method)
-    });
-}
-
-macro_rules! per_method {
-    ($($name:ident),* $(,)?) => {
-        mod sync {
-            $( #[test] fn $name() { super::watched(stringify!($name), pageio::IoMethodKind::Sync, super::$name) } )*
-        }
-        mod worker {
-            $( #[test] fn $name() { super::watched(stringify!($name), pageio::IoMethodKind::Worker, super::$name) } )*
-        }
-        mod io_uring {
-            $( #[test] fn $name() { super::watched(stringify!($name), pageio::IoMethodKind::IoUring, super::$name) } )*
-        }
-    };
 }
 
 per_method!(

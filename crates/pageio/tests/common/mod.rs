@@ -163,3 +163,33 @@ pub fn relation_files(pgdata: &Path) -> Vec<(PathBuf, u32)> {
 
 /// Blocks per 1 GB segment file.
 pub const RELSEG_SIZE_BLOCKS: u32 = 131072;
+
+/// Runs one conformance case for `method` under the watchdog (`secs`), named
+/// `method:name`, so a hang fails the test instead of the suite.
+pub fn watched(name: &str, method: IoMethodKind, secs: u64, case: fn(IoMethodKind)) {
+    with_watchdog(&format!("{method}:{name}"), secs, move || case(method));
+}
+
+/// The conformance pattern: one test per io_method (`sync::case`, `worker::case`,
+/// `io_uring::case`) for each named `fn case(IoMethodKind)` of the calling file, each under
+/// the watchdog with the file's `WATCHDOG_SECS`. Use it with `#[macro_use] mod common;`.
+#[allow(unused_macros)] // each test file uses its own subset of these helpers
+macro_rules! per_method {
+    ($($name:ident),* $(,)?) => {
+        mod sync {
+            $( #[test] fn $name() {
+                crate::common::watched(stringify!($name), pageio::IoMethodKind::Sync, super::WATCHDOG_SECS, super::$name)
+            } )*
+        }
+        mod worker {
+            $( #[test] fn $name() {
+                crate::common::watched(stringify!($name), pageio::IoMethodKind::Worker, super::WATCHDOG_SECS, super::$name)
+            } )*
+        }
+        mod io_uring {
+            $( #[test] fn $name() {
+                crate::common::watched(stringify!($name), pageio::IoMethodKind::IoUring, super::WATCHDOG_SECS, super::$name)
+            } )*
+        }
+    };
+}
