@@ -59,7 +59,11 @@ pageio checksums --enable --sync-method syncfs /srv/pgdata\n  \
 pageio checksums --disable /srv/pgdata               # only pg_control changes\n  \
 pageio checksums --enable --json /srv/pgdata | jq .blocks_written\n\n\
 Before pg_upgrade to PostgreSQL 18 (whose initdb enables checksums by default), stop the old \
-cluster cleanly and run --enable on it."
+cluster cleanly and run --enable on it.\n\n\
+--enable keeps two 8 MB windows per thread read ahead while the current one is checksummed \
+and written (32 MB per thread). Buffered I/O (the default, --direct-io off) is the faster \
+choice here: the page cache absorbs the writes and the final sync is short, while \
+--direct-io on waits for every write on the device (measured in docs/BENCHMARKS.md)."
 )]
 pub struct ChecksumsArgs {
     /// The data directory [default: $PGDATA]
@@ -103,7 +107,7 @@ pub struct ChecksumsArgs {
     /// {"error": {"kind", "message", "hint"}})
     #[arg(long)]
     json: bool,
-    /// Threads reading, checksumming and writing [default: one per CPU]
+    /// Threads checksumming and writing, each with a reading thread of its own [default: one per CPU]
     #[arg(short = 'j', long, value_name = "N")]
     jobs: Option<usize>,
     #[command(flatten)]

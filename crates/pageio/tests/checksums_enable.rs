@@ -2,7 +2,8 @@
 //! fixture whose checksums were stripped (pd_checksum zeroed, pg_control version 0): every
 //! page ends with PostgreSQL's checksum and pg_control says on; pages already right are not
 //! rewritten; an injected write error (EIO, ENOSPC) stops the run with file, block and cause
-//! and leaves pg_control byte-for-byte untouched.
+//! and leaves pg_control byte-for-byte untouched; reads of later windows go on while a
+//! window's writes are in flight.
 
 #[macro_use]
 mod common;
@@ -10,7 +11,7 @@ mod common;
 use std::path::Path;
 use std::sync::Arc;
 
-use pageio::aio::{Fault, FaultPlan, IoOp};
+use pageio::aio::{Fault, FaultInjector, FaultPlan, IoOp, IoTarget};
 use pageio::config::IoMethodKind;
 use pageio::page::checksum::{pg_checksum_page, stored_checksum};
 use pageio::verify::{
@@ -202,9 +203,101 @@ fn a_partial_block_stops_before_any_write(method: IoMethodKind) {
     assert_eq!(ControlFile::read(&pgdata).unwrap().data_checksum_version, 0);
 }
 
+/// Longest the first write is held waiting for a read of a later file: a job that reads
+/// ahead completes one within milliseconds; one that reads, writes and waits in turn never
+/// does, and the hold ends after this bound (the test then fails rather than hangs).
+const HOLD_FIRST_WRITE_MS: u64 = 5_000;
+
+/// Holds the completion of the first write until a read of a file later in walk order than
+/// the written one has completed (or [`HOLD_FIRST_WRITE_MS`] passed), and records which.
+struct HoldFirstWrite {
+    /// Every relation file's path, in walk order.
+    walk_order: Vec<String>,
+    /// Walk positions of the files read so far.
+    read_positions: std::sync::Mutex<Vec<usize>>,
+    held: std::sync::atomic::AtomicBool,
+    /// Set when a later file's read completed while the first write was held.
+    read_ahead_seen: std::sync::atomic::AtomicBool,
+}
+
+impl HoldFirstWrite {
+    fn position(&self, target: &IoTarget) -> usize {
+        self.walk_order
+            .iter()
+            .position(|path| path.ends_with(&*target.path))
+            .unwrap_or(usize::MAX)
+    }
+}
+
+impl FaultInjector for HoldFirstWrite {
+    fn inject(&self, op: IoOp, target: &IoTarget) -> Option<Fault> {
+        use std::sync::atomic::Ordering::SeqCst;
+        match op {
+            IoOp::Readv => self
+                .read_positions
+                .lock()
+                .unwrap()
+                .push(self.position(target)),
+            IoOp::Writev if !self.held.swap(true, SeqCst) => {
+                let written = self.position(target);
+                let deadline = std::time::Instant::now()
+                    + std::time::Duration::from_millis(HOLD_FIRST_WRITE_MS);
+                while std::time::Instant::now() < deadline {
+                    let later_read = self
+                        .read_positions
+                        .lock()
+                        .unwrap()
+                        .iter()
+                        .any(|&read| read != usize::MAX && read > written);
+                    if later_read {
+                        self.read_ahead_seen.store(true, SeqCst);
+                        break;
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+            }
+            _ => {}
+        }
+        None
+    }
+}
+
+/// With one job, a later file is read while the first write is in flight (a job that read,
+/// wrote and waited in turn read nothing until its writes completed), and the run still
+/// rewrites every page and then sets pg_control.
+fn reads_go_on_while_writes_are_in_flight(method: IoMethodKind) {
+    let (_dir, pgdata) = common::unpack_fixture();
+    let rewritten = strip_checksums(&pgdata);
+    let aio = common::aio_for(method);
+    let files = walk_cluster(pgdata.as_os_str(), None).unwrap();
+    let injector = Arc::new(HoldFirstWrite {
+        walk_order: files
+            .iter()
+            .map(|f| f.path.to_string_lossy().into_owned())
+            .collect(),
+        read_positions: std::sync::Mutex::new(Vec::new()),
+        held: Default::default(),
+        read_ahead_seen: Default::default(),
+    });
+    aio.set_fault_injector(Some(injector.clone()));
+    let totals = enable_checksums(&aio, &pgdata, &files, 1, None, &mut ()).unwrap();
+    aio.set_fault_injector(None);
+    assert!(injector.held.load(std::sync::atomic::Ordering::SeqCst));
+    assert!(
+        injector
+            .read_ahead_seen
+            .load(std::sync::atomic::Ordering::SeqCst),
+        "no later file was read while the first write was in flight"
+    );
+    assert_eq!(totals.blocks_written, rewritten);
+    assert_eq!(count_checksums(&pgdata).0, 0);
+    assert_eq!(ControlFile::read(&pgdata).unwrap().data_checksum_version, 1);
+}
+
 per_method!(
     enable_rewrites_every_page_then_pg_control,
     eio_leaves_pg_control_untouched,
     enospc_leaves_pg_control_untouched,
     a_partial_block_stops_before_any_write,
+    reads_go_on_while_writes_are_in_flight,
 );
