@@ -574,15 +574,7 @@ fn run_table(args: ScanArgs) -> CliResult {
                 _ => println!("  Index Cond: ({p})  (index pages read={})", r.index_pages),
             }
         }
-        println!(
-            "  Buffers: shared hit={} read={}",
-            r.pool.hits, r.pool.reads
-        );
-        println!(
-            "  I/O Timings: read={:.3} wait={:.3}",
-            r.io.io_ns as f64 / 1e6,
-            r.io.wait_ns as f64 / 1e6
-        );
+        print_buffers_and_io(r);
         // One line per aggregate, as psql's expanded display prints a row.
         let width = result
             .aggregates
@@ -740,15 +732,7 @@ fn print_text(
             _ => println!("  Index Cond: {cond}  (index pages read={})", r.index_pages),
         }
     }
-    println!(
-        "  Buffers: shared hit={} read={}",
-        r.pool.hits, r.pool.reads
-    );
-    println!(
-        "  I/O Timings: read={:.3} wait={:.3}",
-        r.io.io_ns as f64 / 1e6,
-        r.io.wait_ns as f64 / 1e6
-    );
+    print_buffers_and_io(r);
     let s = &r.stream;
     println!(
         "  Prefetch: distance avg={:.1} max={} capacity={}",
@@ -809,4 +793,18 @@ fn worker_pool_text(aio: &Aio) -> String {
         Some(p) => format!(" (io_workers={})", p.workers),
         None => String::new(),
     }
+}
+
+/// The `Buffers:` and `I/O Timings:` lines of the text report, as EXPLAIN (ANALYZE, BUFFERS)
+/// prints them.
+fn print_buffers_and_io(r: &ScanResult) {
+    println!(
+        "  Buffers: shared hit={} read={}",
+        r.pool.hits, r.pool.reads
+    );
+    println!(
+        "  I/O Timings: read={:.3} wait={:.3}",
+        r.io.io_ns as f64 / 1e6,
+        r.io.wait_ns as f64 / 1e6
+    );
 }

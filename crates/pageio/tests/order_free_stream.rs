@@ -20,10 +20,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use pageio::aio::{Fault, FaultInjector, FaultPlan, IoBuffer, IoOp, IoTarget};
+use pageio::aio::{Fault, FaultInjector, FaultPlan, IoOp, IoTarget};
 use pageio::buffer::{BufferError, BufferPool};
 use pageio::config::{IoConfig, IoMethodKind, BLCKSZ};
-use pageio::page::builder::{set_checksum, PageBuilder};
 use pageio::page::heap::ColumnType;
 use pageio::scan::{run_scan, Between, ScanOptions, Table};
 use pageio::storage::{ForkNumber, RelFile};
@@ -61,26 +60,10 @@ fn aio(method: IoMethodKind) -> Aio {
     )
 }
 
-/// A valid page with a checksum whose one item is its own block number.
-fn page(block: u64) -> [u8; BLCKSZ] {
-    let mut builder = PageBuilder::new(0).unwrap();
-    builder.add_item(&block.to_le_bytes()).unwrap();
-    let mut page = builder.finish();
-    set_checksum(&mut page, block as u32);
-    page
-}
+use common::numbered_page as page;
 
 fn make_rel(aio: &Aio, dir: &std::path::Path) -> RelFile {
-    let rel = RelFile::new(dir.join("16384"));
-    let mut bytes = Vec::with_capacity(NBLOCKS as usize * BLCKSZ);
-    for block in 0..NBLOCKS {
-        bytes.extend_from_slice(&page(block));
-    }
-    aio.backend()
-        .unwrap()
-        .write_blocks(&rel, 0, IoBuffer::from_slice(&bytes))
-        .unwrap();
-    rel
+    common::numbered_relation(aio, dir, NBLOCKS)
 }
 
 /// What one stream run handed out: `(position in the request, block)` in the order handed

@@ -9,10 +9,9 @@ mod common;
 
 use std::sync::Arc;
 
-use pageio::aio::{Fault, FaultPlan, IoBuffer, IoOp};
+use pageio::aio::{Fault, FaultPlan, IoOp};
 use pageio::buffer::{BufferError, BufferPool};
-use pageio::config::{IoConfig, IoMethodKind, BLCKSZ};
-use pageio::page::builder::{set_checksum, PageBuilder};
+use pageio::config::{IoConfig, IoMethodKind};
 use pageio::storage::RelFile;
 use pageio::stream::{DistancePolicy, ReadStream, StreamOptions};
 use pageio::Aio;
@@ -34,26 +33,10 @@ fn aio(method: IoMethodKind) -> Aio {
     aio
 }
 
-/// A valid page with a checksum whose one item is its own block number.
-fn page(block: u64) -> [u8; BLCKSZ] {
-    let mut builder = PageBuilder::new(0).unwrap();
-    builder.add_item(&block.to_le_bytes()).unwrap();
-    let mut page = builder.finish();
-    set_checksum(&mut page, block as u32);
-    page
-}
+use common::numbered_page as page;
 
 fn make_rel(aio: &Aio, dir: &std::path::Path) -> RelFile {
-    let rel = RelFile::new(dir.join("16384"));
-    let mut bytes = Vec::with_capacity(NBLOCKS as usize * BLCKSZ);
-    for block in 0..NBLOCKS {
-        bytes.extend_from_slice(&page(block));
-    }
-    aio.backend()
-        .unwrap()
-        .write_blocks(&rel, 0, IoBuffer::from_slice(&bytes))
-        .unwrap();
-    rel
+    common::numbered_relation(aio, dir, NBLOCKS)
 }
 
 /// Reads `blocks` through a stream; returns the blocks handed out, checking each page.

@@ -193,3 +193,28 @@ macro_rules! per_method {
         }
     };
 }
+
+/// A valid page with a checksum whose one item is its own block number: a relation of these
+/// lets a stream test check that every page it was handed is the block it was asked for.
+pub fn numbered_page(block: u64) -> [u8; pageio::config::BLCKSZ] {
+    let mut builder = pageio::page::builder::PageBuilder::new(0).unwrap();
+    builder.add_item(&block.to_le_bytes()).unwrap();
+    let mut page = builder.finish();
+    pageio::page::builder::set_checksum(&mut page, block as u32);
+    page
+}
+
+/// Writes `nblocks` [`numbered_page`]s as relation file `16384` in `dir`, through the AIO
+/// subsystem.
+pub fn numbered_relation(aio: &Aio, dir: &Path, nblocks: u64) -> pageio::storage::RelFile {
+    let rel = pageio::storage::RelFile::new(dir.join("16384"));
+    let mut bytes = Vec::with_capacity(nblocks as usize * pageio::config::BLCKSZ);
+    for block in 0..nblocks {
+        bytes.extend_from_slice(&numbered_page(block));
+    }
+    aio.backend()
+        .unwrap()
+        .write_blocks(&rel, 0, pageio::aio::IoBuffer::from_slice(&bytes))
+        .unwrap();
+    rel
+}
