@@ -254,7 +254,8 @@ pub struct ScanResult {
     /// (zeroed or used anyway) and why it failed. An event is logged when the page is read
     /// from storage, so a damaged page another scan already brought into the pool is not
     /// listed again, and a concurrent scan of the same relation through the same pool may
-    /// contribute its own events.
+    /// contribute its own events. Listed in (relation, block) order, whatever order the
+    /// reads completed in.
     pub damaged_pages: Vec<DamagedPage>,
     /// Heap stream statistics.
     pub stream: StreamStats,
@@ -429,6 +430,12 @@ fn tuple_is_live(infomask: u16) -> bool {
         && infomask & HEAP_XMAX_INVALID == 0
         && infomask & HEAP_XMAX_LOCK_ONLY == 0;
     !xmin_aborted && !deleted
+}
+
+/// Puts damaged-page events in (relation, block) order: reads complete in any order under
+/// concurrent I/O and parallel workers, and a report lists pages as a DBA looks them up.
+pub(crate) fn sort_damaged_pages(pages: &mut [DamagedPage]) {
+    pages.sort_by(|a, b| (&a.path, a.block, a.seq).cmp(&(&b.path, b.block, b.seq)));
 }
 
 /// A "new" page (`pd_upper == 0`: never initialised, or zeroed by `zero_damaged_pages`)
@@ -774,6 +781,7 @@ fn run_with(
         .into_iter()
         .filter(|d| ours(&d.path))
         .collect();
+    sort_damaged_pages(&mut result.damaged_pages);
     let io = backend.counters();
     result.io = IoCounters {
         ios_issued: io.ios_issued - io_before.ios_issued,

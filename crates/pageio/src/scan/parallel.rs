@@ -444,6 +444,7 @@ pub(super) fn parallel_seq_scan_with<S: TupleSink, O: Send>(
         .into_iter()
         .filter(|d| *d.path == *heap_name)
         .collect();
+    super::sort_damaged_pages(&mut total.damaged_pages);
     Ok((total, outputs))
 }
 
