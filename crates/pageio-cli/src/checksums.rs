@@ -61,7 +61,9 @@ pageio checksums --enable --json /srv/pgdata | jq .blocks_written\n\n\
 Before pg_upgrade to PostgreSQL 18 (whose initdb enables checksums by default), stop the old \
 cluster cleanly and run --enable on it.\n\n\
 --enable keeps two 8 MB windows per thread read ahead while the current one is checksummed \
-and written (32 MB per thread). Buffered I/O (the default, --direct-io off) is the faster \
+and written (32 MB per thread); each thread's write stream keeps up to \
+--maintenance-io-concurrency writes in flight (PostgreSQL's maintenance_io_concurrency, \
+default 16), combined up to --io-combine-limit. Buffered I/O (the default, --direct-io off) is the faster \
 choice here: the page cache absorbs the writes and the final sync is short, while \
 --direct-io on waits for every write on the device (measured in docs/BENCHMARKS.md)."
 )]
@@ -357,6 +359,7 @@ fn print_json(totals: &EnableTotals, aio: &Aio, total_s: f64, pgdata: &Path) {
         "direct_io": config.direct_io,
         "io_combine_limit_blocks": config.io_combine_limit_blocks,
         "effective_io_concurrency": config.effective_io_concurrency,
+        "maintenance_io_concurrency": config.maintenance_io_concurrency,
     });
     println!("{summary}");
 }

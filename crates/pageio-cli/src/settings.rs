@@ -49,6 +49,10 @@ pub struct SettingsArgs {
     /// together past 64); 0 = synchronous [default: 16]
     #[arg(long, value_name = "N", help_heading = "Settings")]
     pub effective_io_concurrency: Option<String>,
+    /// Most I/Os a maintenance job keeps in flight: the writes of `checksums --enable`
+    /// (PostgreSQL's maintenance_io_concurrency); 0 = one at a time [default: 16]
+    #[arg(long, value_name = "N", help_heading = "Settings")]
+    pub maintenance_io_concurrency: Option<String>,
     /// Buffer pool size (e.g. 128MB) [default: 128MB]
     #[arg(long, value_name = "SIZE", help_heading = "Settings")]
     pub shared_buffers: Option<String>,
@@ -75,7 +79,7 @@ impl SettingsArgs {
             // own postgresql.conf can be passed as it is.
             c.load_file(path)?;
         }
-        let flags: [(&str, &Option<String>); 13] = [
+        let flags: [(&str, &Option<String>); 14] = [
             ("io_method", &self.io_method),
             ("io_workers", &self.io_workers),
             ("io_min_workers", &self.io_min_workers),
@@ -85,6 +89,10 @@ impl SettingsArgs {
             ("io_max_concurrency", &self.io_max_concurrency),
             ("io_combine_limit", &self.io_combine_limit),
             ("effective_io_concurrency", &self.effective_io_concurrency),
+            (
+                "maintenance_io_concurrency",
+                &self.maintenance_io_concurrency,
+            ),
             ("shared_buffers", &self.shared_buffers),
             ("huge_pages", &self.huge_pages),
             ("direct_io", &self.direct_io),
@@ -111,6 +119,7 @@ impl SettingsArgs {
             "io_max_concurrency" => &self.io_max_concurrency,
             "io_combine_limit" => &self.io_combine_limit,
             "effective_io_concurrency" => &self.effective_io_concurrency,
+            "maintenance_io_concurrency" => &self.maintenance_io_concurrency,
             "shared_buffers" => &self.shared_buffers,
             "huge_pages" => &self.huge_pages,
             "direct_io" => &self.direct_io,

@@ -2,8 +2,8 @@
 //!
 //! Every knob of the engine, under the name a PostgreSQL user would look for
 //! (`io_method`, `io_workers`, `io_max_concurrency`, `io_combine_limit`,
-//! `effective_io_concurrency`, `shared_buffers`, `huge_pages`, `direct_io`,
-//! `max_open_files`), with PostgreSQL's defaults and PostgreSQL's unit syntax.
+//! `effective_io_concurrency`, `maintenance_io_concurrency`, `shared_buffers`, `huge_pages`,
+//! `direct_io`, `max_open_files`), with PostgreSQL's defaults and PostgreSQL's unit syntax.
 //!
 //! Values arrive from three places — code, command-line flags, and a `postgresql.conf`-style
 //! file — so the parsing lives here once:
@@ -236,6 +236,11 @@ pub struct IoConfig {
     /// Most I/Os a read stream keeps in flight; 0 means synchronous. Capped per stream by
     /// `io_max_concurrency`.
     pub effective_io_concurrency: usize,
+    /// Most I/Os a maintenance job keeps in flight (PostgreSQL's
+    /// `maintenance_io_concurrency`, default 16 since PostgreSQL 18): the write streams of
+    /// `checksums --enable` use it rather than `effective_io_concurrency`, as VACUUM and
+    /// ANALYZE do in PostgreSQL; 0 means one at a time.
+    pub maintenance_io_concurrency: usize,
     /// Buffer pool size in bytes.
     pub shared_buffers_bytes: usize,
     /// Huge pages for the buffer pool's memory.
@@ -258,6 +263,7 @@ impl Default for IoConfig {
             io_max_concurrency: 64,
             io_combine_limit_blocks: 16,
             effective_io_concurrency: 16,
+            maintenance_io_concurrency: 16,
             shared_buffers_bytes: 128 * 1024 * 1024,
             huge_pages: HugePages::Try,
             direct_io: false,
@@ -267,7 +273,7 @@ impl Default for IoConfig {
 }
 
 /// The names [`IoConfig::set`] accepts.
-pub const SETTING_NAMES: [&str; 13] = [
+pub const SETTING_NAMES: [&str; 14] = [
     "io_method",
     "io_workers",
     "io_min_workers",
@@ -277,6 +283,7 @@ pub const SETTING_NAMES: [&str; 13] = [
     "io_max_concurrency",
     "io_combine_limit",
     "effective_io_concurrency",
+    "maintenance_io_concurrency",
     "shared_buffers",
     "huge_pages",
     "direct_io",
@@ -328,6 +335,14 @@ impl IoConfig {
             "effective_io_concurrency" => {
                 self.effective_io_concurrency = parse_count(
                     "effective_io_concurrency",
+                    value,
+                    0,
+                    MAX_EFFECTIVE_IO_CONCURRENCY,
+                )?;
+            }
+            "maintenance_io_concurrency" => {
+                self.maintenance_io_concurrency = parse_count(
+                    "maintenance_io_concurrency",
                     value,
                     0,
                     MAX_EFFECTIVE_IO_CONCURRENCY,
@@ -414,7 +429,7 @@ impl IoConfig {
 
     /// Checks the cross-setting invariants the per-setting parsers cannot see.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        let checks: [(&str, usize, usize, usize); 6] = [
+        let checks: [(&str, usize, usize, usize); 7] = [
             (
                 "io_workers",
                 self.io_workers,
@@ -438,6 +453,12 @@ impl IoConfig {
             (
                 "effective_io_concurrency",
                 self.effective_io_concurrency,
+                0,
+                MAX_EFFECTIVE_IO_CONCURRENCY,
+            ),
+            (
+                "maintenance_io_concurrency",
+                self.maintenance_io_concurrency,
                 0,
                 MAX_EFFECTIVE_IO_CONCURRENCY,
             ),
@@ -847,8 +868,27 @@ mod tests {
         assert_eq!(c.io_max_concurrency, 64);
         assert_eq!(c.io_combine_limit_bytes(), 128 * 1024);
         assert_eq!(c.effective_io_concurrency, 16);
+        assert_eq!(c.maintenance_io_concurrency, 16);
         assert_eq!(c.shared_buffers_bytes, 128 << 20);
         assert!(c.validate().is_ok());
+    }
+
+    #[test]
+    fn maintenance_io_concurrency_is_a_setting() {
+        let mut c = IoConfig::default();
+        c.set("maintenance-io-concurrency", "48").unwrap();
+        assert_eq!(c.maintenance_io_concurrency, 48);
+        assert_eq!(
+            c.effective_io_concurrency, 16,
+            "the other setting is untouched"
+        );
+        let err = c.set("maintenance_io_concurrency", "5000").unwrap_err();
+        assert!(
+            err.to_string().contains("maintenance_io_concurrency"),
+            "{err}"
+        );
+        c.maintenance_io_concurrency = 5000;
+        assert!(c.validate().is_err());
     }
 
     #[test]

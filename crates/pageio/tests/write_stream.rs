@@ -384,8 +384,39 @@ fn a_full_file_system_stops_the_stream(method: IoMethodKind) {
     }
 }
 
+/// Maintenance work takes its in-flight bound from `maintenance_io_concurrency`, not from
+/// `effective_io_concurrency`: with 3 against 16, a stream of one-block writes never has more
+/// than 3 in flight.
+fn maintenance_streams_use_maintenance_io_concurrency(method: IoMethodKind) {
+    let dir = tempfile::tempdir().unwrap();
+    let aio = Aio::new(IoConfig {
+        io_method: method,
+        effective_io_concurrency: 16,
+        maintenance_io_concurrency: 3,
+        io_combine_limit_blocks: 1,
+        ..IoConfig::default()
+    })
+    .unwrap();
+    let mut backend = aio.backend().unwrap();
+    let opts = WriteStreamOptions::for_maintenance(&backend);
+    assert_eq!(opts.max_ios_in_flight, 3);
+    assert_eq!(
+        WriteStreamOptions::from_backend(&backend).max_ios_in_flight,
+        16
+    );
+    let rel = RelFile::new(dir.path().join("16384"));
+    let blocks: Vec<u64> = (0..64).collect();
+    let (result, written, _) = run(&mut backend, &rel, opts, &blocks);
+    let stats = result.unwrap();
+    assert_eq!(stats.ios, 64, "{stats:?}");
+    assert!(stats.max_ios_in_flight_seen <= 3, "{stats:?}");
+    assert_eq!(written.len(), 64);
+    assert_eq!(std::fs::read(rel.path()).unwrap(), expected_image(&blocks));
+}
+
 per_method!(
     bytes_on_disk_buffered,
+    maintenance_streams_use_maintenance_io_concurrency,
     bytes_on_disk_direct,
     consecutive_blocks_are_combined,
     injected_eio_stops_the_stream,

@@ -86,6 +86,16 @@ impl WriteStreamOptions {
             combine_limit_blocks: config.io_combine_limit_blocks,
         }
     }
+
+    /// For maintenance work (`checksums --enable`): the subsystem's
+    /// `maintenance_io_concurrency` and `io_combine_limit`.
+    pub fn for_maintenance(backend: &Backend) -> WriteStreamOptions {
+        let config = backend.aio().config().clone();
+        WriteStreamOptions {
+            max_ios_in_flight: config.maintenance_io_concurrency,
+            combine_limit_blocks: config.io_combine_limit_blocks,
+        }
+    }
 }
 
 /// What a write stream did.

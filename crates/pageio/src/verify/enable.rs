@@ -362,7 +362,7 @@ fn rewriter(
     free: std::sync::mpsc::SyncSender<IoBuffer>,
 ) -> Result<(), VerifyError> {
     let mut backend = aio.backend()?;
-    let options = WriteStreamOptions::from_backend(&backend);
+    let options = WriteStreamOptions::for_maintenance(&backend);
     // Page buffers come back from the write stream and are reused.
     let mut free_pages: Vec<IoBuffer> = Vec::new();
     while let Ok((file_index, first_block, nblocks, read)) = filled.recv() {
