@@ -101,7 +101,7 @@ pub use write::{write_stream, WriteStreamOptions, WriteStreamStats};
 use std::collections::VecDeque;
 use std::time::Instant;
 
-use crate::aio::WaitRef;
+use crate::aio::{BatchHold, WaitRef};
 use crate::buffer::{BufferError, BufferId, BufferPool, BufferRing, Pinned, RelId};
 use crate::config::{IoMethodKind, BLCKSZ};
 use crate::storage::{OpenMode, RelFile};
@@ -737,7 +737,9 @@ impl<'p, D, F: FnMut() -> Option<(u64, D)>> ReadStream<'p, D, F> {
     }
 
     fn look_ahead(&mut self, backend: &mut Backend) -> Result<(), BufferError> {
-        backend.enter_batch_mode();
+        // Random reads go to the device as they are found, contiguous ones still merge
+        // (see the AIO module's "What a batch holds back").
+        backend.enter_batch_mode_with(BatchHold::Contiguous);
         let looked = self.look_ahead_batched(backend);
         backend.exit_batch_mode();
         self.assert_bookkeeping();
