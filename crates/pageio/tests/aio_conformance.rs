@@ -9,8 +9,8 @@ mod common;
 use std::sync::{Arc, Barrier};
 
 use pageio::aio::{
-    AioCallbacks, AioError, BlockRanges, Fault, FaultPlan, IoBuffer, IoOp, IoPipeline, IoStatus,
-    IoTarget, PipelineDriver, PipelineIo, SharedCompletion, SubmitFault,
+    AioCallbacks, AioError, BatchHold, BlockRanges, Fault, FaultPlan, IoBuffer, IoOp, IoPipeline,
+    IoStatus, IoTarget, PipelineDriver, PipelineIo, SharedCompletion, SubmitFault,
 };
 use pageio::config::{IoConfig, IoMethodKind, BLCKSZ};
 use pageio::storage::{OpenMode, RelFile, StorageError};
@@ -186,6 +186,48 @@ fn merging_happens_and_shows_in_counters(method: IoMethodKind) {
     assert_eq!(after.kernel_ios - before.kernel_ios, 3, "{after:?}");
     assert_eq!(after.ios_merged - before.ios_merged, 3);
     assert_eq!(after.blocks - before.blocks, 24);
+}
+
+/// A batch entered with `BatchHold::Contiguous` (what read streams use) holds a read back
+/// only while the next one continues it: contiguous reads still merge into one kernel I/O,
+/// and a read anywhere else sends what is staged to the kernel at once.
+fn contiguous_batches_send_other_reads_at_once(method: IoMethodKind) {
+    let (dir, _aio, mut backend, rel) = aio_with_rel(method, 64);
+    let other = make_rel(&mut backend, dir.path(), "16389", 64);
+    let before = backend.counters();
+    let issued = |backend: &Backend| backend.counters().ios_issued - before.ios_issued;
+    backend.enter_batch_mode_with(BatchHold::Contiguous);
+    let mut refs = vec![(stage_read(&mut backend, &rel, 0, 4), 0)];
+    refs.push((stage_read(&mut backend, &rel, 4, 4), 4));
+    assert_eq!(issued(&backend), 0, "contiguous reads wait to merge");
+    refs.push((stage_read(&mut backend, &rel, 40, 4), 40));
+    assert_eq!(issued(&backend), 2, "a gap sends the staged run at once");
+    let other_ref = stage_read(&mut backend, &other, 0, 4);
+    assert_eq!(issued(&backend), 3, "another file sends block 40 at once");
+    backend.exit_batch_mode();
+    assert_eq!(issued(&backend), 4);
+    for (wref, first) in refs {
+        let c = backend.wait(wref).expect("kept result");
+        assert_eq!(c.result.status, IoStatus::Ok);
+        assert_eq!(
+            c.buffer.unwrap().as_slice(),
+            &image(64)[first as usize * BLCKSZ..(first as usize + 4) * BLCKSZ]
+        );
+    }
+    assert!(backend.wait(other_ref).unwrap().result.is_ok());
+    let after = backend.counters();
+    assert_eq!(after.kernel_ios - before.kernel_ios, 3, "{after:?}");
+    assert_eq!(after.ios_merged - before.ios_merged, 1, "{after:?}");
+    assert_eq!(after.blocks - before.blocks, 16);
+    // A plain batch still holds everything back.
+    let before = backend.counters();
+    backend.enter_batch_mode();
+    let a = stage_read(&mut backend, &rel, 0, 4);
+    let b = stage_read(&mut backend, &rel, 40, 4);
+    assert_eq!(backend.counters().ios_issued, before.ios_issued);
+    backend.exit_batch_mode();
+    assert!(backend.wait(a).unwrap().result.is_ok());
+    assert!(backend.wait(b).unwrap().result.is_ok());
 }
 
 fn read_past_eof_is_partial_then_error(method: IoMethodKind) {
@@ -1322,6 +1364,7 @@ fn writes_and_reads_land_the_right_bytes_direct(method: IoMethodKind) {
 conformance!(
     writes_and_reads_land_the_right_bytes_buffered,
     merging_happens_and_shows_in_counters,
+    contiguous_batches_send_other_reads_at_once,
     read_past_eof_is_partial_then_error,
     injected_eio_is_a_typed_error_naming_file_and_block,
     injected_short_reads_are_partial_and_reissued,
