@@ -47,7 +47,11 @@ use crate::CliResult;
     pageio scan --pgdata DIR --table mydb.public.t --select 'count(*), sum(x), max(name)' --where 'id between 1 and 1000' --kind bitmap --json\n  \
     pageio scan --pgdata /var/lib/postgresql/18/main --heap base/5/16384 --kind seq\n  \
     pageio scan --pgdata DIR --heap base/5/16384 --index base/5/16394 --kind index --where 'a between 100 and 200' --cold\n  \
-    pageio scan --dataset uniform --data-dir ./datasets --kind bitmap --io-method io_uring --json")]
+    pageio scan --dataset uniform --data-dir ./datasets --kind bitmap --io-method io_uring --json\n\n\
+Without --io-method (or an io_method line in --config), scan uses io_method=auto: io_uring \
+when the kernel allows it, else worker with one line saying why — the fastest here on every \
+scan kind, cold and warm (docs/BENCHMARKS.md, \"Scan defaults\"). PostgreSQL's own default \
+is worker; pass --io-method worker to compare.")]
 pub struct ScanArgs {
     /// PostgreSQL data directory holding the relation files
     #[arg(long, value_name = "DIR", conflicts_with = "dataset")]
@@ -326,7 +330,9 @@ pub fn run(args: ScanArgs) -> CliResult {
     if args.table.is_some() {
         return run_table(args);
     }
-    let config = args.settings.to_config()?;
+    let config = pageio::scan::scan_config(args.settings.to_config()?, |name| {
+        args.settings.is_set(name)
+    });
     let kind: ScanKind = args.kind.parse()?;
 
     let policy = parse_policy(&args.distance_policy)?;
@@ -441,7 +447,9 @@ fn parallel_workers(kind: ScanKind, parallel: Option<u16>) -> Result<usize, Stri
 }
 
 fn run_table(args: ScanArgs) -> CliResult {
-    let config = args.settings.to_config()?;
+    let config = pageio::scan::scan_config(args.settings.to_config()?, |name| {
+        args.settings.is_set(name)
+    });
     let kind: ScanKind = args.kind.parse()?;
     let policy = parse_policy(&args.distance_policy)?;
     let pgdata = args.pgdata.clone().ok_or("--table needs --pgdata")?;

@@ -283,3 +283,49 @@ fn bad_input_names_the_fix() {
         assert!(err.starts_with("pageio: error: "), "{err}");
     }
 }
+
+/// Scan's io_method default is auto (io_uring when the kernel allows it, else worker with the
+/// reason on stderr); an explicit flag or config-file line wins; the answer is the same.
+#[test]
+fn scan_defaults_to_io_method_auto_unless_chosen() {
+    let (dir, pgdata) = fixture();
+    let pgdata = pgdata.to_str().unwrap();
+    let scan = |extra: &[&str]| {
+        let mut args = vec![
+            "scan",
+            "--pgdata",
+            pgdata,
+            "--heap",
+            rel("uniform"),
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        let out = pageio(&args);
+        let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+        assert!(out.status.success(), "{extra:?}: {stderr}");
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        (v, stderr)
+    };
+    let (v, stderr) = scan(&[]);
+    let method = v["io_method"].as_str().unwrap().to_string();
+    let uring_works = pageio::aio::method::uring::probe().is_ok();
+    if uring_works {
+        assert_eq!(method, "io_uring", "{stderr}");
+    } else {
+        assert_eq!(method, "worker");
+        assert!(
+            stderr.contains("io_uring"),
+            "the fallback says why: {stderr}"
+        );
+    }
+    let rows = v["rows"].as_u64().unwrap();
+    assert_eq!(rows, 20000);
+    let (v, _) = scan(&["--io-method", "worker"]);
+    assert_eq!(v["io_method"], "worker");
+    assert_eq!(v["rows"].as_u64(), Some(rows));
+    let conf = dir.path().join("sync.conf");
+    std::fs::write(&conf, "io_method = sync\n").unwrap();
+    let (v, _) = scan(&["--config", conf.to_str().unwrap()]);
+    assert_eq!(v["io_method"], "sync");
+    assert_eq!(v["rows"].as_u64(), Some(rows));
+}

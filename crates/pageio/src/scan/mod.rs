@@ -111,6 +111,7 @@ use crate::stream::{DistancePolicy, ReadStream, StreamOptions, StreamOrder, Stre
 use crate::Backend;
 
 pub mod aggregate;
+mod defaults;
 pub mod detoast;
 mod parallel;
 mod predicate;
@@ -121,6 +122,7 @@ pub use parallel::{
     DEFAULT_PARALLEL_WORKERS_LIMIT, MAX_PARALLEL_WORKERS,
 };
 pub mod value;
+pub use defaults::scan_config;
 pub use predicate::{float8_cmp, parse_float8};
 pub use relpath::{resolve_relation_path, RelPathError, RelationKind};
 
