@@ -10,8 +10,10 @@
 //!   main thread                         connection thread (owns the postgres::Client)
 //!   ───────────                         ─────────────────────────────────────────────
 //!   parse --dsn, fill libpq defaults
-//!   spawn ─────────────────────────────► connect (connect_timeout), check the version
-//!   wait ≤ CONNECT bound  ◄──────────── Ready(server facts)   or a typed error
+//!   spawn ─────────────────────────────► connect (TCP and startup exchange)
+//!   wait ≤ connect_timeout + 1 s ◄───── Connected             or a typed error
+//!                                         check the version and the privilege
+//!   wait ≤ check bound    ◄──────────── Ready(server facts)   or a typed error
 //!   every interval: ask ───────────────► START TRANSACTION READ ONLY
 //!                                         SELECT … pg_aios, pg_stat_activity, pg_stat_io
 //!                                         SELECT … pg_filenode_relation (new files only)
@@ -255,7 +257,7 @@ fn lines_loop(
 /// the connection read-only and fast to give up (see the module docs).
 fn parse_dsn(dsn: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Config, ServerError> {
     let mut config: Config = dsn.parse().map_err(|e: postgres::Error| ServerError::Dsn {
-        cause: e.to_string(),
+        cause: error_text(&e),
     })?;
     if config.get_hosts().is_empty() {
         let host = env("PGHOST").unwrap_or_else(|| {
@@ -340,15 +342,25 @@ fn describe_target(config: &Config) -> String {
     text
 }
 
-/// The most the main thread waits for the first answer: the TCP connect, then the startup
-/// exchange and the version check.
+/// The most the main thread waits for the connection: like libpq's `connect_timeout`, it
+/// covers the TCP connect and the startup exchange (authentication), once per host tried
+/// (the client library's own timeout covers only the TCP connect).
 fn connect_bound(config: &Config) -> Duration {
     config
         .get_connect_timeout()
         .copied()
         .unwrap_or(DEFAULT_CONNECT_TIMEOUT)
         .saturating_mul(config.get_hosts().len().max(1) as u32)
-        + answer_bound()
+        + CONNECT_SLACK
+}
+
+/// Slack on top of `connect_timeout` for the startup exchange on a server that answered
+/// the TCP connect.
+const CONNECT_SLACK: Duration = Duration::from_secs(1);
+
+/// The most the main thread waits for the version and privilege checks.
+fn check_bound() -> Duration {
+    Duration::from_millis(STATEMENT_TIMEOUT_MS) * 2 + ROUND_TRIP_SLACK
 }
 
 /// The most the main thread waits for one sample.
@@ -398,7 +410,9 @@ struct Rows {
 
 /// What the connection thread sends back.
 enum Answer {
-    /// Connected; the server's facts.
+    /// The startup exchange finished.
+    Connected,
+    /// The checks passed; the server's facts.
     Ready(ServerFacts),
     /// One sample.
     Sample(Box<Rows>),
@@ -430,9 +444,19 @@ impl Sampler {
                 target: target.clone(),
                 cause: format!("cannot start the connection thread: {e}"),
             })?;
-        let facts = match wait_answer(&answer_rx, bound, &target, "connecting")? {
-            Answer::Ready(facts) => facts,
-            Answer::Sample(_) => unreachable!("the connection thread answers Ready first"),
+        let mut facts = None;
+        for (bound, doing) in [
+            (bound, "connecting"),
+            (check_bound(), "checking the version and privileges"),
+        ] {
+            match wait_answer(&answer_rx, bound, &target, doing)? {
+                Answer::Connected => {}
+                Answer::Ready(ready) => facts = Some(ready),
+                Answer::Sample(_) => unreachable!("the connection thread samples only when asked"),
+            }
+        }
+        let Some(facts) = facts else {
+            unreachable!("the connection thread answers Connected, then Ready")
         };
         Ok(Sampler {
             requests: request_tx,
@@ -453,7 +477,9 @@ impl Sampler {
         })?;
         let rows = match wait_answer(&self.answers, answer_bound(), &target, "sampling")? {
             Answer::Sample(rows) => rows,
-            Answer::Ready(_) => unreachable!("Ready is sent once, before any sample"),
+            Answer::Connected | Answer::Ready(_) => {
+                unreachable!("Connected and Ready are sent once, before any sample")
+            }
         };
         let counters = counters_by_backend_type(&rows.stat_io);
         let rates = self.previous.as_ref().map(|(when, before)| {
@@ -511,6 +537,9 @@ fn serve(
             return;
         }
     };
+    if answers.send(Ok(Answer::Connected)).is_err() {
+        return;
+    }
     let facts = match check_server(&mut client, &target) {
         Ok(facts) => facts,
         Err(e) => {
