@@ -2,6 +2,8 @@
 //! PostgreSQL 18 server), in the columns of PostgreSQL's `pg_aios` view.
 
 mod server;
+// Used by the pageio-process view below and by the server view.
+#[allow(dead_code)]
 pub mod term;
 
 use clap::Args;
