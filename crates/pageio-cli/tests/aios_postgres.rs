@@ -10,6 +10,11 @@
 //! when built with liburing). The server logs every statement (`log_statement=all`), and
 //! every statement the command sent must be a SELECT inside a read-only transaction.
 //!
+//! A second session scans a table in another database: its I/Os are shown by file and
+//! relfilenode with that database's name, saying why the relation has no name.
+//! Under worker, `--watch` runs full screen in tmux: its panels and columns show, it
+//! refreshes, and `q` ends it.
+//!
 //! Errors: an unreachable server (a refused port, and a port that accepts but never
 //! answers: bounded by connect_timeout, no hang), a role without pg_read_all_stats, a bad
 //! DSN: exit 2 with a message naming the cause and the fix.
@@ -73,6 +78,34 @@ fn dsn(root: &Path, user: &str) -> String {
     )
 }
 
+/// Runs `sql` in the database `other`.
+fn other_psql(bin: &Path, root: &Path, sql: &str) {
+    let host = root.display().to_string();
+    let out = Command::new(bin.join("psql"))
+        .args([
+            "-h",
+            &host,
+            "-U",
+            "postgres",
+            "-d",
+            "other",
+            "-X",
+            "-qAt",
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-c",
+            sql,
+        ])
+        .current_dir("/tmp")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// Empties the page cache (root only), so the scan reads from the device.
 fn drop_caches() {
     if is_root() {
@@ -89,7 +122,7 @@ struct Scanner {
 
 impl Scanner {
     /// Starts the session and reads its backend pid (the first line it prints).
-    fn start(bin: &Path, root: &Path) -> Scanner {
+    fn start(bin: &Path, root: &Path, database: &str, table: &str) -> Scanner {
         let host = root.display().to_string();
         let mut args: Vec<String> = [
             "-h",
@@ -97,7 +130,7 @@ impl Scanner {
             "-U",
             "postgres",
             "-d",
-            "postgres",
+            database,
             "-X",
             "-qAt",
             "-c",
@@ -109,7 +142,7 @@ impl Scanner {
         // Far more scans than the sampling needs; the session is killed at the end.
         for _ in 0..500 {
             args.push("-c".into());
-            args.push("SELECT count(*) FROM big".into());
+            args.push(format!("SELECT count(*) FROM {table}"));
         }
         let mut child = Command::new(bin.join("psql"))
             .args(&args)
@@ -198,15 +231,31 @@ fn sees_a_cold_scan(bin: &Path, io_method: &str) {
         .psql("SELECT pg_relation_filepath('big')")
         .trim()
         .to_string();
+    // A table in another database: its I/O is shown by file, saying why it has no name.
+    server.psql("CREATE DATABASE other");
+    other_psql(
+        bin,
+        &root,
+        "CREATE TABLE elsewhere AS SELECT g AS a, repeat('y', 100) AS b FROM generate_series(1, 300000) g",
+    );
+    let other_oid = server
+        .psql("SELECT oid FROM pg_database WHERE datname = 'other'")
+        .trim()
+        .to_string();
     drop_caches();
-    let scanner = Scanner::start(bin, &root);
+    let scanner = Scanner::start(bin, &root, "postgres", "big");
+    let other_scanner = Scanner::start(bin, &root, "other", "elsewhere");
+    let mut seen_other: Option<Value> = None;
 
     let dsn = dsn(&root, "postgres");
     let deadline = Instant::now() + SAMPLING_BOUND;
     let mut seen: Option<Value> = None;
     let mut reads_grew = false;
     let mut attempts = 0;
-    while (seen.is_none() || !reads_grew) && Instant::now() < deadline {
+    let wanted = |seen: &Option<Value>, seen_other: &Option<Value>, reads_grew: bool| {
+        reads_grew && (io_method == "sync" || (seen.is_some() && seen_other.is_some()))
+    };
+    while !wanted(&seen, &seen_other, reads_grew) && Instant::now() < deadline {
         attempts += 1;
         let out = pageio_bounded(
             &[
@@ -294,6 +343,27 @@ fn sees_a_cold_scan(bin: &Path, io_method: &str) {
                     );
                     seen.get_or_insert_with(|| io.clone());
                 }
+                if io["pg_aios"]["pid"].as_i64() == Some(other_scanner.pid) {
+                    let relation = &io["relation"];
+                    assert_eq!(relation["database"], "other", "{io}");
+                    assert_eq!(relation["database_oid"].to_string(), other_oid, "{io}");
+                    assert!(relation["name"].is_null(), "{io}");
+                    let note = relation["note"].as_str().unwrap();
+                    assert!(
+                        note.contains(&format!("in database \"other\" (OID {other_oid}), not the connected database \"postgres\"")),
+                        "{note}"
+                    );
+                    let by_relation = doc["in_flight_by_relation"].as_array().unwrap();
+                    let label = format!(
+                        "file {} (database other)",
+                        relation["file"].as_str().unwrap()
+                    );
+                    assert!(
+                        by_relation.iter().any(|r| r["relation"] == label.as_str()),
+                        "{label} not in {by_relation:?}"
+                    );
+                    seen_other.get_or_insert_with(|| io.clone());
+                }
             }
             if io_method == "worker" {
                 assert!(
@@ -334,8 +404,19 @@ fn sees_a_cold_scan(bin: &Path, io_method: &str) {
             )
         });
         eprintln!("{io_method}: saw {io}");
+        let io = seen_other.unwrap_or_else(|| {
+            panic!(
+                "{io_method}: no pg_aios row of pid {} (database other) within {SAMPLING_BOUND:?}",
+                other_scanner.pid
+            )
+        });
+        eprintln!("{io_method}: saw in another database {io}");
+    }
+    if io_method == "worker" {
+        full_screen_under_tmux(&dsn);
     }
     drop(scanner);
+    drop(other_scanner);
 
     // The plain one-snapshot view and the plain line per interval.
     let out = pageio_bounded(&["aios", "--dsn", &dsn], 60);
@@ -382,6 +463,124 @@ fn sees_a_cold_scan(bin: &Path, io_method: &str) {
         .iter()
         .any(|s| s.contains("pg_filenode_relation")));
     drop(server);
+}
+
+/// A tmux session, killed when dropped (a failing check leaves no session behind).
+struct Tmux(String);
+
+impl Tmux {
+    fn capture(&self) -> String {
+        let out = Command::new("tmux")
+            .args(["capture-pane", "-p", "-t", &self.0])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn alive(&self) -> bool {
+        Command::new("tmux")
+            .args(["has-session", "-t", &self.0])
+            .stderr(Stdio::null())
+            .status()
+            .unwrap()
+            .success()
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .args(["kill-session", "-t", &self.0])
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
+/// `--watch` on a real terminal (tmux): the full-screen view shows its panels and columns,
+/// refreshes, and quits on `q`.
+fn full_screen_under_tmux(dsn: &str) {
+    if Command::new("tmux").arg("-V").output().is_err() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "tmux is missing (CI is set: a failure)"
+        );
+        eprintln!("SKIP the full-screen check: no tmux");
+        return;
+    }
+    let tmux = Tmux(format!("pageio-aios-dsn-{}", std::process::id()));
+    let command = format!(
+        "{} aios --dsn '{dsn}' --watch --interval 0.2",
+        env!("CARGO_BIN_EXE_pageio")
+    );
+    let ok = Command::new("tmux")
+        .args([
+            "new-session",
+            "-d",
+            "-s",
+            &tmux.0,
+            "-x",
+            "160",
+            "-y",
+            "45",
+            &command,
+        ])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "tmux new-session");
+    let wait_for = |what: &dyn Fn(&str) -> bool, bound: Duration| -> String {
+        let deadline = Instant::now() + bound;
+        loop {
+            let screen = tmux.capture();
+            if what(&screen) {
+                return screen;
+            }
+            assert!(Instant::now() < deadline, "screen never matched:\n{screen}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    let columns = [
+        "pg_stat_io, per second",
+        "backend_type",
+        "reads/s",
+        "read MB/s",
+        "hits/s",
+        "in flight by backend",
+        "in flight by relation",
+        "io workers",
+        "pg_aios",
+        "target_desc",
+        "client backend",
+    ];
+    let first = wait_for(
+        &|screen| columns.iter().all(|c| screen.contains(c)),
+        Duration::from_secs(20),
+    );
+    let stamp = |screen: &str| {
+        screen
+            .lines()
+            .next()
+            .and_then(|line| line.split("sampled ").nth(1))
+            .unwrap_or_default()
+            .to_string()
+    };
+    let first_stamp = stamp(&first);
+    assert!(!first_stamp.is_empty(), "{first}");
+    wait_for(
+        &|screen| !stamp(screen).is_empty() && stamp(screen) != first_stamp,
+        Duration::from_secs(20),
+    );
+    let ok = Command::new("tmux")
+        .args(["send-keys", "-t", &tmux.0, "q"])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "tmux send-keys");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while tmux.alive() {
+        assert!(Instant::now() < deadline, "q did not end the watch");
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 #[test]

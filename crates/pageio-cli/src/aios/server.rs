@@ -765,10 +765,12 @@ pub struct RelationRef {
 }
 
 impl RelationRef {
-    /// `schema.name` when resolved, else the file with the reason.
+    /// `schema.name` when resolved, else the file (and its database, when known: a file
+    /// of another database is the usual reason for no name).
     pub fn label(&self) -> String {
-        match (&self.schema, &self.name) {
-            (Some(schema), Some(name)) => format!("{schema}.{name}"),
+        match (&self.schema, &self.name, &self.database) {
+            (Some(schema), Some(name), _) => format!("{schema}.{name}"),
+            (_, _, Some(database)) => format!("file {} (database {database})", self.file),
             _ => format!("file {}", self.file),
         }
     }
@@ -1415,7 +1417,25 @@ impl View for ServerView {
 
         let r = &self.report;
         let bold = Style::default().add_modifier(Modifier::BOLD);
-        let rates: Vec<&Rates> = r.rates.iter().flatten().collect();
+        // Only the backend types that did I/O this interval (and the total): a server has
+        // fifteen, most of them idle, and the screen is for what moves.
+        let rates: Vec<&Rates> = r
+            .rates
+            .iter()
+            .flatten()
+            .filter(|rate| {
+                rate.backend_type == "total"
+                    || [
+                        rate.reads_per_s,
+                        rate.hits_per_s,
+                        rate.writes_per_s,
+                        rate.extends_per_s,
+                        rate.evictions_per_s,
+                    ]
+                    .iter()
+                    .any(|&v| v > 0.0)
+            })
+            .collect();
         let rates_height = (rates.len() as u16).max(1) + 3;
         let backends_height = (r.in_flight_by_backend.len() as u16).clamp(1, 8) + 3;
         let relations_height = (r.in_flight_by_relation.len() as u16).clamp(1, 8) + 3;
