@@ -15,7 +15,8 @@
 //! Under worker, `--watch` runs full screen in tmux: its panels and columns show, it
 //! refreshes, and `q` ends it.
 //!
-//! Errors: an unreachable server (a refused port, and a port that accepts but never
+//! Errors: a server older than 18 (a fake speaking the protocol as PostgreSQL 17), an
+//! unreachable server (a refused port, and a port that accepts but never
 //! answers: bounded by connect_timeout, no hang), a role without pg_read_all_stats, a bad
 //! DSN: exit 2 with a message naming the cause and the fix.
 //!
@@ -699,5 +700,104 @@ fn aios_dsn_role_without_pg_read_all_stats_is_told_what_to_grant() {
         // The I/O workers are named (pg_read_all_stats shows their wait events).
         assert!(doc["io_workers"]["count"].as_u64().unwrap() >= 1, "{doc}");
         drop(server);
+    });
+}
+
+/// Appends one backend message: its type byte, its length (which counts itself) and body.
+fn message(out: &mut Vec<u8>, kind: u8, body: &[u8]) {
+    out.push(kind);
+    out.extend_from_slice(&(body.len() as u32 + 4).to_be_bytes());
+    out.extend_from_slice(body);
+}
+
+/// A server speaking just enough of the PostgreSQL protocol (v3) to claim a version:
+/// it trusts the startup, answers each simple query with one row of `values` (text
+/// columns), and stops at the client's Terminate or end of stream. Returns the port and a
+/// handle yielding the queries it was sent.
+fn fake_server(values: Vec<&'static str>) -> (u16, std::thread::JoinHandle<Vec<String>>) {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let handle = std::thread::spawn(move || {
+        let (mut stream, _) = listener.accept().unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
+        let mut length = [0u8; 4];
+        stream.read_exact(&mut length).unwrap();
+        let mut startup = vec![0u8; u32::from_be_bytes(length) as usize - 4];
+        stream.read_exact(&mut startup).unwrap();
+        let mut out = Vec::new();
+        message(&mut out, b'R', &0u32.to_be_bytes()); // AuthenticationOk
+        let mut key = 4242u32.to_be_bytes().to_vec();
+        key.extend_from_slice(&7u32.to_be_bytes());
+        message(&mut out, b'K', &key);
+        message(&mut out, b'Z', b"I");
+        stream.write_all(&out).unwrap();
+        let mut queries = Vec::new();
+        loop {
+            let mut kind = [0u8; 1];
+            if stream.read_exact(&mut kind).is_err() {
+                break;
+            }
+            stream.read_exact(&mut length).unwrap();
+            let mut body = vec![0u8; u32::from_be_bytes(length) as usize - 4];
+            stream.read_exact(&mut body).unwrap();
+            match kind[0] {
+                b'Q' => {
+                    queries.push(String::from_utf8_lossy(&body[..body.len() - 1]).into_owned());
+                    let mut out = Vec::new();
+                    let mut description = (values.len() as u16).to_be_bytes().to_vec();
+                    for i in 0..values.len() {
+                        description.extend_from_slice(format!("c{i}\0").as_bytes());
+                        description.extend_from_slice(&0u32.to_be_bytes()); // table
+                        description.extend_from_slice(&0u16.to_be_bytes()); // column
+                        description.extend_from_slice(&25u32.to_be_bytes()); // text
+                        description.extend_from_slice(&(-1i16).to_be_bytes());
+                        description.extend_from_slice(&(-1i32).to_be_bytes());
+                        description.extend_from_slice(&0u16.to_be_bytes());
+                    }
+                    message(&mut out, b'T', &description);
+                    let mut row = (values.len() as u16).to_be_bytes().to_vec();
+                    for value in &values {
+                        row.extend_from_slice(&(value.len() as u32).to_be_bytes());
+                        row.extend_from_slice(value.as_bytes());
+                    }
+                    message(&mut out, b'D', &row);
+                    message(&mut out, b'C', b"SELECT 1\0");
+                    message(&mut out, b'Z', b"I");
+                    stream.write_all(&out).unwrap();
+                }
+                b'X' => break,
+                other => panic!(
+                    "the fake server only speaks the simple protocol, got {:?}",
+                    other as char
+                ),
+            }
+        }
+        queries
+    });
+    (port, handle)
+}
+
+#[test]
+fn aios_dsn_server_older_than_18_is_named() {
+    with_watchdog("aios_dsn_old_server", 60, || {
+        let (port, server) = fake_server(vec!["170002", "17.2", "postgres", "u", "5", "", ""]);
+        let dsn = format!("host=127.0.0.1 port={port} user=u dbname=postgres");
+        fails_with(
+            &["aios", "--dsn", &dsn],
+            30,
+            &[&format!(
+                "pageio: error: PostgreSQL at host=127.0.0.1 port={port} dbname=postgres user=u is version 17.2 (server_version_num 170002): the pg_aios view exists from PostgreSQL 18 on; point --dsn at a PostgreSQL 18 server"
+            )],
+        );
+        // Only the version was asked, nothing version-specific.
+        let queries = server.join().unwrap();
+        assert_eq!(queries.len(), 1, "{queries:?}");
+        assert!(
+            queries[0].starts_with("SELECT current_setting('server_version_num')"),
+            "{queries:?}"
+        );
     });
 }

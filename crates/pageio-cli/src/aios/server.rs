@@ -128,7 +128,7 @@ pub enum ServerError {
         cause: String,
     },
     /// No answer within the bound.
-    #[error("PostgreSQL at {target} did not answer within {bound_secs} s while {doing}; the server is overloaded or unreachable (a firewall dropping packets?): check it, or set connect_timeout in --dsn")]
+    #[error("PostgreSQL at {target} did not answer within {bound_secs} s while {doing}; the server is overloaded or unreachable (a firewall dropping packets?): {fix}")]
     Timeout {
         /// Host, port, database and user.
         target: String,
@@ -136,6 +136,8 @@ pub enum ServerError {
         doing: &'static str,
         /// The bound, in seconds.
         bound_secs: u64,
+        /// What to do about it.
+        fix: &'static str,
     },
     /// The server has no `pg_aios`.
     #[error("PostgreSQL at {target} is version {version} (server_version_num {version_num}): the pg_aios view exists from PostgreSQL 18 on; point --dsn at a PostgreSQL 18 server")]
@@ -187,6 +189,11 @@ pub fn run(args: &AiosArgs) -> Result<i32, Box<dyn std::error::Error>> {
     }
     let interval = Duration::from_secs_f64(args.interval);
     let config = parse_dsn(dsn, &|name| std::env::var(name).ok())?;
+    if args.count == Some(0) {
+        // Zero samples asked for, zero shown (as `--watch --count 0` does for pageio
+        // processes); the DSN is checked, but no connection is needed.
+        return Ok(0);
+    }
     let mut sampler = Sampler::connect(config, args.pid)?;
 
     let repeated = args.watch || args.count.is_some();
@@ -452,12 +459,14 @@ impl Sampler {
             match wait_answer(&answer_rx, bound, &target, doing)? {
                 Answer::Connected => {}
                 Answer::Ready(ready) => facts = Some(ready),
-                Answer::Sample(_) => unreachable!("the connection thread samples only when asked"),
+                Answer::Sample(_) => {}
             }
         }
-        let Some(facts) = facts else {
-            unreachable!("the connection thread answers Connected, then Ready")
-        };
+        let facts = facts.ok_or_else(|| ServerError::Query {
+            target: target.clone(),
+            doing: "connecting",
+            cause: "the connection thread answered out of order".into(),
+        })?;
         Ok(Sampler {
             requests: request_tx,
             answers: answer_rx,
@@ -478,7 +487,11 @@ impl Sampler {
         let rows = match wait_answer(&self.answers, answer_bound(), &target, "sampling")? {
             Answer::Sample(rows) => rows,
             Answer::Connected | Answer::Ready(_) => {
-                unreachable!("Connected and Ready are sent once, before any sample")
+                return Err(ServerError::Query {
+                    target,
+                    doing: "sampling",
+                    cause: "the connection thread answered out of order".into(),
+                })
             }
         };
         let counters = counters_by_backend_type(&rows.stat_io);
@@ -510,6 +523,11 @@ fn wait_answer(
             target: target.to_string(),
             doing,
             bound_secs: bound.as_secs_f64().ceil() as u64,
+            fix: if doing == "connecting" {
+                "check the host and port, or give a slow server longer with connect_timeout=SECS in --dsn"
+            } else {
+                "check the server's load (pg_stat_activity, the host's CPU and disks) and the network, then run again"
+            },
         }),
         Err(mpsc::RecvTimeoutError::Disconnected) => Err(ServerError::Query {
             target: target.to_string(),
@@ -588,6 +606,18 @@ fn error_text(e: &postgres::Error) -> String {
     }
 }
 
+/// An error unless the server has `pg_aios` (PostgreSQL 18 or later).
+fn check_version(target: &str, version: &str, version_num: i32) -> Result<(), ServerError> {
+    if version_num < PG_AIOS_SINCE_VERSION_NUM {
+        return Err(ServerError::Version {
+            target: target.to_string(),
+            version: version.to_string(),
+            version_num,
+        });
+    }
+    Ok(())
+}
+
 /// Version and privilege checks, and the facts shown in every report.
 fn check_server(client: &mut Client, target: &str) -> Result<ServerFacts, ServerError> {
     let query_error = |doing: &'static str| {
@@ -597,35 +627,45 @@ fn check_server(client: &mut Client, target: &str) -> Result<ServerFacts, Server
             cause: error_text(&e),
         }
     };
-    let row = client
-        .query_one(
-            "SELECT current_setting('server_version_num')::int4, \
-                    current_setting('server_version'), current_database()::text, \
-                    current_user::text, \
-                    (SELECT oid::int8 FROM pg_database WHERE datname = current_database()), \
+    // The simple (text) protocol: any PostgreSQL version answers it the same way, so the
+    // version is read before anything version-specific is asked.
+    let messages = client
+        .simple_query(
+            "SELECT current_setting('server_version_num'), current_setting('server_version'), \
+                    current_database(), current_user, \
+                    (SELECT oid FROM pg_database WHERE datname = current_database()), \
                     coalesce(current_setting('io_method', true), ''), \
                     coalesce(current_setting('io_workers', true), '')",
-            &[],
         )
         .map_err(query_error("reading the server version"))?;
-    let version_num: i32 = row.get(0);
-    let version: String = row.get(1);
-    if version_num < PG_AIOS_SINCE_VERSION_NUM {
-        return Err(ServerError::Version {
+    let Some(row) = messages.iter().find_map(|message| match message {
+        postgres::SimpleQueryMessage::Row(row) => Some(row),
+        _ => None,
+    }) else {
+        return Err(ServerError::Query {
             target: target.to_string(),
-            version,
-            version_num,
+            doing: "reading the server version",
+            cause: "the server returned no row".into(),
         });
-    }
-    let role: String = row.get(3);
-    let database_oid: i64 = row.get(4);
+    };
+    let field = |i: usize| row.get(i).unwrap_or_default().to_string();
+    let version = field(1);
+    let version_num: i32 = field(0).parse().map_err(|_| ServerError::Query {
+        target: target.to_string(),
+        doing: "reading the server version",
+        cause: format!("server_version_num {:?} is not a number", field(0)),
+    })?;
+    check_version(target, &version, version_num)?;
+    let role = field(3);
+    let database_oid: u32 = field(4).parse().unwrap_or(0);
     let may_read: bool = client
         .query_one(
             "SELECT has_table_privilege('pg_catalog.pg_aios', 'SELECT')",
             &[],
         )
         .map_err(query_error("checking the privilege to read pg_aios"))?
-        .get(0);
+        .try_get(0)
+        .map_err(query_error("checking the privilege to read pg_aios"))?;
     if !may_read {
         return Err(ServerError::Privilege {
             target: target.to_string(),
@@ -636,11 +676,11 @@ fn check_server(client: &mut Client, target: &str) -> Result<ServerFacts, Server
         target: target.to_string(),
         version,
         version_num,
-        database: row.get(2),
-        database_oid: database_oid as u32,
+        database: field(2),
+        database_oid,
         role,
-        io_method: row.get(5),
-        io_workers_setting: row.get(6),
+        io_method: field(5),
+        io_workers_setting: field(6),
     })
 }
 
@@ -1774,6 +1814,10 @@ mod tests {
     }
 
     fn sample_view() -> ServerView {
+        sample_view_of(None)
+    }
+
+    fn sample_view_of(pid_filter: Option<i32>) -> ServerView {
         let facts = ServerFacts {
             target: "host=/tmp port=5432 dbname=postgres user=postgres".into(),
             version: "18.6".into(),
@@ -1827,7 +1871,7 @@ mod tests {
             evictions_per_s: 0.0,
         }]);
         ServerView {
-            report: build_report(&facts, rows, BTreeMap::new(), rates, Some(1.0), None),
+            report: build_report(&facts, rows, BTreeMap::new(), rates, Some(1.0), pid_filter),
         }
     }
 
@@ -1851,6 +1895,19 @@ mod tests {
             snapshot[4],
             "4242  client backend  SUBMITTED  readv      8192   24576  public.big  blocks 1..3 in file \"base/5/16384\""
         );
+    }
+
+    #[test]
+    fn pid_filter_keeps_only_that_backend() {
+        let view = sample_view_of(Some(4242));
+        assert_eq!(view.report.in_flight.len(), 1);
+        let view = sample_view_of(Some(1));
+        assert!(view.report.in_flight.is_empty());
+        assert!(view.report.in_flight_by_backend.is_empty());
+        assert!(view.report.in_flight_by_relation.is_empty());
+        assert_eq!(view.snapshot_lines()[2], "no I/O in flight for pid 1");
+        // The I/O workers are counted whatever the filter.
+        assert_eq!(view.report.io_workers.count, 2);
     }
 
     #[test]
