@@ -54,7 +54,9 @@ Examples:
   pageio aios                      every pageio process, once
   pageio aios --pid 4242 --json    one process, as JSON
   pageio aios --watch              a live view like top (q, Esc or Ctrl-C quits)
-  pageio aios --watch | cat        one plain line per process per second")]
+  pageio aios --watch | cat        one plain line per process per second
+  pageio aios --dsn 'host=/var/run/postgresql user=monitor' --watch
+                                   a running PostgreSQL 18: pg_aios, pg_stat_io rates")]
 pub struct AiosArgs {
     /// Only the pageio process with this pid
     #[arg(long, value_name = "PID")]
