@@ -17,17 +17,18 @@
 //!   every interval: ask ───────────────► START TRANSACTION READ ONLY
 //!                                         SELECT … pg_aios, pg_stat_activity, pg_stat_io
 //!                                         SELECT … pg_filenode_relation (new files only)
-//!   wait ≤ SAMPLE bound   ◄──────────── COMMIT; the rows
+//!   wait ≤ answer bound   ◄──────────── COMMIT; the rows
 //!   deltas of pg_stat_io → rates; group pg_aios by backend and relation; print / draw
 //! ```
 //!
 //! ## Never a hang, never a write
 //!
 //! A monitoring tool must not become the problem on a server that already has one. Every
-//! statement it sends is a `SELECT` inside `START TRANSACTION READ ONLY`, and the session
-//! starts with `default_transaction_read_only=on`, `statement_timeout` and `lock_timeout`
-//! set low (in the startup packet, so not even a `SET` is sent): a catalog lock held by a
-//! long DDL makes a sample fail fast instead of queueing behind it. The client library's
+//! statement it sends is a `SELECT`; each sample runs inside `START TRANSACTION READ ONLY …
+//! COMMIT`, and the session starts with `default_transaction_read_only=on` (so the two
+//! checks at connect run read-only too), `statement_timeout` and `lock_timeout` set low —
+//! all in the startup packet, so not even a `SET` is sent. A catalog lock held by a long
+//! DDL makes a sample fail fast instead of queueing behind it. The client library's
 //! `connect_timeout` bounds only the TCP connect, not a server that accepts and then says
 //! nothing, and no server-side timeout helps when the network drops packets; so the client
 //! lives on its own thread and the main thread waits for each answer with a bound
@@ -44,6 +45,15 @@
 //! in `global/`) are shown as `schema.name`; a file of another database is shown by its
 //! path and relfilenode with the database's name, saying it was not resolved. Lookups are
 //! cached per file ([`RELATION_CACHE_ENTRIES`]), so a steady scan costs one lookup.
+//!
+//! ## Output
+//!
+//! One sample, no `--count`/`--watch`: the in-flight I/Os as a table in pg_aios's columns
+//! (or one JSON document). Repeated: `--json` prints one document per sample (JSON lines);
+//! `--watch` on a terminal hands each sample to [`term::watch`] as a [`ServerView`] (full
+//! screen); otherwise one plain line per sample. The JSON carries the raw rows of the
+//! three views (`row_to_json`, so every column as PostgreSQL spells it) next to what was
+//! derived from them.
 //!
 //! ## Rates
 //!
