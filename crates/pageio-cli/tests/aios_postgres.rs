@@ -352,7 +352,7 @@ fn sees_a_cold_scan(bin: &Path, io_method: &str) {
                 }
                 // (That session also reads shared catalogs, in global/: named as usual.)
                 if io["pg_aios"]["pid"].as_i64() == Some(other_scanner.pid)
-                    && io["relation"]["database_oid"].to_string() == other_oid
+                    && io["relation"]["database_oid"].as_u64() == other_oid.parse().ok()
                 {
                     let relation = &io["relation"];
                     assert_eq!(relation["database"], "other", "{io}");
