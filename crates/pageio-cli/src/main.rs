@@ -5,6 +5,7 @@
 //! 1 is kept for "ran fine and found something bad", as pg_checksums uses it).
 
 mod advise;
+mod aios;
 mod bench;
 mod checksums;
 mod gen;
@@ -56,6 +57,9 @@ enum Command {
     /// Check this machine and a cluster's configuration for PostgreSQL 17/18/19: memory,
     /// kernel, storage, io_uring and settings, with the fixes (container-aware)
     Advise(advise::AdviseArgs),
+    /// The I/O in flight in pageio processes, in pg_aios's columns; --watch for a live
+    /// view like top
+    Aios(aios::AiosArgs),
 }
 
 /// Bytes of the most recent allocation the system allocator refused (0: none yet).
@@ -167,6 +171,7 @@ fn main() {
         Command::Bench(args) => bench::run(args),
         Command::Tables(args) => tables::run(args),
         Command::Advise(args) => advise::run(args),
+        Command::Aios(args) => aios::run(args),
     };
     match result {
         Ok(code) => std::process::exit(code),

@@ -249,7 +249,18 @@ pub struct IoConfig {
     pub direct_io: bool,
     /// Bound of the file-descriptor cache.
     pub max_open_files: usize,
+    /// Publish this process's AIO state (handles in use, counters, worker pool, in-flight
+    /// depth) in a shared-memory file other processes read with `pageio aios`. The engine's
+    /// I/O path is not touched; a thread copies the state every 10 ms (see
+    /// `aio::publish`).
+    pub aio_publish: bool,
+    /// Where the published files go, one `pageio-aios.<pid>.<n>` per `Aio`.
+    pub aio_publish_dir: std::path::PathBuf,
 }
+
+/// The default `aio_publish_dir`: memory-backed on every Linux system, and where `pageio
+/// aios` looks unless told otherwise.
+pub const DEFAULT_AIO_PUBLISH_DIR: &str = "/dev/shm";
 
 impl Default for IoConfig {
     fn default() -> Self {
@@ -268,12 +279,14 @@ impl Default for IoConfig {
             huge_pages: HugePages::Try,
             direct_io: false,
             max_open_files: 1000,
+            aio_publish: true,
+            aio_publish_dir: std::path::PathBuf::from(DEFAULT_AIO_PUBLISH_DIR),
         }
     }
 }
 
 /// The names [`IoConfig::set`] accepts.
-pub const SETTING_NAMES: [&str; 14] = [
+pub const SETTING_NAMES: [&str; 16] = [
     "io_method",
     "io_workers",
     "io_min_workers",
@@ -288,6 +301,8 @@ pub const SETTING_NAMES: [&str; 14] = [
     "huge_pages",
     "direct_io",
     "max_open_files",
+    "aio_publish",
+    "aio_publish_dir",
 ];
 
 impl IoConfig {
@@ -364,6 +379,18 @@ impl IoConfig {
             "direct_io" | "debug_io_direct" => self.direct_io = parse_bool("direct_io", value)?,
             "max_open_files" | "max_files_per_process" => {
                 self.max_open_files = parse_count("max_open_files", value, 8, 1 << 20)?;
+            }
+            "aio_publish" => self.aio_publish = parse_bool("aio_publish", value)?,
+            "aio_publish_dir" => {
+                let dir = value.trim_matches('\'');
+                if dir.is_empty() {
+                    return Err(ConfigError::Invalid {
+                        name: "aio_publish_dir".into(),
+                        value: value.into(),
+                        reason: "must name a directory (or set aio_publish = off)".into(),
+                    });
+                }
+                self.aio_publish_dir = std::path::PathBuf::from(dir);
             }
             _ => {
                 return Err(ConfigError::Unknown {

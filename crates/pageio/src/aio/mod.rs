@@ -80,6 +80,7 @@ pub mod fault;
 mod handle;
 pub mod method;
 pub mod pipeline;
+pub mod publish;
 pub mod result;
 pub mod stats;
 
@@ -143,6 +144,9 @@ struct AioCore {
     files: FileCache,
     hooks: Arc<AioHooks>,
     backends: RwLock<Vec<Arc<BackendShared>>>,
+    /// The area other processes read with `pageio aios` (see [`publish`]), once started;
+    /// or why it could not be created.
+    publisher: std::sync::OnceLock<Result<publish::Publisher, String>>,
 }
 
 impl std::fmt::Debug for Aio {
@@ -197,7 +201,7 @@ impl Aio {
         };
         debug_assert_eq!(method.kind(), method_kind);
         let files = FileCache::new(config.max_open_files, config.direct_io)?;
-        Ok(Aio {
+        let aio = Aio {
             core: Arc::new(AioCore {
                 config,
                 method,
@@ -209,8 +213,43 @@ impl Aio {
                     epoch: Instant::now(),
                 }),
                 backends: RwLock::new(Vec::new()),
+                publisher: std::sync::OnceLock::new(),
             }),
-        })
+        };
+        if aio.core.config.aio_publish {
+            // Publishing is for watching, never a reason not to run: a directory that cannot
+            // hold the area leaves the engine working, and `publish_error` says why.
+            let started = publish::Publisher::start(
+                Arc::downgrade(&aio.core),
+                &aio.core.config,
+                aio.core.method_kind.as_str(),
+            )
+            .map_err(|e| {
+                format!(
+                    "could not publish the AIO state in \"{}\" (aio_publish_dir): {e}; set aio_publish_dir to a writable directory or aio_publish = off",
+                    aio.core.config.aio_publish_dir.display()
+                )
+            });
+            let _ = aio.core.publisher.set(started);
+        }
+        Ok(aio)
+    }
+
+    /// The file this `Aio` publishes its state in for `pageio aios` (`aio_publish`), if it
+    /// does.
+    pub fn publish_path(&self) -> Option<&std::path::Path> {
+        match self.core.publisher.get() {
+            Some(Ok(publisher)) => Some(publisher.path()),
+            _ => None,
+        }
+    }
+
+    /// Why publishing was asked for (`aio_publish = on`) but could not start.
+    pub fn publish_error(&self) -> Option<&str> {
+        match self.core.publisher.get() {
+            Some(Err(e)) => Some(e),
+            _ => None,
+        }
     }
 
     /// The method in use (never `Auto`).

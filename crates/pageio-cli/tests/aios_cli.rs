@@ -1,0 +1,592 @@
+//! `pageio aios` across processes: a child process reads a relation in a loop (cold, so
+//! its I/Os take the device's time) and publishes its AIO state; `pageio aios` from another
+//! process sees its handles and growing counters, reports its area as stale after a
+//! SIGKILL and removes it. `--watch` is driven in a real terminal under tmux: the screen
+//! shows the columns and changing values, and `q` / Ctrl-C leave the terminal clean.
+//!
+//! The child is this test binary itself, started with [`CHILD_ENV`] set: it runs only
+//! [`child_process_entry`], which reads forever until killed.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{pageio_bounded, with_watchdog};
+use pageio::aio::IoBuffer;
+use pageio::config::{IoConfig, IoMethodKind, BLCKSZ};
+use pageio::storage::RelFile;
+use pageio::Aio;
+
+/// Set in the child's environment: `<io_method>:<publish dir>:<data dir>`.
+const CHILD_ENV: &str = "PAGEIO_AIOS_TEST_CHILD";
+
+/// The child's relation: 32 MB, so one cold pass is many I/Os long.
+const CHILD_RELATION_BLOCKS: u64 = 4096;
+
+const WATCHDOG_SECS: u64 = 120;
+
+/// Longest a step waits for the child to be seen doing something.
+const SEEN_WITHIN: Duration = Duration::from_secs(30);
+
+/// `pg_aios`'s states.
+const PG_AIOS_STATES: [&str; 7] = [
+    "HANDED_OUT",
+    "DEFINED",
+    "STAGED",
+    "SUBMITTED",
+    "COMPLETED_IO",
+    "COMPLETED_SHARED",
+    "COMPLETED_LOCAL",
+];
+
+/// The child's body: when this binary runs as the child, write a relation, then read it
+/// cold over and over until killed. In the normal test run (no [`CHILD_ENV`]) it does
+/// nothing.
+#[test]
+fn child_process_entry() {
+    let Ok(spec) = std::env::var(CHILD_ENV) else {
+        return;
+    };
+    let mut parts = spec.splitn(3, ':');
+    let method: IoMethodKind = parts.next().unwrap().parse().unwrap();
+    let publish_dir = PathBuf::from(parts.next().unwrap());
+    let data_dir = PathBuf::from(parts.next().unwrap());
+    let aio = Aio::new(IoConfig {
+        io_method: method,
+        aio_publish_dir: publish_dir,
+        ..IoConfig::default()
+    })
+    .unwrap();
+    assert!(aio.publish_error().is_none(), "{:?}", aio.publish_error());
+    let rel = RelFile::new(data_dir.join("16384"));
+    let bytes = CHILD_RELATION_BLOCKS as usize * BLCKSZ;
+    let mut backend = aio.backend().unwrap();
+    backend
+        .write_blocks(&rel, 0, IoBuffer::zeroed(bytes))
+        .unwrap();
+    let mut buf = IoBuffer::zeroed(bytes);
+    loop {
+        rel.evict_from_page_cache().unwrap();
+        buf = backend.read_blocks(&rel, 0, buf).unwrap();
+    }
+}
+
+/// The child process, killed when dropped (a failing test leaves no reader behind).
+struct ChildReader {
+    child: Child,
+    data: tempfile::TempDir,
+}
+
+impl ChildReader {
+    fn start(method: IoMethodKind, publish_dir: &Path) -> ChildReader {
+        let data = tempfile::tempdir().unwrap();
+        let child = Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "child_process_entry",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(
+                CHILD_ENV,
+                format!(
+                    "{method}:{}:{}",
+                    publish_dir.display(),
+                    data.path().display()
+                ),
+            )
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        ChildReader { child, data }
+    }
+
+    fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    fn relation_path(&self) -> PathBuf {
+        self.data.path().join("16384")
+    }
+
+    fn kill(&mut self) {
+        let _ = self.child.kill(); // SIGKILL
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for ChildReader {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// `pageio aios --json` on `dir`, parsed.
+fn aios_json(dir: &Path, extra: &[&str]) -> serde_json::Value {
+    let mut args = vec!["aios", "--json", "--aio-publish-dir", dir.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    let out = pageio_bounded(&args, 30);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// The child's process entry in a `--json` document.
+fn child_entry(doc: &serde_json::Value, pid: i32) -> Option<serde_json::Value> {
+    doc["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["header"]["pid"] == pid)
+        .cloned()
+}
+
+fn counter(entry: &serde_json::Value, name: &str) -> u64 {
+    entry["sample"]["counters"][name].as_u64().unwrap()
+}
+
+/// A child reading under `method` is seen by `pageio aios --json` with its handles and
+/// growing counters; killed with SIGKILL, its area is stale, reported, and removed.
+fn cross_process_view_and_stale_cleanup(method: IoMethodKind) {
+    let publish = tempfile::tempdir().unwrap();
+    let mut child = ChildReader::start(method, publish.path());
+    let pid = child.pid();
+    let relation = child.relation_path();
+    let relation_bytes = CHILD_RELATION_BLOCKS * BLCKSZ as u64;
+
+    // Until a snapshot shows reads in flight (the first ones may be the writes).
+    let start = Instant::now();
+    let first = loop {
+        let doc = aios_json(publish.path(), &[]);
+        assert_eq!(doc["unreadable"], serde_json::json!([]), "{doc}");
+        if let Some(entry) = child_entry(&doc, pid) {
+            let rows = entry["sample"]["rows"].as_array().unwrap();
+            if rows.iter().any(|r| r["operation"] == "readv") {
+                break entry;
+            }
+        }
+        assert!(
+            start.elapsed() < SEEN_WITHIN,
+            "{method}: no read of the child seen within {SEEN_WITHIN:?}: {doc}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(first["header"]["io_method"], method.as_str());
+    assert!(
+        first["header"]["program"]
+            .as_str()
+            .unwrap()
+            .contains("child_process_entry"),
+        "{first}"
+    );
+    for row in first["sample"]["rows"].as_array().unwrap() {
+        let state = row["state"].as_str().unwrap();
+        assert!(PG_AIOS_STATES.contains(&state), "{row}");
+        let off = row["off"].as_u64().unwrap();
+        let length = row["length"].as_u64().unwrap();
+        assert!(length > 0 && off + length <= relation_bytes, "{row}");
+        assert!(
+            row["target_desc"]
+                .as_str()
+                .unwrap()
+                .contains(&relation.display().to_string()),
+            "{row}"
+        );
+        assert_eq!(row["target"], "smgr");
+        assert_eq!(row["f_buffered"], true);
+    }
+    if method == IoMethodKind::Worker {
+        let workers = first["sample"]["pool"]["workers"].as_u64().unwrap();
+        assert!(workers >= 2, "{first}");
+    } else {
+        assert!(first["sample"]["pool"].is_null());
+    }
+
+    // The counters grow between two snapshots.
+    let start = Instant::now();
+    loop {
+        std::thread::sleep(Duration::from_millis(200));
+        let doc = aios_json(publish.path(), &["--pid", &pid.to_string()]);
+        let entry = child_entry(&doc, pid).expect("the child is still publishing");
+        assert_eq!(doc["processes"].as_array().unwrap().len(), 1);
+        if counter(&entry, "ios_issued") > counter(&first, "ios_issued")
+            && counter(&entry, "bytes") > counter(&first, "bytes")
+        {
+            assert!(
+                entry["sample"]["depth_samples"].as_u64()
+                    > first["sample"]["depth_samples"].as_u64()
+            );
+            break;
+        }
+        assert!(
+            start.elapsed() < SEEN_WITHIN,
+            "{method}: the counters did not grow: {entry}"
+        );
+    }
+
+    // The text view names the columns and the process.
+    let out = pageio_bounded(
+        &[
+            "aios",
+            "--aio-publish-dir",
+            publish.path().to_str().unwrap(),
+        ],
+        30,
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(text.contains(&format!("pid {pid} ")), "{text}");
+    let header: Vec<&str> = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("pid ") && l.contains('|'))
+        .unwrap_or_else(|| panic!("no column header: {text}"))
+        .split('|')
+        .map(str::trim)
+        .collect();
+    assert_eq!(
+        header,
+        [
+            "pid",
+            "io_id",
+            "io_generation",
+            "state",
+            "operation",
+            "off",
+            "length",
+            "target",
+            "handle_data_len",
+            "raw_result",
+            "result",
+            "target_desc",
+            "f_sync",
+            "f_localmem",
+            "f_buffered"
+        ]
+    );
+    assert!(text.contains(&format!("io_method {method}")), "{text}");
+
+    // SIGKILL: no chance to remove the area.
+    let area = PathBuf::from(first["path"].as_str().unwrap());
+    child.kill();
+    assert!(area.exists(), "a killed process leaves its area");
+    let doc = aios_json(publish.path(), &[]);
+    assert_eq!(doc["processes"], serde_json::json!([]), "{doc}");
+    let stale = doc["stale"].as_array().unwrap();
+    assert_eq!(stale.len(), 1, "{doc}");
+    assert_eq!(stale[0]["pid"], pid);
+    assert_eq!(stale[0]["reason"], "the process is gone");
+    assert_eq!(stale[0]["removed"], true);
+    assert!(!area.exists(), "the stale area is removed");
+    let doc = aios_json(publish.path(), &[]);
+    assert_eq!(doc["stale"], serde_json::json!([]), "reported once: {doc}");
+
+    // --pid of a process that publishes nothing: exit 2 and the fix.
+    let out = pageio_bounded(
+        &[
+            "aios",
+            "--pid",
+            &pid.to_string(),
+            "--aio-publish-dir",
+            publish.path().to_str().unwrap(),
+        ],
+        30,
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!("process {pid} publishes no AIO state"))
+            && err.contains("--aio-publish-dir"),
+        "{err}"
+    );
+}
+
+mod sync {
+    #[test]
+    fn cross_process_view_and_stale_cleanup() {
+        super::with_watchdog("sync", super::WATCHDOG_SECS, || {
+            super::cross_process_view_and_stale_cleanup(pageio::IoMethodKind::Sync)
+        });
+    }
+}
+
+mod worker {
+    #[test]
+    fn cross_process_view_and_stale_cleanup() {
+        super::with_watchdog("worker", super::WATCHDOG_SECS, || {
+            super::cross_process_view_and_stale_cleanup(pageio::IoMethodKind::Worker)
+        });
+    }
+}
+
+mod io_uring {
+    #[test]
+    fn cross_process_view_and_stale_cleanup() {
+        super::with_watchdog("io_uring", super::WATCHDOG_SECS, || {
+            super::cross_process_view_and_stale_cleanup(pageio::IoMethodKind::IoUring)
+        });
+    }
+}
+
+#[test]
+fn plain_watch_prints_one_line_per_process_per_interval() {
+    with_watchdog("plain watch", WATCHDOG_SECS, || {
+        let publish = tempfile::tempdir().unwrap();
+        let child = ChildReader::start(IoMethodKind::Worker, publish.path());
+        wait_until_published(publish.path(), child.pid());
+        let out = pageio_bounded(
+            &[
+                "aios",
+                "--watch",
+                "--interval",
+                "0.2",
+                "--count",
+                "3",
+                "--pid",
+                &child.pid().to_string(),
+                "--aio-publish-dir",
+                publish.path().to_str().unwrap(),
+            ],
+            30,
+        );
+        assert_eq!(out.status.code(), Some(0));
+        let text = String::from_utf8_lossy(&out.stdout);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 3, "{text}");
+        let prefix = format!("pid={} io_method=worker ios_per_s=", child.pid());
+        for line in &lines {
+            assert!(line.starts_with(&prefix), "{line}");
+            assert!(line.contains(" workers="), "{line}");
+        }
+        // The first line has no rate yet; the next ones do.
+        assert!(lines[0].contains("ios_per_s=- "), "{}", lines[0]);
+        assert!(!lines[2].contains("ios_per_s=- "), "{}", lines[2]);
+    });
+}
+
+#[test]
+fn bad_flags_exit_2_with_the_fix() {
+    for (args, expect) in [
+        (vec!["aios", "--interval", "0"], "--interval"),
+        (vec!["aios", "--interval", "nan"], "--interval"),
+        (vec!["aios", "--watch", "--json"], "--json"),
+    ] {
+        let out = pageio_bounded(&args, 30);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(expect), "{args:?}: {err}");
+    }
+}
+
+fn wait_until_published(dir: &Path, pid: i32) {
+    let start = Instant::now();
+    loop {
+        let doc = aios_json(dir, &[]);
+        if child_entry(&doc, pid)
+            .is_some_and(|e| e["sample"]["counters"]["ios_issued"].as_u64() > Some(0))
+        {
+            return;
+        }
+        assert!(
+            start.elapsed() < SEEN_WITHIN,
+            "the child never published: {doc}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// --watch in a real terminal (tmux)
+// ---------------------------------------------------------------------------------------
+
+/// A tmux server of our own (its own socket), killed when dropped.
+struct Tmux {
+    socket: String,
+}
+
+impl Tmux {
+    /// Starts a detached 160x48 session running a plain bash with a known prompt, or `None`
+    /// (after a SKIP line) when tmux is missing outside CI. Under CI a missing tmux fails.
+    fn start(name: &str) -> Option<Tmux> {
+        if Command::new("tmux").arg("-V").output().is_err() {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "tmux is not installed; scripts/test.sh installs it (apt-get install -y tmux)"
+            );
+            println!("SKIP {name}: tmux is not installed (apt-get install -y tmux)");
+            return None;
+        }
+        let tmux = Tmux {
+            socket: format!("pageio-aios-test-{}-{name}", std::process::id()),
+        };
+        let status = tmux
+            .command()
+            .args(["new-session", "-d", "-s", "aios", "-x", "160", "-y", "48"])
+            .args([
+                "env",
+                "PS1=aios-test$ ",
+                "TERM=xterm-256color",
+                "bash",
+                "--norc",
+                "--noprofile",
+            ])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        Some(tmux)
+    }
+
+    fn command(&self) -> Command {
+        let mut c = Command::new("tmux");
+        c.args(["-L", &self.socket]);
+        c
+    }
+
+    fn send_keys(&self, keys: &[&str]) {
+        let status = self
+            .command()
+            .args(["send-keys", "-t", "aios"])
+            .args(keys)
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
+    fn capture(&self) -> String {
+        let out = self
+            .command()
+            .args(["capture-pane", "-p", "-t", "aios"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// A tmux format variable of the pane (`alternate_on`, `cursor_flag`, …).
+    fn pane(&self, format: &str) -> String {
+        let out = self
+            .command()
+            .args(["display-message", "-p", "-t", "aios", format])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    /// Waits until the screen satisfies `ok`; fails with the screen after `bound`.
+    fn wait_for(&self, what: &str, bound: Duration, ok: impl Fn(&str) -> bool) -> String {
+        let start = Instant::now();
+        loop {
+            let screen = self.capture();
+            if ok(&screen) {
+                return screen;
+            }
+            assert!(
+                start.elapsed() < bound,
+                "{what}: not shown within {bound:?}:\n{screen}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = self.command().arg("kill-server").status();
+    }
+}
+
+/// The line of the screen with the process's rates.
+fn rates_line(screen: &str) -> String {
+    screen
+        .lines()
+        .find(|l| l.contains("I/Os/s"))
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// `pageio aios --watch` under tmux: columns and changing values on the screen, then
+/// `quit_key` ends it and the terminal is the shell's again.
+fn watch_under_tmux_quits_cleanly(quit_key: &'static str) {
+    let Some(tmux) = Tmux::start(if quit_key == "q" { "q" } else { "ctrl-c" }) else {
+        return;
+    };
+    let publish = tempfile::tempdir().unwrap();
+    let child = ChildReader::start(IoMethodKind::Worker, publish.path());
+    wait_until_published(publish.path(), child.pid());
+    tmux.wait_for("the prompt", Duration::from_secs(10), |s| {
+        s.contains("aios-test$")
+    });
+    let command = format!(
+        "{} aios --watch --interval 0.3 --aio-publish-dir {}",
+        env!("CARGO_BIN_EXE_pageio"),
+        publish.path().display()
+    );
+    tmux.send_keys(&[&command, "Enter"]);
+    let columns = [
+        "io_id",
+        "io_generation",
+        "state",
+        "operation",
+        "target_desc",
+        "I/Os/s",
+        "MB/s",
+        "in flight",
+        "depth histogram",
+        "worker pool",
+    ];
+    let first = tmux.wait_for("the watch view", Duration::from_secs(20), |s| {
+        columns.iter().all(|c| s.contains(c)) && !rates_line(s).contains(" - ")
+    });
+    assert_eq!(
+        tmux.pane("#{alternate_on}"),
+        "1",
+        "the view is on the alternate screen"
+    );
+    assert!(first.contains(&format!("pid {}", child.pid())), "{first}");
+    let before = rates_line(&first);
+    tmux.wait_for("a changed value", Duration::from_secs(20), |s| {
+        let now = rates_line(s);
+        !now.is_empty() && now != before
+    });
+
+    tmux.send_keys(&[quit_key]);
+    let after = tmux.wait_for("the shell again", Duration::from_secs(10), |s| {
+        s.trim_end().ends_with("aios-test$")
+    });
+    assert_eq!(tmux.pane("#{alternate_on}"), "0", "alternate screen left");
+    assert_eq!(tmux.pane("#{cursor_flag}"), "1", "cursor shown");
+    for leftover in ["io_generation", "I/Os/s", "depth histogram", "q quits"] {
+        assert!(
+            !after.contains(leftover),
+            "{leftover} left on the screen:\n{after}"
+        );
+    }
+    // The terminal is back in canonical mode with echo: a typed command runs normally.
+    tmux.send_keys(&[
+        "stty -a | tr ' ' '\\n' | grep -x -e icanon -e echo | tr '\\n' ,; echo",
+        "Enter",
+    ]);
+    tmux.wait_for("stty after the watch", Duration::from_secs(10), |s| {
+        s.contains("icanon,echo,") || s.contains("echo,icanon,")
+    });
+}
+
+#[test]
+fn watch_under_tmux_quits_on_q() {
+    with_watchdog("tmux q", WATCHDOG_SECS, || {
+        watch_under_tmux_quits_cleanly("q")
+    });
+}
+
+#[test]
+fn watch_under_tmux_quits_on_ctrl_c() {
+    with_watchdog("tmux C-c", WATCHDOG_SECS, || {
+        watch_under_tmux_quits_cleanly("C-c")
+    });
+}
