@@ -12,10 +12,11 @@
 //! adds one to that depth's histogram bucket; every [`PUBLISH_INTERVAL`] (10 ms) it also
 //! copies [`Aio::snapshot`], [`Aio::counters`] and [`Aio::io_worker_pool`] into the area.
 //! The I/O hot path is not touched at all: everything published is read from state the
-//! engine already keeps (handle states, atomic counters). While nothing is in flight and no
-//! I/O was issued since the last publish, the thread sleeps a whole publish interval and
-//! counts it as that many depth-0 samples, so an idle process costs 100 wake-ups a second,
-//! and the histogram stays time-weighted.
+//! engine already keeps (handle states, atomic counters). Once nothing has been in flight
+//! for a whole publish interval (an idle process, or the `sync` method, whose I/O never stays
+//! in flight), the thread wakes once per publish interval and counts each sample as ten,
+//! until something is in flight again: an idle process costs 100 wake-ups a second, and the
+//! histogram stays weighted by time.
 //!
 //! ```text
 //!   Aio ──(Weak)── publisher thread ── every 1 ms: depth → histogram[bucket]++
@@ -1267,19 +1268,21 @@ fn publisher_loop(core: Weak<AioCore>, writer: AreaWriter, stop: Arc<AtomicBool>
     let mut histogram = [0u64; DEPTH_BUCKETS];
     let mut samples = 0u64;
     let mut publishes = 0u64;
-    let mut last_issued = u64::MAX;
     let mut next_publish = Instant::now();
-    let mut idle = false;
+    // Depth samples in a row that found nothing in flight, and how many depth-sample
+    // intervals the last sleep lasted (the weight of the next sample).
+    let mut zero_streak = 0u64;
+    let mut weight = 1u64;
     while !stop.load(Ordering::Acquire) {
         let Some(core) = core.upgrade() else { break };
         let (depth, backends) = in_flight_depth(&core);
-        // While idle the loop sleeps a whole publish interval: count it as that many
-        // depth-0 samples so the histogram stays weighted by time.
-        let weight = if idle { SAMPLES_PER_PUBLISH } else { 1 };
+        // A sample stands for the time since the previous one, so the histogram stays
+        // weighted by time when the loop sleeps longer (below).
         histogram[depth_bucket(depth)] += weight;
         samples += weight;
+        zero_streak = if depth == 0 { zero_streak + weight } else { 0 };
         let now = Instant::now();
-        if now >= next_publish || idle {
+        if now >= next_publish {
             let counters = core_counters(&core);
             let rows = super::Aio { core: core.clone() }.snapshot();
             let pool = core.method.worker_pool().map(|p| PublishedPool {
@@ -1303,16 +1306,20 @@ fn publisher_loop(core: Weak<AioCore>, writer: AreaWriter, stop: Arc<AtomicBool>
                 rows: &rows,
             });
             writer.publish(&bytes);
-            idle = depth == 0 && counters.ios_issued == last_issued;
-            last_issued = counters.ios_issued;
             next_publish = now + PUBLISH_INTERVAL;
         }
         drop(core);
+        // Nothing in flight for a whole publish interval (an idle process, or the sync
+        // method, whose I/O never stays in flight): sample once per publish interval until
+        // something is in flight again. At most one interval at the start of a burst is
+        // then counted at the depth of its one sample.
+        let idle = zero_streak >= SAMPLES_PER_PUBLISH;
         let sleep = if idle {
             PUBLISH_INTERVAL
         } else {
             DEPTH_SAMPLE_INTERVAL
         };
+        weight = if idle { SAMPLES_PER_PUBLISH } else { 1 };
         std::thread::park_timeout(sleep);
     }
 }
