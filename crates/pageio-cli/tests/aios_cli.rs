@@ -510,6 +510,32 @@ fn rates_line(screen: &str) -> String {
         .to_string()
 }
 
+/// After the view ended: the shell's prompt on the normal screen, no leftover of the view,
+/// the cursor shown, the terminal in canonical mode with echo.
+fn assert_terminal_clean(tmux: &Tmux) -> String {
+    let after = tmux.wait_for("the shell again", Duration::from_secs(10), |s| {
+        s.trim_end().ends_with("aios-test$")
+    });
+    assert_eq!(tmux.pane("#{alternate_on}"), "0", "alternate screen left");
+    assert_eq!(tmux.pane("#{cursor_flag}"), "1", "cursor shown");
+    for leftover in ["io_generation", "I/Os/s", "depth histogram", "q quits"] {
+        assert!(
+            !after.contains(leftover),
+            "{leftover} left on the screen:\n{after}"
+        );
+    }
+    // A raw-mode terminal left behind would be saved and restored by bash around the next
+    // command: stty run from the prompt shows what the program left.
+    tmux.send_keys(&[
+        "stty -a | tr ' ' '\\n' | grep -x -e icanon -e echo | tr '\\n' ,; echo",
+        "Enter",
+    ]);
+    tmux.wait_for("stty after the watch", Duration::from_secs(10), |s| {
+        s.contains("icanon,echo,") || s.contains("echo,icanon,")
+    });
+    after
+}
+
 /// `pageio aios --watch` under tmux: columns and changing values on the screen, then
 /// `quit_key` ends it and the terminal is the shell's again.
 fn watch_under_tmux_quits_cleanly(quit_key: &'static str) {
@@ -556,25 +582,7 @@ fn watch_under_tmux_quits_cleanly(quit_key: &'static str) {
     });
 
     tmux.send_keys(&[quit_key]);
-    let after = tmux.wait_for("the shell again", Duration::from_secs(10), |s| {
-        s.trim_end().ends_with("aios-test$")
-    });
-    assert_eq!(tmux.pane("#{alternate_on}"), "0", "alternate screen left");
-    assert_eq!(tmux.pane("#{cursor_flag}"), "1", "cursor shown");
-    for leftover in ["io_generation", "I/Os/s", "depth histogram", "q quits"] {
-        assert!(
-            !after.contains(leftover),
-            "{leftover} left on the screen:\n{after}"
-        );
-    }
-    // The terminal is back in canonical mode with echo: a typed command runs normally.
-    tmux.send_keys(&[
-        "stty -a | tr ' ' '\\n' | grep -x -e icanon -e echo | tr '\\n' ,; echo",
-        "Enter",
-    ]);
-    tmux.wait_for("stty after the watch", Duration::from_secs(10), |s| {
-        s.contains("icanon,echo,") || s.contains("echo,icanon,")
-    });
+    assert_terminal_clean(&tmux);
 }
 
 #[test]
@@ -588,5 +596,29 @@ fn watch_under_tmux_quits_on_q() {
 fn watch_under_tmux_quits_on_ctrl_c() {
     with_watchdog("tmux C-c", WATCHDOG_SECS, || {
         watch_under_tmux_quits_cleanly("C-c")
+    });
+}
+
+/// A panic inside the view (injected at the third refresh; test builds only) restores the
+/// terminal before the panic message prints, so the message stays readable.
+#[test]
+fn watch_under_tmux_restores_the_terminal_on_panic() {
+    with_watchdog("tmux panic", WATCHDOG_SECS, || {
+        let Some(tmux) = Tmux::start("panic") else {
+            return;
+        };
+        let publish = tempfile::tempdir().unwrap();
+        tmux.wait_for("the prompt", Duration::from_secs(10), |s| {
+            s.contains("aios-test$")
+        });
+        let command = format!(
+            "PAGEIO_AIOS_PANIC_AT_REFRESH=3 {} aios --watch --interval 0.2 --aio-publish-dir {}; echo status=$?",
+            env!("CARGO_BIN_EXE_pageio"),
+            publish.path().display()
+        );
+        tmux.send_keys(&[&command, "Enter"]);
+        let after = assert_terminal_clean(&tmux);
+        assert!(after.contains("injected panic at refresh 3"), "{after}");
+        assert!(after.contains("status=101"), "{after}");
     });
 }

@@ -111,6 +111,7 @@ pub fn run(args: AiosArgs) -> CliResult {
             pid: args.pid,
             interval: Duration::from_secs_f64(args.interval),
             previous: HashMap::new(),
+            refreshes: 0,
         };
         term::watch(
             Duration::from_secs_f64(args.interval),
@@ -611,10 +612,24 @@ struct Watcher {
     pid: Option<i32>,
     interval: Duration,
     previous: HashMap<PathBuf, AreaSample>,
+    refreshes: u64,
 }
+
+/// Builds with debug assertions (the test profile) panic at this refresh when it is set, so
+/// a test can check that a panic leaves the terminal clean. Release builds ignore it.
+const PANIC_AT_REFRESH_ENV: &str = "PAGEIO_AIOS_PANIC_AT_REFRESH";
 
 impl Watcher {
     fn sample(&mut self) -> Result<WatchView, String> {
+        self.refreshes += 1;
+        if cfg!(debug_assertions)
+            && std::env::var(PANIC_AT_REFRESH_ENV).ok() == Some(self.refreshes.to_string())
+        {
+            panic!(
+                "injected panic at refresh {} ({PANIC_AT_REFRESH_ENV})",
+                self.refreshes
+            );
+        }
         let scan = Scan::take(&self.dir, self.pid)?;
         let mut notes = Vec::new();
         for s in &scan.stale {

@@ -13,9 +13,8 @@
 //! copies [`Aio::snapshot`], [`Aio::counters`] and [`Aio::io_worker_pool`] into the area.
 //! The I/O hot path is not touched at all: everything published is read from state the
 //! engine already keeps (handle states, atomic counters). Once nothing has been in flight
-//! for a whole publish interval (an idle process, or the `sync` method, whose I/O never stays
-//! in flight), the thread wakes once per publish interval and counts each sample as ten,
-//! until something is in flight again: an idle process costs 100 wake-ups a second, and the
+//! for a whole publish interval (an idle process), the thread wakes once per publish
+//! interval and counts each sample as ten, until something is in flight again: an idle process costs 100 wake-ups a second, and the
 //! histogram stays weighted by time.
 //!
 //! ```text
@@ -37,7 +36,7 @@
 //!
 //! ```text
 //!   offset  size        content
-//!   0       8           magic "PGAIOSv1"... as a little-endian u64 (AREA_MAGIC)
+//!   0       8           magic: "PGAIOS01" read as a little-endian u64 (AREA_MAGIC)
 //!   8       8           layout version (LAYOUT_VERSION)
 //!   16      8           area size in bytes
 //!   24      8           header length in bytes
@@ -1309,8 +1308,8 @@ fn publisher_loop(core: Weak<AioCore>, writer: AreaWriter, stop: Arc<AtomicBool>
             next_publish = now + PUBLISH_INTERVAL;
         }
         drop(core);
-        // Nothing in flight for a whole publish interval (an idle process, or the sync
-        // method, whose I/O never stays in flight): sample once per publish interval until
+        // Nothing in flight for a whole publish interval (an idle process): sample once per
+        // publish interval until
         // something is in flight again. At most one interval at the start of a burst is
         // then counted at the depth of its one sample.
         let idle = zero_streak >= SAMPLES_PER_PUBLISH;
