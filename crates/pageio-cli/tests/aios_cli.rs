@@ -49,6 +49,17 @@ fn child_process_entry() {
     let Ok(spec) = std::env::var(CHILD_ENV) else {
         return;
     };
+    if let Some(publish_dir) = spec.strip_prefix("exit:") {
+        // Publish, then leave through exit(3) without dropping the Aio.
+        let aio = Aio::new(IoConfig {
+            io_method: IoMethodKind::Worker,
+            aio_publish_dir: PathBuf::from(publish_dir),
+            ..IoConfig::default()
+        })
+        .unwrap();
+        assert!(aio.publish_path().unwrap().exists());
+        std::process::exit(0);
+    }
     let mut parts = spec.splitn(3, ':');
     let method: IoMethodKind = parts.next().unwrap().parse().unwrap();
     let publish_dir = PathBuf::from(parts.next().unwrap());
@@ -369,6 +380,58 @@ fn plain_watch_prints_one_line_per_process_per_interval() {
         assert!(lines[0].contains("ios_per_s=- "), "{}", lines[0]);
         assert!(!lines[2].contains("ios_per_s=- "), "{}", lines[2]);
     });
+}
+
+/// A process that calls exit(3) while its `Aio` is alive leaves no area behind.
+#[test]
+fn exit_removes_the_area_of_a_live_aio() {
+    with_watchdog("exit", WATCHDOG_SECS, || {
+        let publish = tempfile::tempdir().unwrap();
+        let status = Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "child_process_entry",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(CHILD_ENV, format!("exit:{}", publish.path().display()))
+            .stdout(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let left: Vec<_> = std::fs::read_dir(publish.path()).unwrap().collect();
+        assert!(left.is_empty(), "{left:?}");
+    });
+}
+
+#[test]
+fn the_publish_settings_are_flags_of_every_engine_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let (bench, bench2) = (dir.path().join("bench"), dir.path().join("bench2"));
+    let mut args = common::small_io_bench_args(&bench);
+    args.extend(["--aio-publish", "maybe"]);
+    let out = pageio_bounded(&args, 60);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("aio_publish") && err.contains("--aio-publish"),
+        "{err}"
+    );
+    let publish = tempfile::tempdir().unwrap();
+    let mut args = common::small_io_bench_args(&bench2);
+    args.extend(["--aio-publish-dir", publish.path().to_str().unwrap()]);
+    let out = pageio_bounded(&args, 60);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::read_dir(publish.path()).unwrap().count(),
+        0,
+        "removed at the end"
+    );
 }
 
 #[test]
