@@ -685,3 +685,54 @@ fn watch_under_tmux_restores_the_terminal_on_panic() {
         assert!(after.contains("status=101"), "{after}");
     });
 }
+
+/// Another user's area (mode 0600) is counted, not warned about: the view is of the
+/// processes this user may see.
+#[test]
+fn other_users_areas_are_counted_not_reported_as_damaged() {
+    if !common::have_root("other_users_areas_are_counted_not_reported_as_damaged") {
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let publish = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(publish.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let me = std::process::id() as i32;
+    let header = pageio::aio::publish::AreaHeader {
+        pid: me,
+        start_time_ticks: pageio::aio::publish::process_start_time(me).unwrap(),
+        program: "aios_cli".into(),
+        io_method: "sync".into(),
+        effective_io_concurrency: 16,
+        io_combine_limit_blocks: 16,
+        io_max_concurrency: 64,
+        direct_io: false,
+        io_workers: 0,
+        instance: 0,
+    };
+    let _area = pageio::aio::publish::TestAreaWriter::create(publish.path(), &header).unwrap();
+    let dir = publish.path().to_str().unwrap();
+    let out =
+        common::pageio_bounded_unprivileged(&["aios", "--json", "--aio-publish-dir", dir], 30);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["not_permitted"], 1, "{doc}");
+    assert_eq!(doc["unreadable"], serde_json::json!([]), "{doc}");
+    assert_eq!(doc["processes"], serde_json::json!([]), "{doc}");
+    let out = common::pageio_bounded_unprivileged(&["aios", "--aio-publish-dir", dir], 30);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("1 more process of other users"), "{text}");
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Root sees it.
+    let doc = aios_json(publish.path(), &[]);
+    assert_eq!(doc["processes"].as_array().unwrap().len(), 1, "{doc}");
+    assert_eq!(doc["not_permitted"], 0);
+}

@@ -570,3 +570,16 @@ fn the_reader_never_sees_a_torn_sample() {
         );
     });
 }
+
+#[test]
+fn an_unknown_start_time_is_stale_only_when_the_pid_is_gone() {
+    let dir = tempfile::tempdir().unwrap();
+    let me = std::process::id() as i32;
+    let live = TestAreaWriter::create(dir.path(), &header(me, 0)).unwrap();
+    assert_eq!(
+        publish::stale_reason(&read_area(live.path()).unwrap().header),
+        None
+    );
+    let gone = header(dead_pid(), 0);
+    assert_eq!(publish::stale_reason(&gone), Some(StaleReason::ProcessGone));
+}

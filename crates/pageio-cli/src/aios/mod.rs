@@ -154,6 +154,8 @@ struct Scan {
     processes: Vec<PublishedArea>,
     stale: Vec<StaleArea>,
     unreadable: Vec<(PathBuf, String)>,
+    /// Areas this user may not read (another user's processes: the files are 0600).
+    not_permitted: usize,
 }
 
 impl Scan {
@@ -168,6 +170,7 @@ impl Scan {
             processes: Vec::new(),
             stale: Vec::new(),
             unreadable: Vec::new(),
+            not_permitted: 0,
         };
         for entry in entries {
             match entry {
@@ -190,6 +193,12 @@ impl Scan {
                         header: area.header,
                     });
                 }
+                AreaEntry::Unreadable {
+                    error: publish::PublishError::Io { source, .. },
+                    ..
+                } if source.kind() == std::io::ErrorKind::PermissionDenied => {
+                    scan.not_permitted += 1;
+                }
                 AreaEntry::Unreadable { path, error } => {
                     scan.unreadable.push((path, error.to_string()));
                 }
@@ -200,11 +209,13 @@ impl Scan {
 
     fn to_json(&self) -> serde_json::Value {
         serde_json::json!({
+            "depth_buckets": (0..DEPTH_BUCKETS).map(depth_bucket_label).collect::<Vec<_>>(),
             "processes": self.processes,
             "stale": self.stale,
             "unreadable": self.unreadable.iter().map(|(path, error)| {
                 serde_json::json!({"path": path, "error": error})
             }).collect::<Vec<_>>(),
+            "not_permitted": self.not_permitted,
         })
     }
 
@@ -220,6 +231,13 @@ impl Scan {
             out.push_str(&summary_text(area));
             out.push_str(&rows_table(&area.sample.rows));
             out.push('\n');
+        }
+        if self.not_permitted > 0 {
+            out.push_str(&format!(
+                "{} more process{} of other users (their files are readable by their owner and root only)\n",
+                self.not_permitted,
+                if self.not_permitted == 1 { "" } else { "es" }
+            ));
         }
         for s in &self.stale {
             out.push_str(&format!(

@@ -1014,7 +1014,8 @@ pub fn process_start_time(pid: i32) -> Option<u64> {
 /// Whether an area's publisher is gone, and why.
 pub fn stale_reason(header: &AreaHeader) -> Option<StaleReason> {
     match process_start_time(header.pid) {
-        Some(t) if t == header.start_time_ticks => None,
+        // 0: the publisher could not read its own start time; only a missing pid counts.
+        Some(t) if t == header.start_time_ticks || header.start_time_ticks == 0 => None,
         Some(t) => Some(StaleReason::PidReused {
             start_time_ticks: t,
         }),
