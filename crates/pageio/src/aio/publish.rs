@@ -14,8 +14,8 @@
 //! The I/O hot path is not touched at all: everything published is read from state the
 //! engine already keeps (handle states, atomic counters). Once nothing has been in flight
 //! for a whole publish interval (an idle process), the thread wakes once per publish
-//! interval and counts each sample as ten, until something is in flight again: an idle process costs 100 wake-ups a second, and the
-//! histogram stays weighted by time.
+//! interval and counts each sample as ten, until something is in flight again: an idle
+//! process costs 100 wake-ups a second, and the histogram stays weighted by time.
 //!
 //! ```text
 //!   Aio ──(Weak)── publisher thread ── every 1 ms: depth → histogram[bucket]++
@@ -60,6 +60,16 @@
 //! [`PublishError::Busy`]). All shared words are accessed as `AtomicU64`, so a reader racing
 //! the writer sees old or new words, never undefined behaviour, and the sequence check
 //! rejects any mixture.
+//!
+//! ## A worked example
+//!
+//! `pageio verify` runs as pid 4242 under `io_method = worker` and publishes
+//! `/dev/shm/pageio-aios.4242.0`. `pageio aios --watch` reads it at t = 0 s: `publishes`
+//! 812, `counters.bytes` 3.2 GB, `depth_histogram` `[40, 3, 5, 9, 120, 300, 0, …]`
+//! (`depth_samples` 477). At t = 1 s: `bytes` 3.6 GB, histogram `[41, 3, 6, 9, 160, 1258,
+//! 0, …]` (1477 samples). The view shows 400 MB/s, and over that second 1000 depth samples:
+//! 96% at 9–16 in flight, 4% at 5–8 — the queue is kept full (`effective_io_concurrency`
+//! 16), so the device, not the CPU, is the limit.
 //!
 //! ## Stale areas
 //!
