@@ -86,7 +86,7 @@ pub fn run(args: AiosArgs) -> CliResult {
     if args.dsn.is_some() {
         return server::run(&args);
     }
-    if !args.interval.is_finite() || args.interval <= 0.0 || args.interval > 86_400.0 {
+    if !args.interval.is_finite() || args.interval < 0.01 || args.interval > 86_400.0 {
         return Err(format!(
             "--interval {} is not a number of seconds between 0.01 and 86400 (e.g. --interval 0.5)",
             args.interval
