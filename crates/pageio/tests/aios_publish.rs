@@ -213,6 +213,10 @@ fn aio_publish_off_creates_nothing() {
 
 #[test]
 fn an_unusable_publish_dir_is_reported_and_the_engine_still_runs() {
+    with_watchdog("unusable dir", WATCHDOG_SECS, unusable_publish_dir);
+}
+
+fn unusable_publish_dir() {
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("missing");
     let aio = Aio::new(IoConfig {
