@@ -427,6 +427,15 @@ fn truncated_and_foreign_files_are_typed_errors() {
         read_area(&link),
         Err(PublishError::NotRegular { .. })
     ));
+    // A writer that never finishes its write (the sequence stays odd) is reported, after a
+    // bounded wait, instead of waited for.
+    let mut stuck = image.clone();
+    stuck[32] |= 1;
+    let start = Instant::now();
+    let err = decode_area_bytes(&stuck, &path).unwrap_err();
+    assert!(matches!(err, PublishError::Busy { .. }), "{err}");
+    assert!(start.elapsed() >= publish::MAX_READ_WAIT);
+    assert!(start.elapsed() < 10 * publish::MAX_READ_WAIT);
     // A sample whose row count disagrees with its rows is garbled, not a short list.
     let mut bad_count = image.clone();
     let sample_at = 64 + publish::HEADER_BYTES;

@@ -56,7 +56,7 @@
 //!
 //! The sample is guarded by a seqlock: the writer makes the sequence odd, stores the words,
 //! makes it even again. A reader copies the words between two loads of the sequence and
-//! retries when they differ or are odd, at most [`MAX_READ_RETRIES`] times (then
+//! retries when they differ or are odd, for at most [`MAX_READ_WAIT`] (then
 //! [`PublishError::Busy`]). All shared words are accessed as `AtomicU64`, so a reader racing
 //! the writer sees old or new words, never undefined behaviour, and the sequence check
 //! rejects any mixture.
@@ -140,10 +140,18 @@ pub const PUBLISH_INTERVAL: Duration = Duration::from_millis(10);
 const SAMPLES_PER_PUBLISH: u64 =
     (PUBLISH_INTERVAL.as_micros() / DEPTH_SAMPLE_INTERVAL.as_micros()) as u64;
 
-/// Times a reader retries a sample the writer is rewriting. A write takes microseconds and
-/// comes every 10 ms, so a second try almost always succeeds; 1000 tries with a yield in
-/// between only fail when the writer is stuck mid-write.
-pub const MAX_READ_RETRIES: u32 = 1000;
+/// Longest a reader keeps retrying a sample the writer is rewriting. A write takes
+/// microseconds, but a publisher preempted in the middle of one on a loaded machine resumes
+/// only at its next time slice (a few ms); 100 ms covers that many times over, and a writer
+/// stuck longer is reported ([`PublishError::Busy`]) instead of waited for.
+pub const MAX_READ_WAIT: Duration = Duration::from_millis(100);
+
+/// Retries that only yield the CPU before the reader starts sleeping [`READ_RETRY_SLEEP`]
+/// between tries: most conflicts end within a yield.
+const READ_RETRIES_YIELDING: u32 = 16;
+
+/// The pause between later retries: short next to a time slice, long enough not to spin.
+const READ_RETRY_SLEEP: Duration = Duration::from_micros(50);
 
 /// Upper bounds (inclusive) of the depth histogram's buckets: 0, 1, 2, 3–4, 5–8, … , 257+.
 /// Powers of two, because what matters is the order of magnitude of the queue depth.
@@ -225,7 +233,7 @@ pub enum PublishError {
         what: String,
     },
     /// The writer was always mid-write.
-    #[error("AIO area \"{path}\" changed during each of {MAX_READ_RETRIES} reads; its writer may be stuck")]
+    #[error("AIO area \"{path}\" was being rewritten during every read for {} ms; its writer may be stuck", MAX_READ_WAIT.as_millis())]
     Busy {
         /// The file.
         path: PathBuf,
@@ -938,9 +946,17 @@ fn read_sample(
     path: &Path,
     buf: &mut Vec<u8>,
 ) -> Result<AreaSample, PublishError> {
-    for attempt in 0..MAX_READ_RETRIES {
+    let start = Instant::now();
+    for attempt in 0u32.. {
         if attempt > 0 {
-            std::thread::yield_now();
+            if start.elapsed() >= MAX_READ_WAIT {
+                break;
+            }
+            if attempt < READ_RETRIES_YIELDING {
+                std::thread::yield_now();
+            } else {
+                std::thread::sleep(READ_RETRY_SLEEP);
+            }
         }
         let before = words[WORD_SEQUENCE].load(Ordering::Acquire);
         if before % 2 == 1 {
