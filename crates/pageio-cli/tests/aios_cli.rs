@@ -214,6 +214,15 @@ fn cross_process_view_and_stale_cleanup(method: IoMethodKind) {
         assert_eq!(row["target"], "smgr");
         assert_eq!(row["f_buffered"], true);
     }
+    // Per-backend counters: the reading thread's slot, the pid of its rows.
+    let backends = first["sample"]["backend_counters"].as_array().unwrap();
+    let row_tid = &first["sample"]["rows"][0]["pid"];
+    assert!(
+        backends
+            .iter()
+            .any(|b| &b["tid"] == row_tid && b["counters"]["ios_issued"].as_u64() > Some(0)),
+        "{first}"
+    );
     if method == IoMethodKind::Worker {
         let workers = first["sample"]["pool"]["workers"].as_u64().unwrap();
         assert!(workers >= 2, "{first}");

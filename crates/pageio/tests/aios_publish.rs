@@ -177,6 +177,11 @@ fn rows_and_counters_follow_the_engine(method: IoMethodKind) {
         a.backends, 1,
         "the writer's backend slot was reused by this one"
     );
+    // Per backend: one slot, held by this thread, whose counters are the sum.
+    assert_eq!(a.backend_counters.len(), 1);
+    let slot = a.backend_counters[0];
+    assert_eq!((slot.id, slot.tid, slot.active), (0, tid, true));
+    assert_eq!(slot.counters, a.counters);
 }
 
 fn unsafe_free_gettid() -> i32 {
@@ -441,8 +446,9 @@ fn truncated_and_foreign_files_are_typed_errors() {
     let sample_at = 64 + publish::HEADER_BYTES;
     let rows_published_at = {
         // The fixed part: time, publishes, 11 counters, pool (flag + 4 u64 + bool + u64),
-        // depth now, depth samples, the histogram, backends, total, cut, published.
-        sample_at + 8 + 8 + 11 * 8 + 1 + 4 * 8 + 1 + 8 + 4 + 8 + DEPTH_BUCKETS * 8 + 4 + 4 + 4
+        // depth now, depth samples, the histogram, backends, the backend counters' count
+        // (none here), total, cut, published.
+        sample_at + 8 + 8 + 11 * 8 + 1 + 4 * 8 + 1 + 8 + 4 + 8 + DEPTH_BUCKETS * 8 + 4 + 4 + 4 + 4
     };
     bad_count[rows_published_at..rows_published_at + 4]
         .copy_from_slice(&(MAX_ROWS as u32 + 1).to_le_bytes());

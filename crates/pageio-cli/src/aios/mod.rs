@@ -305,6 +305,21 @@ fn summary_text(area: &PublishedArea) -> String {
     if let Some(pool) = &s.pool {
         out.push_str(&format!("  worker pool: {}\n", pool_text(pool)));
     }
+    if s.backend_counters.len() > 1 {
+        for b in &s.backend_counters {
+            out.push_str(&format!(
+                "  backend {} (thread {}{}): I/Os {}, bytes {}, io time {:.1} ms, wait time {:.1} ms, errors {}\n",
+                b.id,
+                b.tid,
+                if b.active { "" } else { ", released" },
+                b.counters.ios_issued,
+                b.counters.bytes,
+                b.counters.io_ns as f64 / 1e6,
+                b.counters.wait_ns as f64 / 1e6,
+                b.counters.errors
+            ));
+        }
+    }
     out.push_str(&format!(
         "  backends {}, in flight now {}, handles in use {}{}\n",
         s.backends,

@@ -121,8 +121,9 @@ pub const MAX_ROWS: usize = 256;
 /// Most bytes of one row's `target_desc` kept ("blocks a..b in file "…"" with a long path).
 pub const MAX_TARGET_DESC_BYTES: usize = 256;
 
-/// Room for the sample: [`MAX_ROWS`] rows of at most ~420 bytes each plus the fixed part.
-pub const SAMPLE_BYTES: usize = 128 * 1024;
+/// Room for the sample: the fixed part, [`MAX_BACKENDS`](super::MAX_BACKENDS) backends'
+/// counters (97 bytes each) and [`MAX_ROWS`] rows of at most ~450 bytes each.
+pub const SAMPLE_BYTES: usize = 160 * 1024;
 
 /// Size of every area file.
 pub const AREA_BYTES: usize = PREAMBLE_BYTES + HEADER_BYTES + SAMPLE_BYTES;
@@ -317,6 +318,19 @@ pub struct PublishedRow {
     pub f_buffered: bool,
 }
 
+/// One backend's counters in a sample.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct PublishedBackend {
+    /// The backend's slot number.
+    pub id: u32,
+    /// Thread id of the thread that last registered the slot (the `pid` of its rows).
+    pub tid: i32,
+    /// Whether a thread holds the slot now (a released slot keeps its counters).
+    pub active: bool,
+    /// Its counters since the slot was created.
+    pub counters: IoCounters,
+}
+
 /// The state at one publish.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct AreaSample {
@@ -338,6 +352,8 @@ pub struct AreaSample {
     pub depth_histogram: [u64; DEPTH_BUCKETS],
     /// Backends (threads) registered.
     pub backends: u32,
+    /// Each backend's counters (`counters` is their sum).
+    pub backend_counters: Vec<PublishedBackend>,
     /// Handles in use at the snapshot.
     pub rows_total: u32,
     /// Of those, not published (beyond [`MAX_ROWS`] or the area's room).
@@ -617,6 +633,7 @@ struct SampleSource<'a> {
     depth_samples: u64,
     depth_histogram: &'a [u64; DEPTH_BUCKETS],
     backends: u32,
+    backend_counters: &'a [PublishedBackend],
     rows: &'a [AioRow],
 }
 
@@ -648,6 +665,14 @@ fn encode_sample(s: &SampleSource<'_>) -> Vec<u8> {
         e.u64(v);
     }
     e.u32(s.backends);
+    let backend_counters = &s.backend_counters[..s.backend_counters.len().min(super::MAX_BACKENDS)];
+    e.u32(backend_counters.len() as u32);
+    for b in backend_counters {
+        e.u32(b.id);
+        e.i32(b.tid);
+        e.bool(b.active);
+        encode_counters(&mut e, &b.counters);
+    }
     e.u32(s.rows.len() as u32);
     // Rows published: as many as fit both MAX_ROWS and the area (every row is checked
     // against its worst-case size, so the count written before them is exact).
@@ -684,6 +709,22 @@ fn decode_sample(buf: &[u8], path: &Path) -> Result<AreaSample, PublishError> {
         *v = d.u64("depth histogram")?;
     }
     let backends = d.u32("backends")?;
+    let backend_count = d.u32("backend counters")? as usize;
+    if backend_count > super::MAX_BACKENDS {
+        return Err(d.garbled(format!(
+            "{backend_count} backends' counters, at most {} are written",
+            super::MAX_BACKENDS
+        )));
+    }
+    let mut backend_counters = Vec::with_capacity(backend_count);
+    for _ in 0..backend_count {
+        backend_counters.push(PublishedBackend {
+            id: d.u32("backend id")?,
+            tid: d.i32("backend tid")?,
+            active: d.bool("backend active")?,
+            counters: decode_counters(&mut d)?,
+        });
+    }
     let rows_total = d.u32("rows total")?;
     let rows_cut = d.u32("rows cut")?;
     let published = d.u32("rows published")? as usize;
@@ -705,6 +746,7 @@ fn decode_sample(buf: &[u8], path: &Path) -> Result<AreaSample, PublishError> {
         depth_samples,
         depth_histogram,
         backends,
+        backend_counters,
         rows_total,
         rows_cut,
         rows,
@@ -990,6 +1032,7 @@ fn read_sample(
                 depth_samples: 0,
                 depth_histogram: [0; DEPTH_BUCKETS],
                 backends: 0,
+                backend_counters: Vec::new(),
                 rows_total: 0,
                 rows_cut: 0,
                 rows: Vec::new(),
@@ -1309,7 +1352,10 @@ fn publisher_loop(core: Weak<AioCore>, writer: AreaWriter, stop: Arc<AtomicBool>
         zero_streak = if depth == 0 { zero_streak + weight } else { 0 };
         let now = Instant::now();
         if now >= next_publish {
-            let counters = core_counters(&core);
+            let backend_counters = backend_counters(&core);
+            let counters = backend_counters
+                .iter()
+                .fold(IoCounters::default(), |total, b| total + b.counters);
             let rows = super::Aio { core: core.clone() }.snapshot();
             let pool = core.method.worker_pool().map(|p| PublishedPool {
                 workers: p.workers as u64,
@@ -1329,6 +1375,7 @@ fn publisher_loop(core: Weak<AioCore>, writer: AreaWriter, stop: Arc<AtomicBool>
                 depth_samples: samples,
                 depth_histogram: &histogram,
                 backends,
+                backend_counters: &backend_counters,
                 rows: &rows,
             });
             writer.publish(&bytes);
@@ -1336,9 +1383,8 @@ fn publisher_loop(core: Weak<AioCore>, writer: AreaWriter, stop: Arc<AtomicBool>
         }
         drop(core);
         // Nothing in flight for a whole publish interval (an idle process): sample once per
-        // publish interval until
-        // something is in flight again. At most one interval at the start of a burst is
-        // then counted at the depth of its one sample.
+        // publish interval until something is in flight again. At most one interval at the
+        // start of a burst is then counted at the depth of its one sample.
         let idle = zero_streak >= SAMPLES_PER_PUBLISH;
         let sleep = if idle {
             PUBLISH_INTERVAL
@@ -1350,13 +1396,18 @@ fn publisher_loop(core: Weak<AioCore>, writer: AreaWriter, stop: Arc<AtomicBool>
     }
 }
 
-fn core_counters(core: &AioCore) -> IoCounters {
+fn backend_counters(core: &AioCore) -> Vec<PublishedBackend> {
     core.backends
         .read()
         .unwrap_or_else(|p| p.into_inner())
         .iter()
-        .map(|b| b.counters.snapshot())
-        .fold(IoCounters::default(), |total, c| total + c)
+        .map(|b| PublishedBackend {
+            id: b.id,
+            tid: b.tid.load(Ordering::Relaxed),
+            active: b.active.load(Ordering::Relaxed),
+            counters: b.counters.snapshot(),
+        })
+        .collect()
 }
 
 /// Writes samples into an area file for tests: the same seqlock writer the publisher
@@ -1396,6 +1447,7 @@ impl TestAreaWriter {
             depth_samples: histogram.iter().sum(),
             depth_histogram: histogram,
             backends: 1,
+            backend_counters: &[],
             rows,
         });
         self.writer.publish(&bytes);
