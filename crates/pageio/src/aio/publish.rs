@@ -1,16 +1,21 @@
 //! # Publishing a process's AIO state for `pageio aios`
 //!
-//! [`Aio::snapshot`](super::Aio::snapshot) shows the handles in use, but only inside the process. To let a DBA see
+//! [`Aio::snapshot`] shows the handles in use, but only inside the process. To let a DBA see
 //! what a running `pageio verify` or `pageio scan` is doing — how deep its queue is, which
-//! blocks of which file are in flight, whether it waits on the disk — every [`Aio`](super::Aio) publishes
+//! blocks of which file are in flight, whether it waits on the disk — every [`Aio`] publishes
 //! its state in a small file-backed shared-memory area that other processes map read-only.
+//!
+//! [`Aio`]: super::Aio
+//! [`Aio::snapshot`]: super::Aio::snapshot
+//! [`Aio::counters`]: super::Aio::counters
+//! [`Aio::io_worker_pool`]: super::Aio::io_worker_pool
 //!
 //! ## The mechanism
 //!
 //! A *publisher thread* owned by the `Aio` wakes every [`DEPTH_SAMPLE_INTERVAL`] (1 ms),
 //! counts the I/Os in flight (handles in `SUBMITTED`: given to the method, not completed) and
 //! adds one to that depth's histogram bucket; every [`PUBLISH_INTERVAL`] (10 ms) it also
-//! copies [`Aio::snapshot`](super::Aio::snapshot), [`Aio::counters`](super::Aio::counters) and [`Aio::io_worker_pool`](super::Aio::io_worker_pool) into the area.
+//! copies [`Aio::snapshot`], [`Aio::counters`] and [`Aio::io_worker_pool`] into the area.
 //! The I/O hot path is not touched at all: everything published is read from state the
 //! engine already keeps (handle states, atomic counters). Once nothing has been in flight
 //! for a whole publish interval (an idle process), the thread wakes once per publish
@@ -19,9 +24,9 @@
 //!
 //! ```text
 //!   Aio ──(Weak)── publisher thread ── every 1 ms: depth → histogram[bucket]++
-//!                          │            every 10 ms: seqlock write ─►  /dev/shm/pageio-aios.<pid>.<n>
-//!                          ▼                                               ▲ mmap(PROT_READ)
-//!                      snapshot(), counters(), io_worker_pool()       pageio aios (any process)
+//!                          │            every 10 ms: seqlock write ─►  pageio-aios.<pid>.<n>
+//!                          ▼                                                 ▲ mmap(PROT_READ)
+//!          snapshot(), counters(), io_worker_pool()           pageio aios (any process)
 //! ```
 //!
 //! ## The file
