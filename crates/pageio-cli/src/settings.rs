@@ -65,6 +65,13 @@ pub struct SettingsArgs {
     /// Bound of the file-descriptor cache [default: 1000]
     #[arg(long, value_name = "N", help_heading = "Settings")]
     pub max_open_files: Option<String>,
+    /// Publish this process's AIO state for `pageio aios`: on or off [default: on]
+    #[arg(long, value_name = "on|off", help_heading = "Settings")]
+    pub aio_publish: Option<String>,
+    /// Where to publish it (pageio aios --aio-publish-dir reads another place)
+    /// [default: /dev/shm]
+    #[arg(long, value_name = "DIR", help_heading = "Settings")]
+    pub aio_publish_dir: Option<String>,
     /// A postgresql.conf-syntax file setting any of the above (flags override it)
     #[arg(long, value_name = "FILE", help_heading = "Settings")]
     pub config: Option<PathBuf>,
@@ -79,7 +86,7 @@ impl SettingsArgs {
             // own postgresql.conf can be passed as it is.
             c.load_file(path)?;
         }
-        let flags: [(&str, &Option<String>); 14] = [
+        let flags: [(&str, &Option<String>); 16] = [
             ("io_method", &self.io_method),
             ("io_workers", &self.io_workers),
             ("io_min_workers", &self.io_min_workers),
@@ -97,6 +104,8 @@ impl SettingsArgs {
             ("huge_pages", &self.huge_pages),
             ("direct_io", &self.direct_io),
             ("max_open_files", &self.max_open_files),
+            ("aio_publish", &self.aio_publish),
+            ("aio_publish_dir", &self.aio_publish_dir),
         ];
         for (name, value) in flags {
             if let Some(v) = value {
@@ -124,6 +133,8 @@ impl SettingsArgs {
             "huge_pages" => &self.huge_pages,
             "direct_io" => &self.direct_io,
             "max_open_files" => &self.max_open_files,
+            "aio_publish" => &self.aio_publish,
+            "aio_publish_dir" => &self.aio_publish_dir,
             _ => &None,
         };
         if flag.is_some() {

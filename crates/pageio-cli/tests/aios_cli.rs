@@ -49,6 +49,17 @@ fn child_process_entry() {
     let Ok(spec) = std::env::var(CHILD_ENV) else {
         return;
     };
+    if let Some(publish_dir) = spec.strip_prefix("exit:") {
+        // Publish, then leave through exit(3) without dropping the Aio.
+        let aio = Aio::new(IoConfig {
+            io_method: IoMethodKind::Worker,
+            aio_publish_dir: PathBuf::from(publish_dir),
+            ..IoConfig::default()
+        })
+        .unwrap();
+        assert!(aio.publish_path().unwrap().exists());
+        std::process::exit(0);
+    }
     let mut parts = spec.splitn(3, ':');
     let method: IoMethodKind = parts.next().unwrap().parse().unwrap();
     let publish_dir = PathBuf::from(parts.next().unwrap());
@@ -203,6 +214,15 @@ fn cross_process_view_and_stale_cleanup(method: IoMethodKind) {
         assert_eq!(row["target"], "smgr");
         assert_eq!(row["f_buffered"], true);
     }
+    // Per-backend counters: the reading thread's slot, the pid of its rows.
+    let backends = first["sample"]["backend_counters"].as_array().unwrap();
+    let row_tid = &first["sample"]["rows"][0]["pid"];
+    assert!(
+        backends
+            .iter()
+            .any(|b| &b["tid"] == row_tid && b["counters"]["ios_issued"].as_u64() > Some(0)),
+        "{first}"
+    );
     if method == IoMethodKind::Worker {
         let workers = first["sample"]["pool"]["workers"].as_u64().unwrap();
         assert!(workers >= 2, "{first}");
@@ -371,6 +391,58 @@ fn plain_watch_prints_one_line_per_process_per_interval() {
     });
 }
 
+/// A process that calls exit(3) while its `Aio` is alive leaves no area behind.
+#[test]
+fn exit_removes_the_area_of_a_live_aio() {
+    with_watchdog("exit", WATCHDOG_SECS, || {
+        let publish = tempfile::tempdir().unwrap();
+        let status = Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "child_process_entry",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(CHILD_ENV, format!("exit:{}", publish.path().display()))
+            .stdout(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let left: Vec<_> = std::fs::read_dir(publish.path()).unwrap().collect();
+        assert!(left.is_empty(), "{left:?}");
+    });
+}
+
+#[test]
+fn the_publish_settings_are_flags_of_every_engine_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let (bench, bench2) = (dir.path().join("bench"), dir.path().join("bench2"));
+    let mut args = common::small_io_bench_args(&bench);
+    args.extend(["--aio-publish", "maybe"]);
+    let out = pageio_bounded(&args, 60);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("aio_publish") && err.contains("--aio-publish"),
+        "{err}"
+    );
+    let publish = tempfile::tempdir().unwrap();
+    let mut args = common::small_io_bench_args(&bench2);
+    args.extend(["--aio-publish-dir", publish.path().to_str().unwrap()]);
+    let out = pageio_bounded(&args, 60);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::read_dir(publish.path()).unwrap().count(),
+        0,
+        "removed at the end"
+    );
+}
+
 #[test]
 fn bad_flags_exit_2_with_the_fix() {
     for (args, expect) in [
@@ -510,6 +582,32 @@ fn rates_line(screen: &str) -> String {
         .to_string()
 }
 
+/// After the view ended: the shell's prompt on the normal screen, no leftover of the view,
+/// the cursor shown, the terminal in canonical mode with echo.
+fn assert_terminal_clean(tmux: &Tmux) -> String {
+    let after = tmux.wait_for("the shell again", Duration::from_secs(10), |s| {
+        s.trim_end().ends_with("aios-test$")
+    });
+    assert_eq!(tmux.pane("#{alternate_on}"), "0", "alternate screen left");
+    assert_eq!(tmux.pane("#{cursor_flag}"), "1", "cursor shown");
+    for leftover in ["io_generation", "I/Os/s", "depth histogram", "q quits"] {
+        assert!(
+            !after.contains(leftover),
+            "{leftover} left on the screen:\n{after}"
+        );
+    }
+    // A raw-mode terminal left behind would be saved and restored by bash around the next
+    // command: stty run from the prompt shows what the program left.
+    tmux.send_keys(&[
+        "stty -a | tr ' ' '\\n' | grep -x -e icanon -e echo | tr '\\n' ,; echo",
+        "Enter",
+    ]);
+    tmux.wait_for("stty after the watch", Duration::from_secs(10), |s| {
+        s.contains("icanon,echo,") || s.contains("echo,icanon,")
+    });
+    after
+}
+
 /// `pageio aios --watch` under tmux: columns and changing values on the screen, then
 /// `quit_key` ends it and the terminal is the shell's again.
 fn watch_under_tmux_quits_cleanly(quit_key: &'static str) {
@@ -556,25 +654,7 @@ fn watch_under_tmux_quits_cleanly(quit_key: &'static str) {
     });
 
     tmux.send_keys(&[quit_key]);
-    let after = tmux.wait_for("the shell again", Duration::from_secs(10), |s| {
-        s.trim_end().ends_with("aios-test$")
-    });
-    assert_eq!(tmux.pane("#{alternate_on}"), "0", "alternate screen left");
-    assert_eq!(tmux.pane("#{cursor_flag}"), "1", "cursor shown");
-    for leftover in ["io_generation", "I/Os/s", "depth histogram", "q quits"] {
-        assert!(
-            !after.contains(leftover),
-            "{leftover} left on the screen:\n{after}"
-        );
-    }
-    // The terminal is back in canonical mode with echo: a typed command runs normally.
-    tmux.send_keys(&[
-        "stty -a | tr ' ' '\\n' | grep -x -e icanon -e echo | tr '\\n' ,; echo",
-        "Enter",
-    ]);
-    tmux.wait_for("stty after the watch", Duration::from_secs(10), |s| {
-        s.contains("icanon,echo,") || s.contains("echo,icanon,")
-    });
+    assert_terminal_clean(&tmux);
 }
 
 #[test]
@@ -589,4 +669,79 @@ fn watch_under_tmux_quits_on_ctrl_c() {
     with_watchdog("tmux C-c", WATCHDOG_SECS, || {
         watch_under_tmux_quits_cleanly("C-c")
     });
+}
+
+/// A panic inside the view (injected at the third refresh; test builds only) restores the
+/// terminal before the panic message prints, so the message stays readable.
+#[test]
+fn watch_under_tmux_restores_the_terminal_on_panic() {
+    with_watchdog("tmux panic", WATCHDOG_SECS, || {
+        let Some(tmux) = Tmux::start("panic") else {
+            return;
+        };
+        let publish = tempfile::tempdir().unwrap();
+        tmux.wait_for("the prompt", Duration::from_secs(10), |s| {
+            s.contains("aios-test$")
+        });
+        let command = format!(
+            "PAGEIO_AIOS_PANIC_AT_REFRESH=3 {} aios --watch --interval 0.2 --aio-publish-dir {}; echo status=$?",
+            env!("CARGO_BIN_EXE_pageio"),
+            publish.path().display()
+        );
+        tmux.send_keys(&[&command, "Enter"]);
+        let after = assert_terminal_clean(&tmux);
+        assert!(after.contains("injected panic at refresh 3"), "{after}");
+        assert!(after.contains("status=101"), "{after}");
+    });
+}
+
+/// Another user's area (mode 0600) is counted, not warned about: the view is of the
+/// processes this user may see.
+#[test]
+fn other_users_areas_are_counted_not_reported_as_damaged() {
+    if !common::have_root("other_users_areas_are_counted_not_reported_as_damaged") {
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let publish = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(publish.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let me = std::process::id() as i32;
+    let header = pageio::aio::publish::AreaHeader {
+        pid: me,
+        start_time_ticks: pageio::aio::publish::process_start_time(me).unwrap(),
+        program: "aios_cli".into(),
+        io_method: "sync".into(),
+        effective_io_concurrency: 16,
+        io_combine_limit_blocks: 16,
+        io_max_concurrency: 64,
+        direct_io: false,
+        io_workers: 0,
+        instance: 0,
+    };
+    let _area = pageio::aio::publish::TestAreaWriter::create(publish.path(), &header).unwrap();
+    let dir = publish.path().to_str().unwrap();
+    let out =
+        common::pageio_bounded_unprivileged(&["aios", "--json", "--aio-publish-dir", dir], 30);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["not_permitted"], 1, "{doc}");
+    assert_eq!(doc["unreadable"], serde_json::json!([]), "{doc}");
+    assert_eq!(doc["processes"], serde_json::json!([]), "{doc}");
+    let out = common::pageio_bounded_unprivileged(&["aios", "--aio-publish-dir", dir], 30);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("1 more process of other users"), "{text}");
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Root sees it.
+    let doc = aios_json(publish.path(), &[]);
+    assert_eq!(doc["processes"].as_array().unwrap().len(), 1, "{doc}");
+    assert_eq!(doc["not_permitted"], 0);
 }

@@ -177,6 +177,11 @@ fn rows_and_counters_follow_the_engine(method: IoMethodKind) {
         a.backends, 1,
         "the writer's backend slot was reused by this one"
     );
+    // Per backend: one slot, held by this thread, whose counters are the sum.
+    assert_eq!(a.backend_counters.len(), 1);
+    let slot = a.backend_counters[0];
+    assert_eq!((slot.id, slot.tid, slot.active), (0, tid, true));
+    assert_eq!(slot.counters, a.counters);
 }
 
 fn unsafe_free_gettid() -> i32 {
@@ -213,6 +218,10 @@ fn aio_publish_off_creates_nothing() {
 
 #[test]
 fn an_unusable_publish_dir_is_reported_and_the_engine_still_runs() {
+    with_watchdog("unusable dir", WATCHDOG_SECS, unusable_publish_dir);
+}
+
+fn unusable_publish_dir() {
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("missing");
     let aio = Aio::new(IoConfig {
@@ -423,13 +432,23 @@ fn truncated_and_foreign_files_are_typed_errors() {
         read_area(&link),
         Err(PublishError::NotRegular { .. })
     ));
+    // A writer that never finishes its write (the sequence stays odd) is reported, after a
+    // bounded wait, instead of waited for.
+    let mut stuck = image.clone();
+    stuck[32] |= 1;
+    let start = Instant::now();
+    let err = decode_area_bytes(&stuck, &path).unwrap_err();
+    assert!(matches!(err, PublishError::Busy { .. }), "{err}");
+    assert!(start.elapsed() >= publish::MAX_READ_WAIT);
+    assert!(start.elapsed() < 10 * publish::MAX_READ_WAIT);
     // A sample whose row count disagrees with its rows is garbled, not a short list.
     let mut bad_count = image.clone();
     let sample_at = 64 + publish::HEADER_BYTES;
     let rows_published_at = {
         // The fixed part: time, publishes, 11 counters, pool (flag + 4 u64 + bool + u64),
-        // depth now, depth samples, the histogram, backends, total, cut, published.
-        sample_at + 8 + 8 + 11 * 8 + 1 + 4 * 8 + 1 + 8 + 4 + 8 + DEPTH_BUCKETS * 8 + 4 + 4 + 4
+        // depth now, depth samples, the histogram, backends, the backend counters' count
+        // (none here), total, cut, published.
+        sample_at + 8 + 8 + 11 * 8 + 1 + 4 * 8 + 1 + 8 + 4 + 8 + DEPTH_BUCKETS * 8 + 4 + 4 + 4 + 4
     };
     bad_count[rows_published_at..rows_published_at + 4]
         .copy_from_slice(&(MAX_ROWS as u32 + 1).to_le_bytes());
@@ -569,4 +588,17 @@ fn the_reader_never_sees_a_torn_sample() {
             "{reads} reads, {written} writes"
         );
     });
+}
+
+#[test]
+fn an_unknown_start_time_is_stale_only_when_the_pid_is_gone() {
+    let dir = tempfile::tempdir().unwrap();
+    let me = std::process::id() as i32;
+    let live = TestAreaWriter::create(dir.path(), &header(me, 0)).unwrap();
+    assert_eq!(
+        publish::stale_reason(&read_area(live.path()).unwrap().header),
+        None
+    );
+    let gone = header(dead_pid(), 0);
+    assert_eq!(publish::stale_reason(&gone), Some(StaleReason::ProcessGone));
 }

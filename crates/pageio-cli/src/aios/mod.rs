@@ -113,7 +113,7 @@ pub fn run(args: AiosArgs) -> CliResult {
     if args.dsn.is_some() {
         return server::run(&args);
     }
-    if !args.interval.is_finite() || args.interval <= 0.0 || args.interval > 86_400.0 {
+    if !args.interval.is_finite() || args.interval < 0.01 || args.interval > 86_400.0 {
         return Err(format!(
             "--interval {} is not a number of seconds between 0.01 and 86400 (e.g. --interval 0.5)",
             args.interval
@@ -138,6 +138,7 @@ pub fn run(args: AiosArgs) -> CliResult {
             pid: args.pid,
             interval: Duration::from_secs_f64(args.interval),
             previous: HashMap::new(),
+            refreshes: 0,
         };
         term::watch(
             Duration::from_secs_f64(args.interval),
@@ -180,6 +181,8 @@ struct Scan {
     processes: Vec<PublishedArea>,
     stale: Vec<StaleArea>,
     unreadable: Vec<(PathBuf, String)>,
+    /// Areas this user may not read (another user's processes: the files are 0600).
+    not_permitted: usize,
 }
 
 impl Scan {
@@ -194,6 +197,7 @@ impl Scan {
             processes: Vec::new(),
             stale: Vec::new(),
             unreadable: Vec::new(),
+            not_permitted: 0,
         };
         for entry in entries {
             match entry {
@@ -216,6 +220,12 @@ impl Scan {
                         header: area.header,
                     });
                 }
+                AreaEntry::Unreadable {
+                    error: publish::PublishError::Io { source, .. },
+                    ..
+                } if source.kind() == std::io::ErrorKind::PermissionDenied => {
+                    scan.not_permitted += 1;
+                }
                 AreaEntry::Unreadable { path, error } => {
                     scan.unreadable.push((path, error.to_string()));
                 }
@@ -226,11 +236,13 @@ impl Scan {
 
     fn to_json(&self) -> serde_json::Value {
         serde_json::json!({
+            "depth_buckets": (0..DEPTH_BUCKETS).map(depth_bucket_label).collect::<Vec<_>>(),
             "processes": self.processes,
             "stale": self.stale,
             "unreadable": self.unreadable.iter().map(|(path, error)| {
                 serde_json::json!({"path": path, "error": error})
             }).collect::<Vec<_>>(),
+            "not_permitted": self.not_permitted,
         })
     }
 
@@ -246,6 +258,13 @@ impl Scan {
             out.push_str(&summary_text(area));
             out.push_str(&rows_table(&area.sample.rows));
             out.push('\n');
+        }
+        if self.not_permitted > 0 {
+            out.push_str(&format!(
+                "{} more process{} of other users (their files are readable by their owner and root only)\n",
+                self.not_permitted,
+                if self.not_permitted == 1 { "" } else { "es" }
+            ));
         }
         for s in &self.stale {
             out.push_str(&format!(
@@ -312,6 +331,21 @@ fn summary_text(area: &PublishedArea) -> String {
     );
     if let Some(pool) = &s.pool {
         out.push_str(&format!("  worker pool: {}\n", pool_text(pool)));
+    }
+    if s.backend_counters.len() > 1 {
+        for b in &s.backend_counters {
+            out.push_str(&format!(
+                "  backend {} (thread {}{}): I/Os {}, bytes {}, io time {:.1} ms, wait time {:.1} ms, errors {}\n",
+                b.id,
+                b.tid,
+                if b.active { "" } else { ", released" },
+                b.counters.ios_issued,
+                b.counters.bytes,
+                b.counters.io_ns as f64 / 1e6,
+                b.counters.wait_ns as f64 / 1e6,
+                b.counters.errors
+            ));
+        }
     }
     out.push_str(&format!(
         "  backends {}, in flight now {}, handles in use {}{}\n",
@@ -638,10 +672,24 @@ struct Watcher {
     pid: Option<i32>,
     interval: Duration,
     previous: HashMap<PathBuf, AreaSample>,
+    refreshes: u64,
 }
+
+/// Builds with debug assertions (the test profile) panic at this refresh when it is set, so
+/// a test can check that a panic leaves the terminal clean. Release builds ignore it.
+const PANIC_AT_REFRESH_ENV: &str = "PAGEIO_AIOS_PANIC_AT_REFRESH";
 
 impl Watcher {
     fn sample(&mut self) -> Result<WatchView, String> {
+        self.refreshes += 1;
+        if cfg!(debug_assertions)
+            && std::env::var(PANIC_AT_REFRESH_ENV).ok() == Some(self.refreshes.to_string())
+        {
+            panic!(
+                "injected panic at refresh {} ({PANIC_AT_REFRESH_ENV})",
+                self.refreshes
+            );
+        }
         let scan = Scan::take(&self.dir, self.pid)?;
         let mut notes = Vec::new();
         for s in &scan.stale {

@@ -5,6 +5,11 @@
 //! blocks of which file are in flight, whether it waits on the disk — every [`Aio`] publishes
 //! its state in a small file-backed shared-memory area that other processes map read-only.
 //!
+//! [`Aio`]: super::Aio
+//! [`Aio::snapshot`]: super::Aio::snapshot
+//! [`Aio::counters`]: super::Aio::counters
+//! [`Aio::io_worker_pool`]: super::Aio::io_worker_pool
+//!
 //! ## The mechanism
 //!
 //! A *publisher thread* owned by the `Aio` wakes every [`DEPTH_SAMPLE_INTERVAL`] (1 ms),
@@ -12,16 +17,16 @@
 //! adds one to that depth's histogram bucket; every [`PUBLISH_INTERVAL`] (10 ms) it also
 //! copies [`Aio::snapshot`], [`Aio::counters`] and [`Aio::io_worker_pool`] into the area.
 //! The I/O hot path is not touched at all: everything published is read from state the
-//! engine already keeps (handle states, atomic counters). While nothing is in flight and no
-//! I/O was issued since the last publish, the thread sleeps a whole publish interval and
-//! counts it as that many depth-0 samples, so an idle process costs 100 wake-ups a second,
-//! and the histogram stays time-weighted.
+//! engine already keeps (handle states, atomic counters). Once nothing has been in flight
+//! for a whole publish interval (an idle process), the thread wakes once per publish
+//! interval and counts each sample as ten, until something is in flight again: an idle
+//! process costs 100 wake-ups a second, and the histogram stays weighted by time.
 //!
 //! ```text
 //!   Aio ──(Weak)── publisher thread ── every 1 ms: depth → histogram[bucket]++
-//!                          │            every 10 ms: seqlock write ─►  /dev/shm/pageio-aios.<pid>.<n>
-//!                          ▼                                               ▲ mmap(PROT_READ)
-//!                      snapshot(), counters(), io_worker_pool()       pageio aios (any process)
+//!                          │            every 10 ms: seqlock write ─►  pageio-aios.<pid>.<n>
+//!                          ▼                                                 ▲ mmap(PROT_READ)
+//!          snapshot(), counters(), io_worker_pool()           pageio aios (any process)
 //! ```
 //!
 //! ## The file
@@ -36,7 +41,7 @@
 //!
 //! ```text
 //!   offset  size        content
-//!   0       8           magic "PGAIOSv1"... as a little-endian u64 (AREA_MAGIC)
+//!   0       8           magic: "PGAIOS01" read as a little-endian u64 (AREA_MAGIC)
 //!   8       8           layout version (LAYOUT_VERSION)
 //!   16      8           area size in bytes
 //!   24      8           header length in bytes
@@ -56,10 +61,20 @@
 //!
 //! The sample is guarded by a seqlock: the writer makes the sequence odd, stores the words,
 //! makes it even again. A reader copies the words between two loads of the sequence and
-//! retries when they differ or are odd, at most [`MAX_READ_RETRIES`] times (then
+//! retries when they differ or are odd, for at most [`MAX_READ_WAIT`] (then
 //! [`PublishError::Busy`]). All shared words are accessed as `AtomicU64`, so a reader racing
 //! the writer sees old or new words, never undefined behaviour, and the sequence check
 //! rejects any mixture.
+//!
+//! ## A worked example
+//!
+//! `pageio verify` runs as pid 4242 under `io_method = worker` and publishes
+//! `/dev/shm/pageio-aios.4242.0`. `pageio aios --watch` reads it at t = 0 s: `publishes`
+//! 812, `counters.bytes` 3.2 GB, `depth_histogram` `[40, 3, 5, 9, 120, 300, 0, …]`
+//! (`depth_samples` 477). At t = 1 s: `bytes` 3.6 GB, histogram `[41, 3, 6, 9, 160, 1258,
+//! 0, …]` (1477 samples). The view shows 400 MB/s, and over that second 1000 depth samples:
+//! 96% at 9–16 in flight, 4% at 5–8 — the queue is kept full (`effective_io_concurrency`
+//! 16), so the device, not the CPU, is the limit.
 //!
 //! ## Stale areas
 //!
@@ -111,8 +126,9 @@ pub const MAX_ROWS: usize = 256;
 /// Most bytes of one row's `target_desc` kept ("blocks a..b in file "…"" with a long path).
 pub const MAX_TARGET_DESC_BYTES: usize = 256;
 
-/// Room for the sample: [`MAX_ROWS`] rows of at most ~420 bytes each plus the fixed part.
-pub const SAMPLE_BYTES: usize = 128 * 1024;
+/// Room for the sample: the fixed part, [`MAX_BACKENDS`](super::MAX_BACKENDS) backends'
+/// counters (97 bytes each) and [`MAX_ROWS`] rows of at most ~450 bytes each.
+pub const SAMPLE_BYTES: usize = 160 * 1024;
 
 /// Size of every area file.
 pub const AREA_BYTES: usize = PREAMBLE_BYTES + HEADER_BYTES + SAMPLE_BYTES;
@@ -130,10 +146,18 @@ pub const PUBLISH_INTERVAL: Duration = Duration::from_millis(10);
 const SAMPLES_PER_PUBLISH: u64 =
     (PUBLISH_INTERVAL.as_micros() / DEPTH_SAMPLE_INTERVAL.as_micros()) as u64;
 
-/// Times a reader retries a sample the writer is rewriting. A write takes microseconds and
-/// comes every 10 ms, so a second try almost always succeeds; 1000 tries with a yield in
-/// between only fail when the writer is stuck mid-write.
-pub const MAX_READ_RETRIES: u32 = 1000;
+/// Longest a reader keeps retrying a sample the writer is rewriting. A write takes
+/// microseconds, but a publisher preempted in the middle of one on a loaded machine resumes
+/// only at its next time slice (a few ms); 100 ms covers that many times over, and a writer
+/// stuck longer is reported ([`PublishError::Busy`]) instead of waited for.
+pub const MAX_READ_WAIT: Duration = Duration::from_millis(100);
+
+/// Retries that only yield the CPU before the reader starts sleeping [`READ_RETRY_SLEEP`]
+/// between tries: most conflicts end within a yield.
+const READ_RETRIES_YIELDING: u32 = 16;
+
+/// The pause between later retries: short next to a time slice, long enough not to spin.
+const READ_RETRY_SLEEP: Duration = Duration::from_micros(50);
 
 /// Upper bounds (inclusive) of the depth histogram's buckets: 0, 1, 2, 3–4, 5–8, … , 257+.
 /// Powers of two, because what matters is the order of magnitude of the queue depth.
@@ -215,7 +239,7 @@ pub enum PublishError {
         what: String,
     },
     /// The writer was always mid-write.
-    #[error("AIO area \"{path}\" changed during each of {MAX_READ_RETRIES} reads; its writer may be stuck")]
+    #[error("AIO area \"{path}\" was being rewritten during every read for {} ms; its writer may be stuck", MAX_READ_WAIT.as_millis())]
     Busy {
         /// The file.
         path: PathBuf,
@@ -299,6 +323,19 @@ pub struct PublishedRow {
     pub f_buffered: bool,
 }
 
+/// One backend's counters in a sample.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct PublishedBackend {
+    /// The backend's slot number.
+    pub id: u32,
+    /// Thread id of the thread that last registered the slot (the `pid` of its rows).
+    pub tid: i32,
+    /// Whether a thread holds the slot now (a released slot keeps its counters).
+    pub active: bool,
+    /// Its counters since the slot was created.
+    pub counters: IoCounters,
+}
+
 /// The state at one publish.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct AreaSample {
@@ -320,6 +357,8 @@ pub struct AreaSample {
     pub depth_histogram: [u64; DEPTH_BUCKETS],
     /// Backends (threads) registered.
     pub backends: u32,
+    /// Each backend's counters (`counters` is their sum).
+    pub backend_counters: Vec<PublishedBackend>,
     /// Handles in use at the snapshot.
     pub rows_total: u32,
     /// Of those, not published (beyond [`MAX_ROWS`] or the area's room).
@@ -599,6 +638,7 @@ struct SampleSource<'a> {
     depth_samples: u64,
     depth_histogram: &'a [u64; DEPTH_BUCKETS],
     backends: u32,
+    backend_counters: &'a [PublishedBackend],
     rows: &'a [AioRow],
 }
 
@@ -630,6 +670,14 @@ fn encode_sample(s: &SampleSource<'_>) -> Vec<u8> {
         e.u64(v);
     }
     e.u32(s.backends);
+    let backend_counters = &s.backend_counters[..s.backend_counters.len().min(super::MAX_BACKENDS)];
+    e.u32(backend_counters.len() as u32);
+    for b in backend_counters {
+        e.u32(b.id);
+        e.i32(b.tid);
+        e.bool(b.active);
+        encode_counters(&mut e, &b.counters);
+    }
     e.u32(s.rows.len() as u32);
     // Rows published: as many as fit both MAX_ROWS and the area (every row is checked
     // against its worst-case size, so the count written before them is exact).
@@ -666,6 +714,22 @@ fn decode_sample(buf: &[u8], path: &Path) -> Result<AreaSample, PublishError> {
         *v = d.u64("depth histogram")?;
     }
     let backends = d.u32("backends")?;
+    let backend_count = d.u32("backend counters")? as usize;
+    if backend_count > super::MAX_BACKENDS {
+        return Err(d.garbled(format!(
+            "{backend_count} backends' counters, at most {} are written",
+            super::MAX_BACKENDS
+        )));
+    }
+    let mut backend_counters = Vec::with_capacity(backend_count);
+    for _ in 0..backend_count {
+        backend_counters.push(PublishedBackend {
+            id: d.u32("backend id")?,
+            tid: d.i32("backend tid")?,
+            active: d.bool("backend active")?,
+            counters: decode_counters(&mut d)?,
+        });
+    }
     let rows_total = d.u32("rows total")?;
     let rows_cut = d.u32("rows cut")?;
     let published = d.u32("rows published")? as usize;
@@ -687,6 +751,7 @@ fn decode_sample(buf: &[u8], path: &Path) -> Result<AreaSample, PublishError> {
         depth_samples,
         depth_histogram,
         backends,
+        backend_counters,
         rows_total,
         rows_cut,
         rows,
@@ -928,9 +993,17 @@ fn read_sample(
     path: &Path,
     buf: &mut Vec<u8>,
 ) -> Result<AreaSample, PublishError> {
-    for attempt in 0..MAX_READ_RETRIES {
+    let start = Instant::now();
+    for attempt in 0u32.. {
         if attempt > 0 {
-            std::thread::yield_now();
+            if start.elapsed() >= MAX_READ_WAIT {
+                break;
+            }
+            if attempt < READ_RETRIES_YIELDING {
+                std::thread::yield_now();
+            } else {
+                std::thread::sleep(READ_RETRY_SLEEP);
+            }
         }
         let before = words[WORD_SEQUENCE].load(Ordering::Acquire);
         if before % 2 == 1 {
@@ -964,6 +1037,7 @@ fn read_sample(
                 depth_samples: 0,
                 depth_histogram: [0; DEPTH_BUCKETS],
                 backends: 0,
+                backend_counters: Vec::new(),
                 rows_total: 0,
                 rows_cut: 0,
                 rows: Vec::new(),
@@ -1014,7 +1088,8 @@ pub fn process_start_time(pid: i32) -> Option<u64> {
 /// Whether an area's publisher is gone, and why.
 pub fn stale_reason(header: &AreaHeader) -> Option<StaleReason> {
     match process_start_time(header.pid) {
-        Some(t) if t == header.start_time_ticks => None,
+        // 0: the publisher could not read its own start time; only a missing pid counts.
+        Some(t) if t == header.start_time_ticks || header.start_time_ticks == 0 => None,
         Some(t) => Some(StaleReason::PidReused {
             start_time_ticks: t,
         }),
@@ -1267,20 +1342,25 @@ fn publisher_loop(core: Weak<AioCore>, writer: AreaWriter, stop: Arc<AtomicBool>
     let mut histogram = [0u64; DEPTH_BUCKETS];
     let mut samples = 0u64;
     let mut publishes = 0u64;
-    let mut last_issued = u64::MAX;
     let mut next_publish = Instant::now();
-    let mut idle = false;
+    // Depth samples in a row that found nothing in flight, and how many depth-sample
+    // intervals the last sleep lasted (the weight of the next sample).
+    let mut zero_streak = 0u64;
+    let mut weight = 1u64;
     while !stop.load(Ordering::Acquire) {
         let Some(core) = core.upgrade() else { break };
         let (depth, backends) = in_flight_depth(&core);
-        // While idle the loop sleeps a whole publish interval: count it as that many
-        // depth-0 samples so the histogram stays weighted by time.
-        let weight = if idle { SAMPLES_PER_PUBLISH } else { 1 };
+        // A sample stands for the time since the previous one, so the histogram stays
+        // weighted by time when the loop sleeps longer (below).
         histogram[depth_bucket(depth)] += weight;
         samples += weight;
+        zero_streak = if depth == 0 { zero_streak + weight } else { 0 };
         let now = Instant::now();
-        if now >= next_publish || idle {
-            let counters = core_counters(&core);
+        if now >= next_publish {
+            let backend_counters = backend_counters(&core);
+            let counters = backend_counters
+                .iter()
+                .fold(IoCounters::default(), |total, b| total + b.counters);
             let rows = super::Aio { core: core.clone() }.snapshot();
             let pool = core.method.worker_pool().map(|p| PublishedPool {
                 workers: p.workers as u64,
@@ -1300,30 +1380,39 @@ fn publisher_loop(core: Weak<AioCore>, writer: AreaWriter, stop: Arc<AtomicBool>
                 depth_samples: samples,
                 depth_histogram: &histogram,
                 backends,
+                backend_counters: &backend_counters,
                 rows: &rows,
             });
             writer.publish(&bytes);
-            idle = depth == 0 && counters.ios_issued == last_issued;
-            last_issued = counters.ios_issued;
             next_publish = now + PUBLISH_INTERVAL;
         }
         drop(core);
+        // Nothing in flight for a whole publish interval (an idle process): sample once per
+        // publish interval until something is in flight again. At most one interval at the
+        // start of a burst is then counted at the depth of its one sample.
+        let idle = zero_streak >= SAMPLES_PER_PUBLISH;
         let sleep = if idle {
             PUBLISH_INTERVAL
         } else {
             DEPTH_SAMPLE_INTERVAL
         };
+        weight = if idle { SAMPLES_PER_PUBLISH } else { 1 };
         std::thread::park_timeout(sleep);
     }
 }
 
-fn core_counters(core: &AioCore) -> IoCounters {
+fn backend_counters(core: &AioCore) -> Vec<PublishedBackend> {
     core.backends
         .read()
         .unwrap_or_else(|p| p.into_inner())
         .iter()
-        .map(|b| b.counters.snapshot())
-        .fold(IoCounters::default(), |total, c| total + c)
+        .map(|b| PublishedBackend {
+            id: b.id,
+            tid: b.tid.load(Ordering::Relaxed),
+            active: b.active.load(Ordering::Relaxed),
+            counters: b.counters.snapshot(),
+        })
+        .collect()
 }
 
 /// Writes samples into an area file for tests: the same seqlock writer the publisher
@@ -1363,6 +1452,7 @@ impl TestAreaWriter {
             depth_samples: histogram.iter().sum(),
             depth_histogram: histogram,
             backends: 1,
+            backend_counters: &[],
             rows,
         });
         self.writer.publish(&bytes);
