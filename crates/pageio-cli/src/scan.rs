@@ -48,10 +48,11 @@ use crate::CliResult;
     pageio scan --pgdata /var/lib/postgresql/18/main --heap base/5/16384 --kind seq\n  \
     pageio scan --pgdata DIR --heap base/5/16384 --index base/5/16394 --kind index --where 'a between 100 and 200' --cold\n  \
     pageio scan --dataset uniform --data-dir ./datasets --kind bitmap --io-method io_uring --json\n\n\
-Without --io-method (or an io_method line in --config), scan uses io_method=auto: io_uring \
-when the kernel allows it, else worker with one line saying why — the fastest here on every \
-scan kind, cold and warm (docs/BENCHMARKS.md, \"Scan defaults\"). PostgreSQL's own default \
-is worker; pass --io-method worker to compare.")]
+Scan's own defaults, each only when neither a flag nor a --config line sets it: \
+io_method=auto (io_uring when the kernel allows it, else worker with one line saying why) and \
+effective_io_concurrency=64 — the fastest here on every scan kind, cold and warm \
+(docs/BENCHMARKS.md, \"Scan defaults\"). PostgreSQL's own defaults are worker and 16; pass \
+--io-method worker --effective-io-concurrency 16 to compare.")]
 pub struct ScanArgs {
     /// PostgreSQL data directory holding the relation files
     #[arg(long, value_name = "DIR", conflicts_with = "dataset")]

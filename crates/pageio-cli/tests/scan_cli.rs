@@ -285,7 +285,8 @@ fn bad_input_names_the_fix() {
 }
 
 /// Scan's io_method default is auto (io_uring when the kernel allows it, else worker with the
-/// reason on stderr); an explicit flag or config-file line wins; the answer is the same.
+/// reason on stderr) and its effective_io_concurrency 64; an explicit flag or config-file
+/// line wins; the answer is the same.
 #[test]
 fn scan_defaults_to_io_method_auto_unless_chosen() {
     let (dir, pgdata) = fixture();
@@ -318,10 +319,12 @@ fn scan_defaults_to_io_method_auto_unless_chosen() {
             "the fallback says why: {stderr}"
         );
     }
+    assert_eq!(v["effective_io_concurrency"], 64);
     let rows = v["rows"].as_u64().unwrap();
     assert_eq!(rows, 20000);
-    let (v, _) = scan(&["--io-method", "worker"]);
+    let (v, _) = scan(&["--io-method", "worker", "--effective-io-concurrency", "16"]);
     assert_eq!(v["io_method"], "worker");
+    assert_eq!(v["effective_io_concurrency"], 16);
     assert_eq!(v["rows"].as_u64(), Some(rows));
     let conf = dir.path().join("sync.conf");
     std::fs::write(&conf, "io_method = sync\n").unwrap();
