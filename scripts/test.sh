@@ -10,6 +10,8 @@
 #   - the fixture cluster, built from tests/fixtures/pg18-small.sql by
 #     scripts/build-fixture.py and cached under target/fixtures/pg18-small/ (data/ and the
 #     facts PostgreSQL gave, facts.json; rebuilt when the SQL or the builder changes).
+#   - tmux (Debian's package, installed when missing) for the terminal tests of
+#     `pageio aios --watch`.
 #
 # The suite runs in the `test-opt` profile: optimised like release, with debug assertions and
 # overflow checks on, so the engine's invariants run in every test
