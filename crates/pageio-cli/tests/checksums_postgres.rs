@@ -320,9 +320,21 @@ fn killed_at(step: Option<&str>) {
     let (dir, data) = copy_of_template(&bin, "pageio-checksums-kill");
     let control_before = std::fs::read(data.join("global/pg_control")).unwrap();
     let data_arg = data.display().to_string();
+    // A killed process leaves its `pageio aios` area behind (stale, by design): keep it in
+    // this test's directory, removed with it, rather than in the shared /dev/shm.
+    let publish_dir = dir.path().join("aios");
+    std::fs::create_dir(&publish_dir).unwrap();
+    let publish_arg = publish_dir.display().to_string();
     let out = match step {
         Some(step) => pageio_bounded_with(
-            &["checksums", "--enable", "-D", &data_arg],
+            &[
+                "checksums",
+                "--enable",
+                "--aio-publish-dir",
+                &publish_arg,
+                "-D",
+                &data_arg,
+            ],
             RUN_BOUND_SECS,
             |c| {
                 c.env("PAGEIO_CHECKSUMS_CRASH_AT", step);
@@ -345,6 +357,8 @@ fn killed_at(step: Option<&str>) {
                     "1",
                     "--direct-io",
                     "on",
+                    "--aio-publish-dir",
+                    &publish_arg,
                     "-D",
                     &data_arg,
                 ])
