@@ -5,10 +5,16 @@
 mod common;
 
 fn under_limit(limit_bytes: u64, args: &[&str]) -> std::process::Output {
+    // A process that runs out of memory exits through the abort handler, which cannot run
+    // exit-time clean-up: its `pageio aios` area stays behind (stale). Keep it in a
+    // directory of this run, removed with it, not in the shared /dev/shm.
+    let publish_dir = tempfile::tempdir().unwrap();
     std::process::Command::new("prlimit")
         .arg(format!("--as={limit_bytes}"))
         .arg(env!("CARGO_BIN_EXE_pageio"))
         .args(args)
+        .arg("--aio-publish-dir")
+        .arg(publish_dir.path())
         .output()
         .unwrap()
 }
