@@ -65,6 +65,19 @@ enum Command {
 /// Bytes of the most recent allocation the system allocator refused (0: none yet).
 static FAILED_ALLOCATION_BYTES: AtomicUsize = AtomicUsize::new(0);
 
+/// How many allocations the system allocator refused. With more than one, several threads
+/// may be printing Rust's "memory allocation of N bytes failed" at once.
+static FAILED_ALLOCATIONS: AtomicUsize = AtomicUsize::new(0);
+
+/// Set by the first thread in [`on_abort`]; any other waits there for the process to end.
+static ABORTING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Records a refused allocation of `bytes`.
+fn record_failed_allocation(bytes: usize) {
+    FAILED_ALLOCATION_BYTES.store(bytes, Ordering::Relaxed);
+    FAILED_ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+}
+
 /// The system allocator, remembering the size of a refused allocation.
 ///
 /// Large allocations (the buffer pool, I/O buffers, the index build) are fallible and fail
@@ -80,7 +93,7 @@ unsafe impl GlobalAlloc for RecordingAllocator {
         // SAFETY: forwarded with the caller's guarantees.
         let p = unsafe { System.alloc(layout) };
         if p.is_null() {
-            FAILED_ALLOCATION_BYTES.store(layout.size(), Ordering::Relaxed);
+            record_failed_allocation(layout.size());
         }
         p
     }
@@ -89,7 +102,7 @@ unsafe impl GlobalAlloc for RecordingAllocator {
         // SAFETY: forwarded with the caller's guarantees.
         let p = unsafe { System.alloc_zeroed(layout) };
         if p.is_null() {
-            FAILED_ALLOCATION_BYTES.store(layout.size(), Ordering::Relaxed);
+            record_failed_allocation(layout.size());
         }
         p
     }
@@ -98,7 +111,7 @@ unsafe impl GlobalAlloc for RecordingAllocator {
         // SAFETY: forwarded with the caller's guarantees.
         let p = unsafe { System.realloc(ptr, layout, new_size) };
         if p.is_null() {
-            FAILED_ALLOCATION_BYTES.store(new_size, Ordering::Relaxed);
+            record_failed_allocation(new_size);
         }
         p
     }
@@ -114,6 +127,12 @@ static ALLOCATOR: RecordingAllocator = RecordingAllocator;
 
 /// SIGABRT handler: after a refused allocation, exit with status 2 and a message instead of
 /// dumping core; any other abort keeps its default action. Only async-signal-safe calls.
+///
+/// When memory runs out, several threads may fail at once, each printing Rust's "memory
+/// allocation of N bytes failed" and aborting. The first thread here silences standard
+/// error for the others (it now points at /dev/null) and writes the message, on its own
+/// line, to a copy of the original, so it is the last line the user sees; the others wait
+/// here until the process ends.
 extern "C" fn on_abort(_signal: libc::c_int) {
     let bytes = FAILED_ALLOCATION_BYTES.load(Ordering::Relaxed);
     if bytes == 0 {
@@ -124,6 +143,27 @@ extern "C" fn on_abort(_signal: libc::c_int) {
         }
         return;
     }
+    if ABORTING.swap(true, Ordering::SeqCst) {
+        loop {
+            // SAFETY: pause(2) is async-signal-safe; the first thread ends the process.
+            unsafe {
+                libc::pause();
+            }
+        }
+    }
+    // SAFETY: dup(2), open(2) and dup2(2) are async-signal-safe; the path is a C string.
+    let out = unsafe {
+        let saved = libc::dup(2);
+        let null = libc::open(c"/dev/null".as_ptr(), libc::O_WRONLY);
+        if saved >= 0 && null >= 0 {
+            libc::dup2(null, 2);
+        }
+        if saved >= 0 {
+            saved
+        } else {
+            2
+        }
+    };
     let mut line = [0u8; 256];
     let mut len = 0;
     let mut push = |s: &[u8]| {
@@ -134,6 +174,10 @@ extern "C" fn on_abort(_signal: libc::c_int) {
             }
         }
     };
+    if FAILED_ALLOCATIONS.load(Ordering::Relaxed) > 1 {
+        // Another thread's message may have been cut off mid-line.
+        push(b"\n");
+    }
     push(b"pageio: error: out of memory: an allocation of ");
     let mut digits = [0u8; 20];
     let mut n = bytes;
@@ -150,7 +194,7 @@ extern "C" fn on_abort(_signal: libc::c_int) {
     push(b" bytes failed; lower shared_buffers (--shared-buffers) or the data size, or raise the memory limit (ulimit -v)\n");
     // SAFETY: write(2) and _exit(2) are async-signal-safe; `line` outlives the call.
     unsafe {
-        libc::write(2, line.as_ptr().cast(), len);
+        libc::write(out, line.as_ptr().cast(), len);
         libc::_exit(2);
     }
 }

@@ -182,6 +182,19 @@ fn rows_and_counters_follow_the_engine(method: IoMethodKind) {
     let slot = a.backend_counters[0];
     assert_eq!((slot.id, slot.tid, slot.active), (0, tid, true));
     assert_eq!(slot.counters, a.counters);
+
+    // A handle handed out again, not yet defined: as in pg_aios, no operation and no
+    // target — not the target of the I/O the handle did before.
+    let handle = backend.acquire().unwrap();
+    let handed = wait_for_area(&path, "a handle handed out", |a| a.sample.rows.len() == 1);
+    let row = &handed.sample.rows[0];
+    assert_eq!(row.state, "HANDED_OUT", "{row:?}");
+    assert_eq!(row.operation, "invalid", "{row:?}");
+    assert_eq!((row.off, row.length), (0, 0), "{row:?}");
+    assert_eq!(row.target, "invalid", "{row:?}");
+    assert_eq!(row.target_desc, "", "{row:?}");
+    drop(handle);
+    wait_for_area(&path, "the handle released", |a| a.sample.rows.is_empty());
 }
 
 fn unsafe_free_gettid() -> i32 {

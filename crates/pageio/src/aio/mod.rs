@@ -448,7 +448,7 @@ pub struct AioRow {
     pub off: u64,
     /// Length in bytes.
     pub length: u64,
-    /// `smgr` for relation I/O.
+    /// `smgr` for relation I/O; `invalid` before definition, as in pg_aios.
     pub target: &'static str,
     /// Number of handle-data entries.
     pub handle_data_len: u32,
@@ -456,7 +456,8 @@ pub struct AioRow {
     pub raw_result: Option<i64>,
     /// UNKNOWN, OK, PARTIAL or ERROR.
     pub result: &'static str,
-    /// E.g. `blocks 200752..200767 in file "base/16440/16456"`.
+    /// E.g. `blocks 200752..200767 in file "base/16440/16456"`; empty before definition
+    /// (a handle handed out but not yet defined has no target yet).
     pub target_desc: String,
     /// Executed synchronously.
     pub f_sync: bool,
@@ -475,6 +476,9 @@ impl AioRow {
         data: &HandleData,
     ) -> AioRow {
         let known = state >= HandleState::CompletedIo;
+        // A handle handed out keeps the previous I/O's target until it is defined again:
+        // show none rather than a stale one.
+        let defined = data.op.is_some();
         AioRow {
             pid: backend_shared.tid.load(Ordering::Relaxed),
             io_id,
@@ -483,11 +487,15 @@ impl AioRow {
             operation: data.op.map(IoOp::as_str).unwrap_or("invalid"),
             off: data.offset_bytes,
             length: data.len_bytes() as u64,
-            target: "smgr",
+            target: if defined { "smgr" } else { "invalid" },
             handle_data_len: data.handle_data.len() as u32,
             raw_result: known.then_some(data.result.raw_result),
             result: data.result.status.as_str(),
-            target_desc: data.target.desc(),
+            target_desc: if defined {
+                data.target.desc()
+            } else {
+                String::new()
+            },
             f_sync: data.f_sync,
             f_localmem: data.f_localmem,
             f_buffered: !backend_shared.direct,
