@@ -9,7 +9,8 @@
 #   - fio, random 8 kB reads at queue depth 32 over the heap's segment files, O_DIRECT and
 #     buffered (io_uring engine, 5 s each) — the device's random-read rate;
 #   - every BIN, `pageio scan --kind bitmap --where 'a between 50000 and 51000'` (1%: 46,251
-#     heap pages) with its defaults and with --io-method io_uring.
+#     heap pages) with its defaults and with --io-method io_uring (or, with
+#     METHODS="defaults worker io_uring", with its defaults and each method named).
 # Everything runs at nice -20, fio and pageio alike, so that other work on
 # the machine does not delay their wake-ups; needs root (for nice -20 and drop_caches).
 # Prints one line per run: what ran, then elapsed ms and heap pages/s (pageio) or IOPS (fio).
@@ -37,7 +38,8 @@ for round in $(seq "$rounds"); do
   fio_run 1
   fio_run 0
   for bin in "$@"; do
-    scan_run "$bin"
-    scan_run "$bin" --io-method io_uring
+    for method in ${METHODS:-defaults io_uring}; do
+      if [ "$method" = defaults ]; then scan_run "$bin"; else scan_run "$bin" --io-method "$method"; fi
+    done
   done
 done

@@ -74,7 +74,16 @@ pgb = _load_pg18_bench()
 BenchError = pgb.BenchError
 
 MARKER = "pageio-pgbench.json"
-QUERY = "SELECT count(abalance) FROM pgbench_accounts"
+# The table and column counted: pgbench_accounts.abalance unless --table/--column say
+# otherwise (main sets these before anything runs).
+TABLE = "pgbench_accounts"
+COLUMN = "abalance"
+QUERY = f"SELECT count({COLUMN}) FROM {TABLE}"
+
+
+def is_pgbench():
+    """Whether this run is the pgbench experiment (built here) or another table's count."""
+    return TABLE == "pgbench_accounts"
 # One pgbench scale unit: 100,000 pgbench_accounts rows in 1,640 heap pages (13.4 MB) plus
 # its primary key (2.2 MB); the WAL the load writes is recycled within max_wal_size (4GB).
 ROWS_PER_SCALE = 100_000
@@ -209,6 +218,12 @@ def parse_args(argv):
   sudo python3 bench/pgbench-count.py --scale 1 --repeats 1 --out /tmp/pgbench-smoke
   sudo python3 bench/pgbench-count.py --engines pageio --reuse-postgres   # after rebuilding pageio
 
+Another table of an existing cluster (for instance the 5M-row `uniform` table that
+bench/pg18-bench.py builds): --table NAME [--column COL] --pgdata DIR. Then nothing is built;
+the query is SELECT count(COL) FROM NAME (COL: the table's first column by default), and
+pageio asks the same with --table NAME --select 'count(COL)':
+  sudo python3 bench/pgbench-count.py --pgdata /var/tmp/pageio-pg18-bench --table uniform
+
 The default scale is min(2 × RAM, half the free disk, {DEFAULT_SCALE_CAP}): the published
 run sized the table at about twice RAM so that no cache could hold it, but every run here is
 cold (server stopped, page cache dropped, server started), so a table smaller than RAM
@@ -224,6 +239,13 @@ Exit status: 0 done, 1 error (including a pageio count that differs from Postgre
     p.add_argument("--scale", type=int, metavar="N",
                    help="pgbench scale factor (100,000 rows each) [default: sized to the "
                         "machine, see below]")
+    p.add_argument("--table", default="pgbench_accounts", metavar="NAME",
+                   help="the table to count: pgbench_accounts (built here with pgbench -i) or "
+                        "a table already in the cluster at --pgdata, which is then used as it "
+                        "is [default: %(default)s]")
+    p.add_argument("--column", metavar="COL",
+                   help="the column of count(COL) [default: abalance for pgbench_accounts, "
+                        "else the table's first column]")
     p.add_argument("--repeats", type=int, default=3, metavar="R",
                    help="cold runs per configuration; the table shows the median [default: 3]")
     p.add_argument("--pgdata", default="/var/tmp/pageio-pgbench", metavar="DIR",
@@ -316,16 +338,36 @@ def write_marker(pgdata, marker):
 
 
 def table_facts(pg):
-    out = pg.psql("SELECT pg_relation_filepath('pgbench_accounts'), "
-                  "pg_relation_filepath('pgbench_accounts_pkey'), "
-                  "pg_relation_size('pgbench_accounts') / 8192, "
+    out = pg.psql(f"SELECT pg_relation_filepath('{TABLE}'), "
+                  f"coalesce((SELECT pg_relation_filepath(indexrelid) FROM pg_index "
+                  f"WHERE indrelid = '{TABLE}'::regclass ORDER BY indexrelid LIMIT 1), ''), "
+                  f"pg_relation_size('{TABLE}') / 8192, "
                   "current_setting('data_checksums');")
     heap, index, pages, checksums = out.strip().split("|")
     return {"heap": heap, "index": index, "pages": int(pages), "data_checksums": checksums}
 
 
+def existing_table(pg):
+    """--table NAME: a table already in the cluster, used as it is; its facts and counts."""
+    exists = pg.psql(f"SELECT to_regclass('{TABLE}') IS NOT NULL;").strip()
+    if exists != "t":
+        raise BenchError(f"the cluster at {pg.pgdata} has no table {TABLE}: build it first "
+                         "(the uniform table, for instance, with bench/pg18-bench.py --rows "
+                         "5000000 --dataset uniform --pgdata DIR), or pass --table "
+                         "pgbench_accounts to have pgbench build one")
+    facts = table_facts(pg)
+    out = pg.psql(f"SELECT count(*), count({COLUMN}) FROM {TABLE};")
+    count_star, count = (int(x) for x in out.strip().split("|"))
+    say(f"{TABLE}: {count_star:,} rows, count({COLUMN}) = {count:,}, {facts['pages']} heap "
+        f"pages ({facts['pages'] * 8192 / 1e9:.2f} GB) in {facts['heap']}, "
+        f"data_checksums={facts['data_checksums']}")
+    return dict(facts, scale=None, rows=count_star, count_star=count_star, count=count)
+
+
 def ensure_table(pg, scale):
     """pgbench_accounts at `scale`, built unless the marker says it is there; its facts."""
+    if not is_pgbench():
+        return existing_table(pg)
     marker = read_marker(pg.pgdata)
     if marker.get("scale") == scale:
         try:
@@ -335,6 +377,7 @@ def ensure_table(pg, scale):
         if facts and facts["heap"] == marker.get("heap") and facts["pages"] == marker.get("pages"):
             say(f"reusing pgbench_accounts at scale {scale} ({marker['pages']} pages, "
                 f"{marker['heap']})")
+            marker.setdefault("count", marker.get("count_abalance"))
             return marker
     need = scale * CLUSTER_BYTES_PER_SCALE + BUILD_HEADROOM_BYTES
     free = free_disk_bytes(pg.pgdata)
@@ -362,7 +405,7 @@ def ensure_table(pg, scale):
                          f"{count_abalance} after pgbench -i -s {scale}, not "
                          f"{scale * ROWS_PER_SCALE}: remove {pg.pgdata} and run again")
     marker = dict(facts, scale=scale, rows=count_star, count_star=count_star,
-                  count_abalance=count_abalance,
+                  count_abalance=count_abalance, count=count_abalance,
                   build_seconds=round(time.monotonic() - t0, 1))
     write_marker(pg.pgdata, marker)
     say(f"  built in {marker['build_seconds']} s: {facts['pages']} heap pages "
@@ -410,7 +453,7 @@ def pg_label(method, workers):
 
 
 def timed_count(pg):
-    """(count, seconds) of one SELECT count(abalance), timed by psql's \\timing."""
+    """(count, seconds) of one QUERY, timed by psql's \\timing."""
     out = pg.psql(f"\\timing on\n{QUERY};\n")
     m = re.search(r"^Time: ([0-9.]+) ms", out, re.M)
     counts = [line for line in out.splitlines() if re.fullmatch(r"\d+", line.strip())]
@@ -470,8 +513,8 @@ def run_postgres(pg, a, table, files, runs, skipped, save):
                 evict(files)
                 pg.start(options)
                 count, seconds = timed_count(pg)
-                if count != table["count_abalance"]:
-                    raise BenchError(f"{name} counted {count}, but {table['count_abalance']} "
+                if count != table["count"]:
+                    raise BenchError(f"{name} counted {count}, but {table['count']} "
                                      f"when the table was built: the cluster changed; remove "
                                      f"{pg.pgdata}/{MARKER} to rebuild it")
                 runs.append({"engine": "postgresql", "version": version, "io_method": method,
@@ -509,7 +552,11 @@ def pageio_cmd(pageio, a, feats, table, method, workers, parallel):
     if pgb.is_root():
         cmd.append("--drop-caches")
     if feats["select"]:
-        cmd += ["--table", "pgbench_accounts", "--select", "count(abalance)"]
+        cmd += ["--table", TABLE, "--select", f"count({COLUMN})"]
+    elif not is_pgbench():
+        # Another table over its heap file: the shape pageio assumes without --columns is
+        # the benchmark tables' (a double precision, b text), as bench/pg18-bench.py builds.
+        cmd += ["--heap", table["heap"]]
     else:
         # pgbench_accounts (aid int4, bid int4, abalance int4, filler char(84)).
         cmd += ["--heap", table["heap"], "--columns", "int4,int4,int4,bpchar",
@@ -528,8 +575,8 @@ def pageio_cmd(pageio, a, feats, table, method, workers, parallel):
 def pageio_count(doc, feats):
     if feats["select"]:
         aggs = doc.get("aggregates") or []
-        if len(aggs) != 1 or aggs[0].get("expr") != "count(abalance)":
-            raise BenchError(f"pageio scan --select 'count(abalance)' printed no such "
+        if len(aggs) != 1 or aggs[0].get("expr") != f"count({COLUMN})":
+            raise BenchError(f"pageio scan --select 'count({COLUMN})' printed no such "
                              f"aggregate: {json.dumps(aggs)[:500]}")
         return int(aggs[0]["value"])
     return int(doc["rows"])
@@ -585,7 +632,7 @@ def run_pageio_config(pageio, a, mode, table, method, workers, par, runs, skippe
                      "io_workers": workers, "parallel": par, "repeat": rep,
                      "seconds": float(doc["elapsed_ms"]) / 1000.0,
                      "wall_seconds": wall, "count": count,
-                     "count_expr": "count(abalance)" if mode["select"] else "count(*)",
+                     "count_expr": f"count({COLUMN})" if mode["select"] else "count(*)",
                      "shared_read": doc.get("shared_read"),
                      "io_wait_ms": doc.get("io_wait_ms"),
                      "timing": "pageio scan elapsed_ms", "load_1m": load_1m()})
@@ -596,9 +643,9 @@ def run_pageio_config(pageio, a, mode, table, method, workers, par, runs, skippe
 
 def run_pageio(pageio, a, table, runs, skipped, save, pg_count):
     feats = pageio_features(pageio)
-    say("pageio: " + ("count(abalance) by name (--table, --select)" if feats["select"] else
+    say("pageio: " + (f"count({COLUMN}) by name (--table, --select)" if feats["select"] else
                       "count(*) over the heap file (no --select in this pageio; equal to "
-                      "count(abalance), which has no NULLs)")
+                      f"count({COLUMN}), which has no NULLs)")
         + (", --parallel" if feats["parallel"] else ", serial only (no --parallel)"))
     configs = []
     for method, workers in a.pageio_methods:
@@ -737,7 +784,7 @@ def summarize(a, table, runs, skipped, device, pg_version, feats, machine):
                      "runs_s": secs,
                      "median_s": med, "mb_per_s": table_bytes / med / 1e6,
                      "count": rs[0]["count"],
-                     "count_expr": rs[0].get("count_expr", "count(abalance)")})
+                     "count_expr": rs[0].get("count_expr", f"count({COLUMN})")})
     dev_s = device["best"]["seconds"] if device else None
     pg_rows = [r for r in rows if r["engine"] == "postgresql"]
     pio_rows = [r for r in rows if r["engine"] == "pageio"]
@@ -748,11 +795,12 @@ def summarize(a, table, runs, skipped, device, pg_version, feats, machine):
         r["vs_postgresql_best"] = pg_best["median_s"] / r["median_s"] if pg_best else None
     ratio = pg_best["median_s"] / pio_best["median_s"] if pg_best and pio_best else None
     return {
-        "experiment": "pgbench-count",
+        "experiment": "pgbench-count" if is_pgbench() else "table-count",
+        "table": TABLE,
         "query": QUERY,
         "scale": table["scale"],
         "rows": table["rows"],
-        "count": table["count_abalance"],
+        "count": table["count"],
         "heap": table["heap"],
         "heap_pages": table["pages"],
         "heap_bytes": table_bytes,
@@ -760,7 +808,7 @@ def summarize(a, table, runs, skipped, device, pg_version, feats, machine):
         "repeats": a.repeats,
         "shared_buffers": a.shared_buffers,
         "postgresql_version": pg_version,
-        "pageio_count_expr": ("count(abalance)" if feats and feats["select"] else "count(*)")
+        "pageio_count_expr": (f"count({COLUMN})" if feats and feats["select"] else "count(*)")
         if feats else None,
         "machine": machine,
         "device": device,
@@ -786,9 +834,10 @@ def fmt_opt(v, f):
 def markdown(s):
     gb = s["heap_bytes"] / 1e9
     m = s["machine"]
-    out = [f"# pgbench count(abalance), scale {s['scale']}: PostgreSQL 18 and pageio on the same "
-           "files, cold", "",
-           f"`{s['query']}` over pgbench_accounts: {s['rows']:,} rows, {s['heap_pages']:,} heap "
+    title = (f"pgbench count(abalance), scale {s['scale']}" if s["scale"] is not None
+             else f"count({COLUMN}) over {s['table']}")
+    out = [f"# {title}: PostgreSQL 18 and pageio on the same files, cold", "",
+           f"`{s['query']}` over {s['table']}: {s['rows']:,} rows, {s['heap_pages']:,} heap "
            f"pages ({gb:.2f} GB, `{s['heap']}`), data_checksums={s['data_checksums']}. "
            f"Every run cold (server stopped, page cache dropped, server started; pageio "
            f"`--cold --drop-caches`); median of {s['repeats']}; shared_buffers "
@@ -829,9 +878,9 @@ def markdown(s):
     if any(r["count_expr"] == "count(*)" for r in s["results"]):
         out.append(f"{star} count(*) over the heap file (`--heap --columns`): this pageio has "
                    "no --select, or runs it on one thread only; PostgreSQL's count(*) and "
-                   "count(abalance) are equal on this table (checked when it is built)."
-                   + (" The other pageio rows asked `--table pgbench_accounts --select "
-                      "'count(abalance)'`." if any(r["engine"] == "pageio"
+                   f"count({COLUMN}) are equal on this table (checked before the runs)."
+                   + (f" The other pageio rows asked `--table {s['table']} --select "
+                      f"'count({COLUMN})'`." if any(r["engine"] == "pageio"
                                                    and r["count_expr"] != "count(*)"
                                                    for r in s["results"]) else ""))
     out.append("")
@@ -854,7 +903,8 @@ def svg_chart(s):
              f'font-family="sans-serif" font-size="12">',
              f'<rect width="{width}" height="{height}" fill="white"/>',
              f'<text x="{width / 2}" y="20" text-anchor="middle" font-size="15">'
-             f'{e(s["query"])}, scale {s["scale"]} ({s["heap_bytes"] / 1e9:.2f} GB), cold, '
+             f'{e(s["query"])}' + (f', scale {s["scale"]}' if s["scale"] is not None else '')
+             + f' ({s["heap_bytes"] / 1e9:.2f} GB), cold, '
              f'median of {s["repeats"]}</text>',
              f'<text x="{width / 2}" y="38" text-anchor="middle" fill="#555">seconds (shorter '
              f'is better); blue PostgreSQL 18, orange pageio</text>']
@@ -921,12 +971,20 @@ def load_1m():
 
 
 def main(argv):
-    global OUT_HINT
+    global OUT_HINT, TABLE, COLUMN, QUERY
     a = parse_args(argv)
+    TABLE = a.table
+    if not re.fullmatch(r"[a-z_][a-z0-9_]*", TABLE) or (
+            a.column and not re.fullmatch(r"[a-z_][a-z0-9_]*", a.column)):
+        raise BenchError("--table and --column take plain lower-case SQL names "
+                         "(letters, digits, _)")
+    if not is_pgbench() and a.scale is not None:
+        raise BenchError(f"--scale builds pgbench_accounts; --table {TABLE} uses the table as "
+                         "it is in --pgdata: leave --scale out")
     os.makedirs(a.out, exist_ok=True)
     runs_path = os.path.join(a.out, "runs.json")
     OUT_HINT = runs_path
-    if a.scale is None:
+    if a.scale is None and is_pgbench():
         a.scale, why = default_scale(a.pgdata)
         say(f"scale {a.scale} ({a.scale * ROWS_PER_SCALE:,} rows): {why}")
     pageio = pgb.find_pageio(a.pageio) if "pageio" in a.engines else None
@@ -966,6 +1024,14 @@ def main(argv):
     save()
     try:
         pg.start(["-c", "io_method=worker"])
+        if not is_pgbench():
+            COLUMN = a.column or pg.psql(
+                "SELECT attname FROM pg_attribute WHERE attrelid = "
+                f"to_regclass('{TABLE}') AND attnum > 0 AND NOT attisdropped ORDER BY attnum "
+                "LIMIT 1;").strip() or "*"
+        elif a.column:
+            COLUMN = a.column
+        QUERY = f"SELECT count({COLUMN}) FROM {TABLE}"
         table = ensure_table(pg, a.scale)
         files = heap_segments(a.pgdata, table["heap"])
         if "postgresql" in a.engines:
@@ -977,7 +1043,7 @@ def main(argv):
     pg_counts = {r["count"] for r in runs if r["engine"] == "postgresql"}
     if len(pg_counts) > 1:
         raise BenchError(f"PostgreSQL itself gave different counts: {sorted(pg_counts)}")
-    pg_count = pg_counts.pop() if pg_counts else table["count_abalance"]
+    pg_count = pg_counts.pop() if pg_counts else table["count"]
     feats = None
     if pageio:
         for path in files:

@@ -282,3 +282,55 @@ fn other_methods_have_no_worker_pool() {
         assert!(aio.adjust_io_workers().is_none(), "{method}");
     }
 }
+
+#[test]
+fn reads_waiting_for_a_busy_pool_are_advised_once() {
+    common::with_watchdog("read-ahead advice", WATCHDOG_SECS, || {
+        // Buffered: the reads queued behind two busy workers are announced to the kernel,
+        // each at most once; every byte still right. The first read is taken from an empty
+        // queue and never waits; the second may wait briefly for the second worker; 18 wait
+        // at the gate, and the first worker back advises all but the one it takes and any a
+        // spinning peer is about to take.
+        let advised = advice_run(false);
+        assert!(
+            (16..=19).contains(&advised),
+            "18 reads waited behind the two busy workers; {advised} advised"
+        );
+        // Direct I/O bypasses the page cache the advice fills: nothing is advised.
+        assert_eq!(advice_run(true), 0);
+    })
+}
+
+/// 20 one-block reads through a fixed pool of two workers held at the gate: two are taken
+/// at once, 18 queue behind them. Returns the pool's `advised_ios` after all are checked.
+fn advice_run(direct_io: bool) -> u64 {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new());
+    let aio = Aio::with_worker_clock(
+        IoConfig {
+            direct_io,
+            ..pool_config(2)
+        },
+        clock,
+    )
+    .unwrap();
+    let mut backend = aio.backend().unwrap();
+    let rel = make_rel(&mut backend, dir.path(), 64);
+    settle(&aio, "two workers parked", |s| s.idle_workers == 2);
+    // The writes above are never advised.
+    assert_eq!(aio.io_worker_pool().unwrap().advised_ios, 0);
+    let gate = Arc::new(Gate::default());
+    aio.set_fault_injector(Some(gate.clone()));
+    let reads: Vec<(WaitRef, u64)> = (0..20)
+        .map(|i| (read(&mut backend, &rel, i * 2), i * 2))
+        .collect();
+    settle(&aio, "both workers at the gate", |_| {
+        gate.entered.load(Ordering::SeqCst) == 2
+    });
+    let status = aio.io_worker_pool().unwrap();
+    assert_eq!(status.queued_ios, 18, "{status:?}");
+    gate.open();
+    check(&mut backend, reads);
+    aio.set_fault_injector(None);
+    aio.io_worker_pool().unwrap().advised_ios
+}

@@ -48,6 +48,31 @@
 //! ends, worker 7 exits; a minute later worker 6; …; the pool is back at 2 workers after six
 //! minutes.
 //!
+//! ## Read-ahead advice
+//!
+//! A worker has one blocking read in flight, so a pool of N workers alone gives the device a
+//! queue depth of N, whatever `effective_io_concurrency` asks for: a scan keeping 64 random
+//! reads queued gets 8 at a time from the default pool's ceiling. For buffered files the
+//! pool closes that gap with the kernel's own asynchronous read path: a worker that takes a
+//! job and sees reads queued behind it with no idle worker to take them announces each of
+//! them (at most 64, each once) with `posix_fadvise(WILLNEED)` before its own `preadv`. The
+//! kernel starts those reads into the page cache at once; when a worker later reaches one,
+//! its `preadv` finds the pages read or in flight and waits only for what is left.
+//!
+//! ```text
+//!   queue:  [r1 r2 r3 … r40]      workers 0..7 busy, none idle
+//!   worker 3 takes r1:  fadvise(r2) … fadvise(r40)  → 39 reads in the device's queue
+//!                       preadv(r1)                  → its own read
+//!   worker 5 takes r2:  (r2..r40 already advised)   → preadv(r2): pages in flight or read
+//! ```
+//!
+//! This is what PostgreSQL's `sync` method does in the backend (the read stream's advice)
+//! and what its pre-18 bitmap heap scans did; here the advising runs on the workers, so the
+//! submitting backend's CPU time is unchanged. Writes and direct I/O (which bypasses the page
+//! cache the advice fills) are never advised; the advice is a hint, so if the kernel refuses
+//! it the worker's read still reads the blocks. The pool's `advised_ios` counts the reads
+//! announced.
+//!
 //! Time comes from a [`PoolClock`]: the monotonic clock in production, a [`ManualClock`] in
 //! tests, which then drive the rules with [`crate::Aio::adjust_io_workers`] and assert the
 //! pool's size after each step instead of sleeping.
@@ -60,8 +85,9 @@ use std::time::{Duration, Instant};
 
 use super::{execute_group_sync, Group, IoMethodImpl};
 use crate::aio::handle::{spin_until, BackendShared};
-use crate::aio::result::AioError;
+use crate::aio::result::{AioError, IoOp};
 use crate::config::{IoConfig, IoMethodKind, MAX_IO_WORKERS};
+use crate::storage::SegmentFile;
 
 /// Queue capacity in kernel I/Os. PostgreSQL sizes its worker submission queue at 64 entries
 /// per worker-pool; with merged I/Os of up to 1 MB each, 256 entries keep a fast device's
@@ -81,6 +107,10 @@ const IDLE_CHECK_SLICE: Duration = Duration::from_secs(1);
 /// timeout as already passed (but the worker not yet allowed to exit) from turning the wait
 /// into a busy loop.
 const IDLE_CHECK_MIN: Duration = Duration::from_millis(1);
+
+/// Most queued reads one worker announces to the kernel (`posix_fadvise(WILLNEED)`) before
+/// its own read: a bound on the time its own job waits behind the advice it gives.
+const ADVISE_AHEAD: usize = 64;
 
 /// Idle peers a worker wakes when it takes a job and sees more queued (PostgreSQL's
 /// `IO_WORKER_WAKEUP_FANOUT`). A submitter wakes no one for the job a spinning worker will
@@ -202,11 +232,53 @@ pub struct WorkerPoolStatus {
     pub launches: u64,
     /// Workers that exited after their idle timeout, since the pool started.
     pub retirements: u64,
+    /// Queued reads announced to the kernel with `posix_fadvise(WILLNEED)` while they
+    /// waited for a worker, since the pool started (see "Read-ahead advice").
+    pub advised_ios: u64,
 }
 
 struct Job {
     backend: Arc<BackendShared>,
     group: Group,
+    /// The read to announce to the kernel while the job waits (see "Read-ahead advice");
+    /// taken when given, so each job is advised at most once.
+    advice: Option<Advice>,
+}
+
+/// A queued read's byte range, for `posix_fadvise(WILLNEED)`.
+struct Advice {
+    file: Arc<SegmentFile>,
+    offset: u64,
+    len_bytes: u64,
+}
+
+impl Advice {
+    /// The advice for `group` of `backend`: its whole byte range, for a read of a buffered
+    /// file (the page cache is what the advice fills; direct I/O bypasses it).
+    fn for_group(backend: &BackendShared, group: &[u32]) -> Option<Advice> {
+        if backend.direct {
+            return None;
+        }
+        let (file, offset, mut len_bytes) = {
+            let data = backend.handles[group[0] as usize].lock();
+            if data.op != Some(IoOp::Readv) {
+                return None;
+            }
+            (
+                data.file.clone()?,
+                data.offset_bytes,
+                data.len_bytes() as u64,
+            )
+        };
+        for &index in &group[1..] {
+            len_bytes += backend.handles[index as usize].lock().len_bytes() as u64;
+        }
+        Some(Advice {
+            file,
+            offset,
+            len_bytes,
+        })
+    }
 }
 
 /// A worker slot's life: empty, running, or told to exit and not yet gone.
@@ -230,6 +302,7 @@ struct QueueState {
     last_launch_ns: Option<u64>,
     launches: u64,
     retirements: u64,
+    advised_ios: u64,
     /// Join handles by slot; a slot's old handle is joined when the slot is reused or the
     /// pool shuts down.
     joins: Vec<Option<JoinHandle<()>>>,
@@ -268,6 +341,7 @@ impl WorkerMethod {
                 last_launch_ns: None,
                 launches: 0,
                 retirements: 0,
+                advised_ios: 0,
                 joins: (0..max).map(|_| None).collect(),
                 shutdown: false,
             }),
@@ -300,6 +374,7 @@ impl WorkerMethod {
             queued_ios: queue.jobs.len(),
             launches: queue.launches,
             retirements: queue.retirements,
+            advised_ios: queue.advised_ios,
         }
     }
 }
@@ -412,8 +487,10 @@ fn worker_loop(pool_arc: Arc<PoolShared>, worker_index: usize) {
         worker_index + 1 == queue.workers && queue.workers > pool.settings.min_workers
     };
     let mut peers: Vec<usize> = Vec::with_capacity(WORKER_WAKEUP_FANOUT);
+    let mut advice: Vec<Advice> = Vec::with_capacity(ADVISE_AHEAD);
     loop {
         peers.clear();
+        advice.clear();
         let job = {
             let mut queue = lock(pool);
             if queue.slots[worker_index] == Slot::Retiring {
@@ -460,6 +537,19 @@ fn worker_loop(pool_arc: Arc<PoolShared>, worker_index: usize) {
                         let now_ns = pool.clock.now_ns();
                         maybe_grow(&pool_arc, &mut queue, backlog, now_ns);
                     }
+                    // Reads that will wait for a busy worker: announce them to the kernel
+                    // now (see "Read-ahead advice").
+                    if backlog > 0 && queue.idle.is_empty() {
+                        for waiting in queue.jobs.iter_mut().skip(spinner) {
+                            if advice.len() == ADVISE_AHEAD {
+                                break;
+                            }
+                            if let Some(a) = waiting.advice.take() {
+                                advice.push(a);
+                            }
+                        }
+                        queue.advised_ios += advice.len() as u64;
+                    }
                     Some(job)
                 }
                 None if queue.shutdown => return,
@@ -467,6 +557,10 @@ fn worker_loop(pool_arc: Arc<PoolShared>, worker_index: usize) {
             }
         };
         unpark(pool, &peers);
+        for a in advice.drain(..) {
+            // A hint: if the kernel refuses it, the worker's read still reads the blocks.
+            let _ = a.file.advise_willneed(a.offset, a.len_bytes);
+        }
         if let Some(job) = job {
             execute_group_sync(&job.backend, &job.group, false);
             continue;
@@ -524,16 +618,25 @@ impl IoMethodImpl for WorkerMethod {
     fn submit(&self, backend: &Arc<BackendShared>, groups: Vec<Group>) {
         let mut overflow: Vec<Group> = Vec::new();
         let mut wake: Vec<usize> = Vec::new();
+        // Read from the handles before the queue is locked.
+        let jobs: Vec<(Group, Option<Advice>)> = groups
+            .into_iter()
+            .map(|group| {
+                let advice = Advice::for_group(backend, &group);
+                (group, advice)
+            })
+            .collect();
         {
             let mut queue = lock(&self.pool);
             let mut pushed = 0usize;
-            for group in groups {
+            for (group, advice) in jobs {
                 if queue.jobs.len() >= WORKER_QUEUE_CAPACITY || queue.shutdown {
                     overflow.push(group);
                 } else {
                     queue.jobs.push_back(Job {
                         backend: backend.clone(),
                         group,
+                        advice,
                     });
                     pushed += 1;
                 }

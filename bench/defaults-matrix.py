@@ -1,0 +1,115 @@
+#!/usr/bin/env python3
+"""Are `pageio scan`'s defaults within 10% of the best flag combination, on every scan kind,
+cold and warm?
+
+    sudo bench/defaults-matrix.py DATA_DIR [--rounds 3] [--bin target/release/pageio]
+
+DATA_DIR holds `pageio gen --dataset uniform --rows 5000000 --out DATA_DIR`. For each scan
+kind (seq; bitmap at 1%, `a between 50000 and 51000`; index at 0.1%, `a between 50000 and
+50100`) and each temperature (cold: page cache dropped first; warm: right after a run of
+the same scan, so the page cache holds what it reads; every run is a new process, so the
+buffer pool starts empty), it runs the defaults and every combination of
+--io-method {sync, worker, io_uring} x --effective-io-concurrency {16, 64} x
+--direct-io {off, on}. Each round runs every configuration once, in a shuffled order, so
+that the disk's drift spreads over all of them; a configuration's time is its best of the
+rounds. Everything runs at nice -20; needs root (nice -20, drop_caches).
+
+Prints one line per run as it goes, then a table: per cell the defaults' best time, the
+best combination and its time, and best / defaults (>= 0.90 means the defaults are within
+10%). --json writes the table as JSON too.
+"""
+
+import argparse
+import json
+import random
+import subprocess
+import sys
+
+KINDS = {
+    "seq": [],
+    "bitmap": ["--where", "a between 50000 and 51000"],
+    "index": ["--where", "a between 50000 and 50100"],
+}
+
+
+def combos():
+    yield "defaults", []
+    for method in ["sync", "worker", "io_uring"]:
+        for eic in ["16", "64"]:
+            for direct in ["off", "on"]:
+                yield (
+                    f"{method} eic={eic} direct={direct}",
+                    [
+                        "--io-method",
+                        method,
+                        "--effective-io-concurrency",
+                        eic,
+                        "--direct-io",
+                        direct,
+                    ],
+                )
+
+
+def drop_caches():
+    subprocess.run(["sync"], check=True)
+    with open("/proc/sys/vm/drop_caches", "w") as f:
+        f.write("3\n")
+
+
+def scan(args, kind, flags):
+    cmd = [
+        "nice", "-n", "-20", args.bin, "scan", "--dataset", "uniform",
+        "--data-dir", args.data, "--kind", kind, *KINDS[kind], *flags, "--json",
+    ]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True)
+    doc = json.loads(out.stdout)
+    return doc["elapsed_ms"], doc["rows"]
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("data")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--bin", default="target/release/pageio")
+    p.add_argument("--kinds", default="seq,bitmap,index")
+    p.add_argument("--json", help="also write the table to this file")
+    args = p.parse_args()
+
+    configs = list(combos())
+    best = {}  # (kind, temp, name) -> best ms
+    rows_seen = {}
+    for rnd in range(1, args.rounds + 1):
+        for kind in args.kinds.split(","):
+            order = configs[:]
+            random.shuffle(order)
+            for name, flags in order:
+                drop_caches()
+                cold_ms, rows = scan(args, kind, flags)
+                warm_ms, warm_rows = scan(args, kind, flags)
+                if rows_seen.setdefault(kind, rows) != rows or warm_rows != rows:
+                    sys.exit(f"{kind} {name}: {rows}/{warm_rows} rows, expected {rows_seen[kind]}")
+                print(f"round {rnd} {kind:6} {name:32} cold {cold_ms:8.0f} ms  warm {warm_ms:8.0f} ms", flush=True)
+                for temp, ms in (("cold", cold_ms), ("warm", warm_ms)):
+                    key = (kind, temp, name)
+                    best[key] = min(best.get(key, float("inf")), ms)
+
+    table = []
+    print()
+    print(f"| scan | temp | defaults ms | best combination | its ms | best / defaults |")
+    print(f"|---|---|---:|---|---:|---:|")
+    for kind in args.kinds.split(","):
+        for temp in ("cold", "warm"):
+            cell = {name: best[(kind, temp, name)] for name, _ in configs}
+            d = cell["defaults"]
+            top_name = min((n for n in cell if n != "defaults"), key=lambda n: cell[n])
+            ratio = cell[top_name] / d
+            table.append({"kind": kind, "temp": temp, "defaults_ms": d, "best": top_name,
+                          "best_ms": cell[top_name], "ratio": ratio, "all_ms": cell})
+            print(f"| {kind} | {temp} | {d:,.0f} | {top_name} | {cell[top_name]:,.0f} | {ratio:.2f} |")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(table, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
