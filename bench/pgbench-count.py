@@ -377,8 +377,7 @@ def ensure_table(pg, scale):
         if facts and facts["heap"] == marker.get("heap") and facts["pages"] == marker.get("pages"):
             say(f"reusing pgbench_accounts at scale {scale} ({marker['pages']} pages, "
                 f"{marker['heap']})")
-            marker.setdefault("count", marker.get("count_abalance"))
-            return marker
+            return dict(marker, count=marker.get("count_abalance"))
     need = scale * CLUSTER_BYTES_PER_SCALE + BUILD_HEADROOM_BYTES
     free = free_disk_bytes(pg.pgdata)
     if free < need:
@@ -405,13 +404,13 @@ def ensure_table(pg, scale):
                          f"{count_abalance} after pgbench -i -s {scale}, not "
                          f"{scale * ROWS_PER_SCALE}: remove {pg.pgdata} and run again")
     marker = dict(facts, scale=scale, rows=count_star, count_star=count_star,
-                  count_abalance=count_abalance, count=count_abalance,
+                  count_abalance=count_abalance,
                   build_seconds=round(time.monotonic() - t0, 1))
     write_marker(pg.pgdata, marker)
     say(f"  built in {marker['build_seconds']} s: {facts['pages']} heap pages "
         f"({facts['pages'] * 8192 / 1e9:.2f} GB) in {facts['heap']}, "
         f"data_checksums={facts['data_checksums']}")
-    return marker
+    return dict(marker, count=count_abalance)
 
 
 def heap_segments(pgdata, relpath):

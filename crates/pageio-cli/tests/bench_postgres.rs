@@ -409,4 +409,76 @@ fn pgbench_count_experiment_at_scale_1_gives_one_table_with_equal_counts() {
         "a wrong count must not produce a table"
     );
     assert!(!pgdata.join("postmaster.pid").exists());
+
+    // `--table NAME --column COL`: another table of the same cluster, used as it is (the
+    // tampered pgbench marker plays no part), counted by both engines.
+    let out3 = dir.path().join("out3");
+    let out3_str = out3.display().to_string();
+    let o = pgbench_count_bounded(
+        &bin,
+        &pgdata,
+        &[
+            "--table",
+            "pgbench_tellers",
+            "--column",
+            "tbalance",
+            "--repeats",
+            "1",
+            "--pg-methods",
+            "sync",
+            "--pg-parallel",
+            "0",
+            "--pageio-methods",
+            "sync",
+            "--pageio-parallel",
+            "1",
+            "--device",
+            "none",
+            "--port",
+            "5455",
+            "--out",
+            &out3_str,
+        ],
+        PGBENCH_COUNT_BOUND_SECS,
+    );
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{stderr}");
+    let s = json_file(&out3.join("summary.json"));
+    assert_eq!(s["experiment"], "table-count", "{s}");
+    assert_eq!(
+        s["query"], "SELECT count(tbalance) FROM pgbench_tellers",
+        "{s}"
+    );
+    assert_eq!(s["count"], 10, "pgbench -i -s 1 makes 10 tellers: {s}");
+    let results = s["results"].as_array().unwrap();
+    assert_eq!(results.len(), 2, "{s}");
+    for row in results {
+        assert_eq!(row["count"], 10, "{row}");
+    }
+    assert!(
+        results
+            .iter()
+            .any(|r| r["engine"] == "pageio" && r["count_expr"] == "count(tbalance)"),
+        "{s}"
+    );
+    // A table that is not there is named, with how to build one.
+    let o = pgbench_count_bounded(
+        &bin,
+        &pgdata,
+        &[
+            "--table",
+            "no_such_table",
+            "--device",
+            "none",
+            "--port",
+            "5455",
+            "--out",
+            &out3_str,
+        ],
+        PGBENCH_COUNT_BOUND_SECS,
+    );
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("has no table no_such_table"), "{stderr}");
+    assert!(!pgdata.join("postmaster.pid").exists());
 }
