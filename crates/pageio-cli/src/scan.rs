@@ -49,10 +49,12 @@ use crate::CliResult;
     pageio scan --pgdata DIR --heap base/5/16384 --index base/5/16394 --kind index --where 'a between 100 and 200' --cold\n  \
     pageio scan --dataset uniform --data-dir ./datasets --kind bitmap --io-method io_uring --json\n\n\
 Scan's own defaults, each only when neither a flag nor a --config line sets it: \
-io_method=auto (io_uring when the kernel allows it, else worker with one line saying why) and \
-effective_io_concurrency=64 — the fastest here on every scan kind, cold and warm \
-(docs/BENCHMARKS.md, \"Scan defaults\"). PostgreSQL's own defaults are worker and 16; pass \
---io-method worker --effective-io-concurrency 16 to compare.")]
+io_method=auto for seq and bitmap scans (io_uring when the kernel allows it, else worker with \
+one line saying why), worker for index scans (its I/O workers copy and checksum the pages on \
+another core while the scan walks the index; auto with one CPU), and \
+effective_io_concurrency=64 — measured in docs/BENCHMARKS.md (\"Scan defaults\", \"Are the \
+scan defaults within 10% of the best flags?\"). PostgreSQL's own defaults are worker and 16; \
+pass --io-method worker --effective-io-concurrency 16 to compare.")]
 pub struct ScanArgs {
     /// PostgreSQL data directory holding the relation files
     #[arg(long, value_name = "DIR", conflicts_with = "dataset")]
@@ -331,10 +333,10 @@ pub fn run(args: ScanArgs) -> CliResult {
     if args.table.is_some() {
         return run_table(args);
     }
-    let config = pageio::scan::scan_config(args.settings.to_config()?, |name| {
+    let kind: ScanKind = args.kind.parse()?;
+    let config = pageio::scan::scan_config(args.settings.to_config()?, kind, |name| {
         args.settings.is_set(name)
     });
-    let kind: ScanKind = args.kind.parse()?;
 
     let policy = parse_policy(&args.distance_policy)?;
     let Resolved {
@@ -448,10 +450,10 @@ fn parallel_workers(kind: ScanKind, parallel: Option<u16>) -> Result<usize, Stri
 }
 
 fn run_table(args: ScanArgs) -> CliResult {
-    let config = pageio::scan::scan_config(args.settings.to_config()?, |name| {
+    let kind: ScanKind = args.kind.parse()?;
+    let config = pageio::scan::scan_config(args.settings.to_config()?, kind, |name| {
         args.settings.is_set(name)
     });
-    let kind: ScanKind = args.kind.parse()?;
     let policy = parse_policy(&args.distance_policy)?;
     let pgdata = args.pgdata.clone().ok_or("--table needs --pgdata")?;
     let spec = args.table.clone().unwrap_or_default();

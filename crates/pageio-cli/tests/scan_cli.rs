@@ -331,4 +331,24 @@ fn scan_defaults_to_io_method_auto_unless_chosen() {
     let (v, _) = scan(&["--config", conf.to_str().unwrap()]);
     assert_eq!(v["io_method"], "sync");
     assert_eq!(v["rows"].as_u64(), Some(rows));
+    // Index scans default to worker where there is a second CPU for its I/O workers; a
+    // choice still wins.
+    let index = [
+        "--index",
+        rel("uniform_a"),
+        "--kind",
+        "index",
+        "--where",
+        "a between 250 and 750",
+    ];
+    let (v, stderr) = scan(&index);
+    let two_cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) >= 2;
+    let wanted = if two_cpus { "worker" } else { method.as_str() };
+    assert_eq!(v["io_method"], wanted, "{stderr}");
+    assert_eq!(v["effective_io_concurrency"], 64);
+    let index_rows = v["rows"].as_u64().unwrap();
+    assert!(index_rows > 0 && index_rows < rows, "{index_rows}");
+    let (v, _) = scan(&[&index[..], &["--io-method", "sync"]].concat());
+    assert_eq!(v["io_method"], "sync");
+    assert_eq!(v["rows"].as_u64(), Some(index_rows));
 }
