@@ -27,7 +27,7 @@ use std::path::{Path, PathBuf};
 use clap::{ArgGroup, Args};
 use pageio::verify::enable::PG_DATA_CHECKSUM_VERSION;
 use pageio::verify::{
-    default_jobs, enable_checksums, sync_cluster_files, verify_config, walk_cluster,
+    default_jobs, enable_checksums, sync_data_directory, verify_config, walk_cluster,
     write_control_file, ClusterFile, ControlFile, EnableObserver, EnableStep, EnableTotals,
     SyncMethod, VerifyError,
 };
@@ -205,12 +205,11 @@ fn change(args: &ChecksumsArgs) -> Result<i32, Failure> {
     let control = ControlFile::read(&pgdata)?;
     if args.disable {
         control.check_for_disable()?;
-        // As pg_checksums: the walk's files are synced first (a previous --enable may have
+        // As pg_checksums: the data directory is synced first (a previous --enable may have
         // run with --no-sync), then pg_control.
         if sync {
-            let files = walk_cluster(&datadir, None)?;
             eprintln!("pageio: syncing data directory");
-            sync_cluster_files(&files, sync_method)?;
+            sync_data_directory(&pgdata, sync_method)?;
         }
         eprintln!("pageio: updating control file");
         write_control_file(&pgdata, 0, sync)?;

@@ -204,7 +204,19 @@ fn main() {
     unsafe {
         libc::signal(libc::SIGABRT, on_abort as *const () as libc::sighandler_t);
     }
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            // pg_checksums exits 1 on a usage error (an unknown option, a bad
+            // --sync-method), and so does `pageio checksums`, its drop-in; the other
+            // commands keep clap's 2. Help and version go to stdout and exit 0.
+            if e.use_stderr() && std::env::args_os().nth(1).is_some_and(|a| a == "checksums") {
+                let _ = e.print();
+                std::process::exit(1);
+            }
+            e.exit()
+        }
+    };
     let result = match cli.command {
         Command::Methods(args) => methods::run(args),
         Command::Scan(args) => scan::run(args),

@@ -253,6 +253,17 @@ fn refusals_and_disable_match_pg_checksums() {
         "--enable --filenode",
     );
     assert!(text(&ours.stderr).contains("option -f/--filenode can only be used with --check"));
+    // Usage errors exit as pg_checksums' do (1), each message naming what was wrong.
+    for (args, named) in [
+        (&["--enable", "--sync-method", "bogus"][..], "bogus"),
+        (&["--enable", "--no-such-option"][..], "--no-such-option"),
+    ] {
+        let ours = pageio_checksums(args, &data);
+        let theirs = pg_checksums(&bin, args, &data);
+        assert_eq!(ours.status.code(), theirs.status.code(), "{args:?}");
+        assert_eq!(ours.status.code(), Some(1), "{args:?}");
+        assert!(text(&ours.stderr).contains(named), "{}", text(&ours.stderr));
+    }
     // Running.
     {
         let _server = PgServer::start(&bin, dir.path());

@@ -15,8 +15,8 @@ use pageio::aio::{Fault, FaultInjector, FaultPlan, IoOp, IoTarget};
 use pageio::config::IoMethodKind;
 use pageio::page::checksum::{pg_checksum_page, stored_checksum};
 use pageio::verify::{
-    enable_checksums, walk_cluster, write_control_file, ControlFile, EnableObserver, EnableStep,
-    SyncMethod, VerifyError,
+    enable_checksums, sync_data_directory, walk_cluster, write_control_file, ControlFile,
+    EnableObserver, EnableStep, SyncMethod, VerifyError,
 };
 
 /// The fixture is a few MB; 120 s means a hang.
@@ -301,3 +301,79 @@ per_method!(
     a_partial_block_stops_before_any_write,
     reads_go_on_while_writes_are_in_flight,
 );
+
+/// The sync step covers the whole data directory as pg_checksums' does: every file under it,
+/// pg_wal and the tablespaces through their links, and no other link; syncfs once per file
+/// system; a layout nested deeper than any PostgreSQL one is an error, not an endless walk.
+#[test]
+fn sync_covers_the_data_directory_pg_wal_and_tablespaces() {
+    let root = tempfile::tempdir().unwrap();
+    let pgdata = root.path().join("data");
+    let wal = root.path().join("wal");
+    let space = root.path().join("space");
+    let elsewhere = root.path().join("elsewhere");
+    for dir in [
+        pgdata.join("global"),
+        pgdata.join("base/5"),
+        pgdata.join("pg_tblspc"),
+        wal.clone(),
+        space.join("PG_18_202506291/5"),
+        elsewhere.clone(),
+    ] {
+        std::fs::create_dir_all(dir).unwrap();
+    }
+    let write = |p: &Path| std::fs::write(p, b"x").unwrap();
+    write(&pgdata.join("global/pg_control"));
+    write(&pgdata.join("base/5/16384"));
+    write(&pgdata.join("PG_VERSION"));
+    write(&wal.join("000000010000000000000001"));
+    write(&space.join("PG_18_202506291/5/16400"));
+    write(&elsewhere.join("not_ours"));
+    std::os::unix::fs::symlink(&wal, pgdata.join("pg_wal")).unwrap();
+    std::os::unix::fs::symlink(&space, pgdata.join("pg_tblspc/16500")).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, pgdata.join("base/5/stray_link")).unwrap();
+
+    let synced = sync_data_directory(&pgdata, SyncMethod::Fsync).unwrap();
+    let mut files: Vec<String> = synced
+        .iter()
+        .filter(|p| p.is_file())
+        .map(|p| p.strip_prefix(&pgdata).unwrap().display().to_string())
+        .collect();
+    files.sort();
+    assert_eq!(
+        files,
+        [
+            "PG_VERSION",
+            "base/5/16384",
+            "global/pg_control",
+            "pg_tblspc/16500/PG_18_202506291/5/16400",
+            "pg_wal/000000010000000000000001",
+        ]
+    );
+    // Every directory too (the data directory last of its tree), never the stray link.
+    assert!(synced.contains(&pgdata.join("base/5")));
+    assert!(synced.contains(&pgdata.join("pg_wal")));
+    assert!(synced.contains(&pgdata.join("pg_tblspc/16500/PG_18_202506291")));
+    assert!(!synced
+        .iter()
+        .any(|p| p.starts_with(pgdata.join("base/5/stray_link"))));
+
+    // One file system here: one syncfs.
+    assert_eq!(
+        sync_data_directory(&pgdata, SyncMethod::Syncfs).unwrap(),
+        std::slice::from_ref(&pgdata)
+    );
+
+    // Deeper than any PostgreSQL layout: reported, naming where.
+    let mut deep = pgdata.join("base");
+    for i in 0..70 {
+        deep.push(format!("d{i}"));
+    }
+    std::fs::create_dir_all(&deep).unwrap();
+    let err = sync_data_directory(&pgdata, SyncMethod::Fsync).unwrap_err();
+    assert_eq!(err.kind(), "sync_failed");
+    assert!(
+        err.to_string().contains("nested more than 64 levels"),
+        "{err}"
+    );
+}

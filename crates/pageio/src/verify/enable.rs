@@ -24,7 +24,8 @@
 //!        │             write the copied pages (write stream: consecutive pages combined,
 //!        │             many in flight) — while the reader reads the next windows
 //!        ▼
-//!   sync_cluster_files                fsync every file of the walk (or syncfs per file system)
+//!   sync_data_directory               fsync every file of the data directory, pg_wal and the
+//!                                     tablespaces (or syncfs per file system), as pg_checksums
 //!        │                            ── only now are the new page images durable ──
 //!   write_control_file                data_checksum_version = 1, CRC-32C recomputed,
 //!                                     written in place and fsynced
@@ -105,12 +106,13 @@ const PROGRESS_INTERVAL: Duration = Duration::from_millis(100);
 /// Value of `data_checksum_version` when checksums are on (`PG_DATA_CHECKSUM_VERSION`).
 pub const PG_DATA_CHECKSUM_VERSION: u32 = 1;
 
-/// How [`sync_cluster_files`] makes the rewritten files durable (`--sync-method`).
+/// How [`sync_data_directory`] makes the rewritten files durable (`--sync-method`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SyncMethod {
     /// `fsync` each file (the default, as PostgreSQL's `recovery_init_sync_method`).
     Fsync,
-    /// `syncfs` once per file system holding the files (Linux).
+    /// `syncfs` once per file system among the data directory, `pg_wal` and the tablespaces
+    /// (Linux).
     Syncfs,
 }
 
@@ -186,7 +188,7 @@ impl Shared<'_> {
 /// `on_file` is called once per file, in walk order, after all of them are done, with the
 /// number of blocks rewritten in it; `progress` now and then with the bytes done.
 ///
-/// Nothing is synced: see [`sync_cluster_files`]. A file whose size is not a multiple of
+/// Nothing is synced: see [`sync_data_directory`]. A file whose size is not a multiple of
 /// 8192 bytes is `pg_checksums`' "could not read block" error, found before anything of that
 /// file is read. On the first error no new window is started; the error returned is the one
 /// at the lowest (file, block), after every thread finished.
@@ -434,7 +436,7 @@ fn rewriter(
 /// `SYNC_FILE_RANGE_WRITE`, as PostgreSQL's `pg_flush_data` under `checkpoint_flush_after`),
 /// without waiting: the device writes while the next windows are read, instead of taking
 /// every dirty page at the final sync. Only a hint — durability still comes from
-/// [`sync_cluster_files`] — so a failure is ignored, and direct I/O has nothing to flush.
+/// [`sync_data_directory`] — so a failure is ignored, and direct I/O has nothing to flush.
 fn start_writeback(backend: &crate::Backend, rel: &RelFile, first_block: u64, nblocks: u64) {
     if backend.aio().config().direct_io {
         return;
@@ -466,42 +468,126 @@ fn is_new(page: &[u8; BLCKSZ]) -> bool {
     page[PD_UPPER_OFFSET] == 0 && page[PD_UPPER_OFFSET + 1] == 0
 }
 
-/// Makes `files` durable: `fsync` of each (and of each directory holding one, so a file's
-/// size is durable too), or one `syncfs` per file system they live on. `pg_checksums` syncs
-/// the whole data directory; the relation files are the only files this module writes.
-pub fn sync_cluster_files(files: &[ClusterFile], method: SyncMethod) -> Result<(), VerifyError> {
-    let mut dirs: Vec<PathBuf> = files
-        .iter()
-        .filter_map(|f| f.path.parent().map(Path::to_path_buf))
-        .collect();
-    dirs.sort();
-    dirs.dedup();
+/// Deepest directory nesting [`sync_data_directory`] walks below the data directory (a
+/// tablespace's files are 5 levels down: `pg_tblspc/OID/PG_18_…/DBOID/FILE`). Deeper is not
+/// a PostgreSQL layout; the walk reports it instead of going on.
+const MAX_SYNC_DEPTH: usize = 64;
+
+/// Makes the whole data directory durable, as `pg_checksums` does before it writes
+/// `pg_control` (PostgreSQL's `sync_pgdata`), and returns what it synced.
+///
+/// * [`SyncMethod::Fsync`]: every regular file under `pgdata`, then each directory after its
+///   contents (so new entries and sizes are durable too). Symbolic links are followed only
+///   where PostgreSQL puts them — `pg_wal` and the tablespaces in `pg_tblspc` — so the walk
+///   cannot loop; it is also bounded to [`MAX_SYNC_DEPTH`] levels. A file that disappears
+///   during the walk is skipped, as PostgreSQL does.
+/// * [`SyncMethod::Syncfs`]: one `syncfs` for each file system among `pgdata`, `pg_wal` and
+///   each tablespace.
+///
+/// The paths returned are those synced: every file and directory with `Fsync`, one path per
+/// file system with `Syncfs`.
+pub fn sync_data_directory(pgdata: &Path, method: SyncMethod) -> Result<Vec<PathBuf>, VerifyError> {
+    // The locations PostgreSQL follows links to: the data directory, pg_wal, tablespaces.
+    let mut roots = vec![pgdata.to_path_buf()];
+    let wal = pgdata.join("pg_wal");
+    if is_symlink(&wal) {
+        roots.push(wal);
+    }
+    let tblspc = pgdata.join("pg_tblspc");
+    if let Ok(entries) = std::fs::read_dir(&tblspc) {
+        let mut links: Vec<PathBuf> = entries
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .filter(|p| is_symlink(p))
+            .collect();
+        links.sort();
+        roots.extend(links);
+    }
+    let mut synced = Vec::new();
     match method {
         SyncMethod::Fsync => {
-            for file in files {
-                sync_path(&file.path, false)?;
+            for root in &roots {
+                sync_tree(root, 0, &mut synced)?;
             }
-            for dir in &dirs {
-                sync_path(dir, false)?;
-            }
+            // A followed link's own directory entry lives in the parent, synced with the
+            // data directory above.
         }
         SyncMethod::Syncfs => {
-            // One syncfs per file system: directories on the same device share one.
             let mut devices = Vec::new();
-            for dir in &dirs {
-                let dev = std::fs::metadata(dir)
-                    .map(|m| std::os::unix::fs::MetadataExt::dev(&m))
-                    .map_err(|source| VerifyError::Sync {
-                        path: dir.clone(),
-                        source,
-                    })?;
+            for root in &roots {
+                let dev = match std::fs::metadata(root) {
+                    Ok(m) => std::os::unix::fs::MetadataExt::dev(&m),
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                    Err(source) => {
+                        return Err(VerifyError::Sync {
+                            path: root.clone(),
+                            source,
+                        })
+                    }
+                };
                 if !devices.contains(&dev) {
                     devices.push(dev);
-                    sync_path(dir, true)?;
+                    sync_path(root, true)?;
+                    synced.push(root.clone());
                 }
             }
         }
     }
+    Ok(synced)
+}
+
+fn is_symlink(path: &Path) -> bool {
+    std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink())
+}
+
+/// `fsync` of every regular file below `dir` (followed if it is itself a link: the caller
+/// passes only pg_wal and tablespace links), then of `dir`; links inside are not followed.
+fn sync_tree(dir: &Path, depth: usize, synced: &mut Vec<PathBuf>) -> Result<(), VerifyError> {
+    if depth > MAX_SYNC_DEPTH {
+        return Err(VerifyError::Sync {
+            path: dir.to_path_buf(),
+            source: std::io::Error::other(format!(
+                "directories nested more than {MAX_SYNC_DEPTH} levels below the data \
+                 directory: not a PostgreSQL layout"
+            )),
+        });
+    }
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(source) => {
+            return Err(VerifyError::OpenDirectory {
+                path: dir.to_path_buf(),
+                source,
+            })
+        }
+    };
+    let mut paths: Vec<(PathBuf, std::fs::FileType)> = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|source| VerifyError::OpenDirectory {
+            path: dir.to_path_buf(),
+            source,
+        })?;
+        let Ok(file_type) = entry.file_type() else {
+            continue; // gone since the directory was read
+        };
+        paths.push((entry.path(), file_type));
+    }
+    paths.sort_by(|a, b| a.0.cmp(&b.0));
+    for (path, file_type) in paths {
+        if file_type.is_dir() {
+            sync_tree(&path, depth + 1, synced)?;
+        } else if file_type.is_file() {
+            match sync_path(&path, false) {
+                Ok(()) => synced.push(path),
+                Err(VerifyError::Sync { source, .. })
+                    if source.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+    sync_path(dir, false)?;
+    synced.push(dir.to_path_buf());
     Ok(())
 }
 
@@ -592,7 +678,7 @@ impl EnableObserver for () {}
 
 /// `pg_checksums --enable` on a cluster whose `pg_control` passed
 /// [`ControlFile::check_for_enable`]: [`rewrite_checksums`] of `files` with `jobs` threads,
-/// then (with `sync`) [`sync_cluster_files`], and only then [`write_control_file`] with
+/// then (with `sync`) [`sync_data_directory`], and only then [`write_control_file`] with
 /// checksum version 1. Any error stops the run before `pg_control` is written, so the
 /// cluster keeps checksums off (see the module documentation for why that is safe).
 pub fn enable_checksums(
@@ -615,7 +701,7 @@ pub fn enable_checksums(
     observer.step(EnableStep::Rewritten(&totals));
     if let Some(method) = sync {
         observer.step(EnableStep::Syncing);
-        sync_cluster_files(files, method)?;
+        sync_data_directory(pgdata, method)?;
     }
     observer.step(EnableStep::UpdatingControlFile);
     write_control_file(pgdata, PG_DATA_CHECKSUM_VERSION, sync.is_some())?;

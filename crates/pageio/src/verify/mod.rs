@@ -78,7 +78,7 @@ pub use checker::{
 pub use control::{ControlFile, DbState};
 pub use defaults::{default_jobs, verify_config};
 pub use enable::{
-    enable_checksums, rewrite_checksums, sync_cluster_files, write_control_file, EnableObserver,
+    enable_checksums, rewrite_checksums, sync_data_directory, write_control_file, EnableObserver,
     EnableStep, EnableTotals, SyncMethod,
 };
 pub use walk::{walk_cluster, ClusterFile};
