@@ -48,11 +48,12 @@ use crate::CliResult;
     pageio scan --pgdata /var/lib/postgresql/18/main --heap base/5/16384 --kind seq\n  \
     pageio scan --pgdata DIR --heap base/5/16384 --index base/5/16394 --kind index --where 'a between 100 and 200' --cold\n  \
     pageio scan --dataset uniform --data-dir ./datasets --kind bitmap --io-method io_uring --json\n\n\
-Scan's own defaults, each only when neither a flag nor a --config line sets it: \
-io_method=auto for seq and bitmap scans (io_uring when the kernel allows it, else worker with \
-one line saying why), worker for index scans (its I/O workers copy and checksum the pages on \
-another core while the scan walks the index; auto with one CPU), and \
-effective_io_concurrency=64 — measured in docs/BENCHMARKS.md (\"Scan defaults\", \"Are the \
+Scan's own defaults, each only when neither a flag nor a --config line sets it. Seq scans: \
+io_method=auto (io_uring when the kernel allows it, else worker with one line saying why) and \
+effective_io_concurrency=16. Bitmap and index scans: io_method=worker (its I/O workers do the \
+kernel's page cache work, the copy and the checksum on another core while the scan walks the \
+index; auto with one CPU) and effective_io_concurrency=128. io_max_concurrency is raised to \
+effective_io_concurrency unless set. Measured in docs/BENCHMARKS.md (\"Scan defaults\", \"Are the \
 scan defaults within 10% of the best flags?\"). PostgreSQL's own defaults are worker and 16; \
 pass --io-method worker --effective-io-concurrency 16 to compare.")]
 pub struct ScanArgs {
@@ -686,6 +687,7 @@ fn json_report(
         "io_worker_pool": aio.io_worker_pool(),
         "io_combine_limit_blocks": c.io_combine_limit_blocks,
         "effective_io_concurrency": c.effective_io_concurrency,
+        "io_max_concurrency": c.io_max_concurrency,
         "direct_io": c.direct_io,
         "shared_buffers_bytes": c.shared_buffers_bytes,
         "huge_pages_in_use": pool.huge_pages_in_use(),

@@ -284,9 +284,10 @@ fn bad_input_names_the_fix() {
     }
 }
 
-/// Scan's io_method default is auto (io_uring when the kernel allows it, else worker with the
-/// reason on stderr) and its effective_io_concurrency 64; an explicit flag or config-file
-/// line wins; the answer is the same.
+/// Scan's defaults: a seq scan runs io_method auto (io_uring when the kernel allows it, else
+/// worker with the reason on stderr) with 16 reads in flight; bitmap and index scans run
+/// worker (two or more CPUs) with 128 and the handles for them. An explicit flag or
+/// config-file line wins; the answer is the same.
 #[test]
 fn scan_defaults_to_io_method_auto_unless_chosen() {
     let (dir, pgdata) = fixture();
@@ -319,20 +320,62 @@ fn scan_defaults_to_io_method_auto_unless_chosen() {
             "the fallback says why: {stderr}"
         );
     }
-    assert_eq!(v["effective_io_concurrency"], 64);
+    assert_eq!(v["effective_io_concurrency"], 16);
+    assert_eq!(v["io_max_concurrency"], 64);
+    // The report of a parallel scan sums its streams, budget and depth included.
+    assert_eq!(v["stream"]["io_budget"], 16, "{}", v["stream"]);
+    assert!(
+        v["stream"]["max_ios_in_flight"].as_u64().unwrap() >= 1,
+        "{}",
+        v["stream"]
+    );
     let rows = v["rows"].as_u64().unwrap();
     assert_eq!(rows, 20000);
-    let (v, _) = scan(&["--io-method", "worker", "--effective-io-concurrency", "16"]);
+    let (v, _) = scan(&["--io-method", "worker", "--effective-io-concurrency", "8"]);
     assert_eq!(v["io_method"], "worker");
-    assert_eq!(v["effective_io_concurrency"], 16);
+    assert_eq!(v["effective_io_concurrency"], 8);
+    assert_eq!(v["io_max_concurrency"], 64, "never lowered");
+    assert_eq!(v["rows"].as_u64(), Some(rows));
+    // The handle budget follows a chosen effective_io_concurrency unless it is chosen too.
+    let (v, _) = scan(&["--effective-io-concurrency", "200"]);
+    assert_eq!(v["io_max_concurrency"], 200);
+    assert_eq!(v["rows"].as_u64(), Some(rows));
+    let (v, _) = scan(&[
+        "--effective-io-concurrency",
+        "200",
+        "--io-max-concurrency",
+        "32",
+    ]);
+    assert_eq!(v["effective_io_concurrency"], 200);
+    assert_eq!(v["io_max_concurrency"], 32);
+    assert!(
+        v["stream"]["max_ios_in_flight"].as_u64().unwrap() <= 32,
+        "{}",
+        v["stream"]
+    );
     assert_eq!(v["rows"].as_u64(), Some(rows));
     let conf = dir.path().join("sync.conf");
     std::fs::write(&conf, "io_method = sync\n").unwrap();
     let (v, _) = scan(&["--config", conf.to_str().unwrap()]);
     assert_eq!(v["io_method"], "sync");
     assert_eq!(v["rows"].as_u64(), Some(rows));
-    // Index scans default to worker where there is a second CPU for its I/O workers; a
-    // choice still wins.
+    // Bitmap and index scans default to worker where there is a second CPU for its I/O
+    // workers, with 128 reads in flight; a choice still wins.
+    let two_cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) >= 2;
+    let wanted = if two_cpus { "worker" } else { method.as_str() };
+    let bitmap = [
+        "--index",
+        rel("uniform_a"),
+        "--kind",
+        "bitmap",
+        "--where",
+        "a between 250 and 750",
+    ];
+    let (v, stderr) = scan(&bitmap);
+    assert_eq!(v["io_method"], wanted, "{stderr}");
+    assert_eq!(v["effective_io_concurrency"], 128);
+    assert_eq!(v["io_max_concurrency"], 128);
+    let bitmap_rows = v["rows"].as_u64().unwrap();
     let index = [
         "--index",
         rel("uniform_a"),
@@ -342,12 +385,15 @@ fn scan_defaults_to_io_method_auto_unless_chosen() {
         "a between 250 and 750",
     ];
     let (v, stderr) = scan(&index);
-    let two_cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) >= 2;
-    let wanted = if two_cpus { "worker" } else { method.as_str() };
     assert_eq!(v["io_method"], wanted, "{stderr}");
-    assert_eq!(v["effective_io_concurrency"], 64);
+    assert_eq!(v["effective_io_concurrency"], 128);
+    assert_eq!(v["io_max_concurrency"], 128);
     let index_rows = v["rows"].as_u64().unwrap();
     assert!(index_rows > 0 && index_rows < rows, "{index_rows}");
+    assert_eq!(
+        bitmap_rows, index_rows,
+        "a bitmap and an index scan of one range"
+    );
     let (v, _) = scan(&[&index[..], &["--io-method", "sync"]].concat());
     assert_eq!(v["io_method"], "sync");
     assert_eq!(v["rows"].as_u64(), Some(index_rows));

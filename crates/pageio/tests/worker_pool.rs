@@ -286,24 +286,41 @@ fn other_methods_have_no_worker_pool() {
 #[test]
 fn reads_waiting_for_a_busy_pool_are_advised_once() {
     common::with_watchdog("read-ahead advice", WATCHDOG_SECS, || {
-        // Buffered: the reads queued behind two busy workers are announced to the kernel,
-        // each at most once; every byte still right. The first read is taken from an empty
-        // queue and never waits; the second may wait briefly for the second worker; 18 wait
-        // at the gate, and the first worker back advises all but the one it takes and any a
-        // spinning peer is about to take.
-        let advised = advice_run(false);
+        // Buffered, not cached: the reads queued behind two busy workers are announced to
+        // the kernel, each at most once; every byte still right. The first read is taken
+        // from an empty queue and never waits; the second may wait briefly for the second
+        // worker; 18 wait at the gate, and the first worker back finds its own read not in
+        // the page cache and advises all but the one it takes and any a spinning peer is
+        // about to take.
+        let (advised, _) = advice_run(false, Cache::Evicted);
         assert!(
             (16..=19).contains(&advised),
             "18 reads waited behind the two busy workers; {advised} advised"
         );
-        // Direct I/O bypasses the page cache the advice fills: nothing is advised.
-        assert_eq!(advice_run(true), 0);
+        // Buffered and cached (the relation was just written): each worker with a backlog
+        // finds its read whole in the page cache, so it gives no advice at all.
+        let (advised, cached) = advice_run(false, Cache::Kept);
+        assert_eq!(advised, 0, "nothing to announce: every page is cached");
+        assert!(
+            (16..=19).contains(&cached),
+            "the reads taken with a backlog behind them were found cached: {cached}"
+        );
+        // Direct I/O bypasses the page cache the advice fills: nothing is advised or probed.
+        assert_eq!(advice_run(true, Cache::Evicted), (0, 0));
     })
 }
 
+/// Whether [`advice_run`] evicts the relation from the page cache before reading it.
+#[derive(Clone, Copy, PartialEq)]
+enum Cache {
+    Evicted,
+    Kept,
+}
+
 /// 20 one-block reads through a fixed pool of two workers held at the gate: two are taken
-/// at once, 18 queue behind them. Returns the pool's `advised_ios` after all are checked.
-fn advice_run(direct_io: bool) -> u64 {
+/// at once, 18 queue behind them. Returns the pool's `advised_ios` and `cached_reads` after
+/// all are checked.
+fn advice_run(direct_io: bool, cache: Cache) -> (u64, u64) {
     let dir = tempfile::tempdir().unwrap();
     let clock = Arc::new(ManualClock::new());
     let aio = Aio::with_worker_clock(
@@ -316,6 +333,9 @@ fn advice_run(direct_io: bool) -> u64 {
     .unwrap();
     let mut backend = aio.backend().unwrap();
     let rel = make_rel(&mut backend, dir.path(), 64);
+    if cache == Cache::Evicted {
+        rel.evict_from_page_cache().unwrap();
+    }
     settle(&aio, "two workers parked", |s| s.idle_workers == 2);
     // The writes above are never advised.
     assert_eq!(aio.io_worker_pool().unwrap().advised_ios, 0);
@@ -332,5 +352,6 @@ fn advice_run(direct_io: bool) -> u64 {
     gate.open();
     check(&mut backend, reads);
     aio.set_fault_injector(None);
-    aio.io_worker_pool().unwrap().advised_ios
+    let status = aio.io_worker_pool().unwrap();
+    (status.advised_ios, status.cached_reads)
 }

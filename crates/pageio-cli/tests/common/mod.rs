@@ -241,14 +241,20 @@ pub fn pageio_bounded_with(
     bound_secs: u64,
     configure: impl FnOnce(&mut Command),
 ) -> Output {
-    use std::io::Read;
     let mut command = Command::new(env!("CARGO_BIN_EXE_pageio"));
+    command.args(args);
+    configure(&mut command);
+    run_bounded(command, &format!("pageio {args:?}"), bound_secs)
+}
+
+/// Runs `command` (stdin closed, stdout and stderr captured), killing it and failing the test
+/// if it runs longer than `bound_secs`; `what` names it in that failure.
+pub fn run_bounded(mut command: Command, what: &str, bound_secs: u64) -> Output {
+    use std::io::Read;
     command
-        .args(args)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped());
-    configure(&mut command);
     let mut child = command.spawn().unwrap();
     // Drain both pipes on their own threads: a child blocked on a full pipe would otherwise
     // look like a hang.
@@ -272,7 +278,7 @@ pub fn pageio_bounded_with(
         if std::time::Instant::now() >= deadline {
             let _ = child.kill();
             let _ = child.wait();
-            panic!("pageio {args:?} did not finish within {bound_secs} s (hang?)");
+            panic!("{what} did not finish within {bound_secs} s (hang?)");
         }
         std::thread::sleep(std::time::Duration::from_millis(20));
     };

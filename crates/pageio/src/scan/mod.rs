@@ -122,7 +122,10 @@ pub use parallel::{
     DEFAULT_PARALLEL_WORKERS_LIMIT, MAX_PARALLEL_WORKERS,
 };
 pub mod value;
-pub use defaults::{default_io_method, scan_config, SCAN_EFFECTIVE_IO_CONCURRENCY};
+pub use defaults::{
+    default_effective_io_concurrency, default_io_method, scan_config,
+    RANDOM_SCAN_EFFECTIVE_IO_CONCURRENCY, SEQ_SCAN_EFFECTIVE_IO_CONCURRENCY,
+};
 pub use predicate::{float8_cmp, parse_float8};
 pub use relpath::{resolve_relation_path, RelPathError, RelationKind};
 

@@ -260,6 +260,9 @@ fn merge_stream_stats(into: &mut StreamStats, other: &StreamStats) {
     into.distance_max = into.distance_max.max(other.distance_max);
     into.distance_capacity = into.distance_capacity.max(other.distance_capacity);
     into.advice += other.advice;
+    into.io_budget = into.io_budget.max(other.io_budget);
+    into.max_ios_in_flight = into.max_ios_in_flight.max(other.max_ios_in_flight);
+    into.out_of_order += other.out_of_order;
 }
 
 fn add_io_counters(a: &IoCounters, b: &IoCounters) -> IoCounters {

@@ -67,7 +67,11 @@
 //!   needs no more depth; it decays only after a run of
 //!   `io_combine_limit` consecutive hits, not on every hit; and a separate *combine distance*
 //!   lets sequential runs reach a full `io_combine_limit` I/O even while hits keep the
-//!   read-ahead distance short.
+//!   read-ahead distance short. It also stops growing at twice the blocks its reads in
+//!   flight cover at the average read size seen so far (`adaptive_cap`): a stream of
+//!   one-page reads with 128 in flight pins about 256 buffers, not 128 × `io_combine_limit`,
+//!   since more pins would start no more reads and only spread the pages between their read
+//!   and their use over more memory than the CPU caches hold.
 //!
 //! Worked example (Pg18, io_combine_limit 16): a cold sequential scan starts with distance
 //! 1 → reads block 0 alone, distance 2 → blocks 1..2, 4, 8, 16 → from then on 16-block reads,
@@ -394,6 +398,23 @@ impl<'p, D, F: FnMut() -> Option<(u64, D)>> ReadStream<'p, D, F> {
         stats
     }
 
+    /// The adaptive policy's ceiling for the look-ahead distance: the blocks the handle
+    /// budget's reads cover at the average read size seen so far, twice over (one set in
+    /// flight, one completed and not yet consumed), never below one full combined read and
+    /// never above the pin limit; before the first read, the pin limit. A stream of
+    /// single-page reads (a bitmap heap or index scan) so pins about `2 × max_ios` buffers
+    /// rather than `max_ios × io_combine_limit`: more pins would find no more reads to
+    /// start, and only spread the pages between their read and their use over more memory
+    /// than the CPU caches hold.
+    fn adaptive_cap(&self) -> usize {
+        if self.stats.ios == 0 {
+            return self.max_distance;
+        }
+        let per_io = self.stats.io_blocks as f64 / self.stats.ios as f64;
+        let want = (2.0 * self.max_ios as f64 * per_io).ceil() as usize;
+        want.max(self.combine_limit).min(self.max_distance).max(1)
+    }
+
     fn window(&self) -> usize {
         match self.policy {
             DistancePolicy::Pg18 => self.distance,
@@ -518,7 +539,7 @@ impl<'p, D, F: FnMut() -> Option<(u64, D)>> ReadStream<'p, D, F> {
         backend.wait_any(&wrefs);
         self.stats.wait_ns += start.elapsed().as_nanos() as u64;
         if self.policy == DistancePolicy::Adaptive {
-            self.distance = (self.distance * 2).min(self.max_distance);
+            self.distance = (self.distance * 2).min(self.adaptive_cap());
         }
         self.reap(backend)
     }
@@ -684,7 +705,7 @@ impl<'p, D, F: FnMut() -> Option<(u64, D)>> ReadStream<'p, D, F> {
             backend.wait(io.wref);
             self.stats.wait_ns += start.elapsed().as_nanos() as u64;
             if self.policy == DistancePolicy::Adaptive {
-                self.distance = (self.distance * 2).min(self.max_distance);
+                self.distance = (self.distance * 2).min(self.adaptive_cap());
             }
         } else {
             // Done already: reclaim it so the handle returns to the pool.
@@ -910,7 +931,7 @@ impl<'p, D, F: FnMut() -> Option<(u64, D)>> ReadStream<'p, D, F> {
                     {
                         // Before the first stall, grow like PostgreSQL 18 so a cold start
                         // reaches useful depth at once.
-                        self.distance = (self.distance * 2).min(self.max_distance);
+                        self.distance = (self.distance * 2).min(self.adaptive_cap());
                     }
                 } else if all_hits {
                     self.hit_run += 1;

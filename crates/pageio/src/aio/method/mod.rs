@@ -174,6 +174,80 @@ pub(crate) fn execute_group_sync(backend: &BackendShared, group: &[u32], execute
     distribute(backend, group, raw, executed_sync);
 }
 
+/// What [`try_read_group_cached`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CacheProbe {
+    /// The page cache held every byte: the group is complete.
+    Cached,
+    /// Not all cached (`EAGAIN`, a short count), an error, or not a read: nothing completed.
+    Missed,
+    /// The file system refuses `RWF_NOWAIT` (`EOPNOTSUPP`): nothing completed, and probing
+    /// this file again is pointless.
+    Unsupported,
+}
+
+/// Tries a read group without waiting for the device: one `preadv2(RWF_NOWAIT)` of the whole
+/// group, which succeeds only when the page cache holds every byte. Then the group is
+/// completed as [`execute_group_sync`] would and this returns [`CacheProbe::Cached`].
+/// Anything else — a page not cached (`EAGAIN`, or a short count), a file system without
+/// `RWF_NOWAIT`, an error, a write — completes nothing: the caller runs the group with
+/// [`execute_group_sync`], which reads everything again and reports any error.
+pub(crate) fn try_read_group_cached(backend: &BackendShared, group: &[u32]) -> CacheProbe {
+    let done = IOVEC_SCRATCH.with(|scratch| {
+        let mut fresh = Vec::new();
+        let mut borrowed = scratch.try_borrow_mut();
+        let iovecs = match borrowed.as_mut() {
+            Ok(v) => &mut **v,
+            Err(_) => &mut fresh,
+        };
+        iovecs.clear();
+        let (file, op, offset) = {
+            let data = backend.handles[group[0] as usize].lock();
+            iovecs.extend_from_slice(&data.iovecs);
+            (data.file.clone(), data.op, data.offset_bytes)
+        };
+        let Some(file) = file else {
+            return Err(CacheProbe::Missed);
+        };
+        if op != Some(IoOp::Readv) {
+            return Err(CacheProbe::Missed);
+        }
+        for &index in &group[1..] {
+            iovecs.extend_from_slice(&backend.handles[index as usize].lock().iovecs);
+        }
+        let want: usize = iovecs.iter().map(|v| v.iov_len).sum();
+        // SAFETY: the iovecs describe memory handed to this read by its issuer, which
+        // stays theirs until the group completes; a refused or short read leaves them to
+        // the full read that follows.
+        let rc = unsafe {
+            libc::preadv2(
+                file.raw_fd(),
+                iovecs.as_ptr(),
+                iovecs.len() as i32,
+                offset as libc::off_t,
+                libc::RWF_NOWAIT,
+            )
+        };
+        if rc >= 0 && rc as usize == want {
+            return Ok(rc as i64);
+        }
+        let unsupported =
+            rc < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EOPNOTSUPP);
+        Err(if unsupported {
+            CacheProbe::Unsupported
+        } else {
+            CacheProbe::Missed
+        })
+    });
+    match done {
+        Ok(bytes) => {
+            distribute(backend, group, bytes, false);
+            CacheProbe::Cached
+        }
+        Err(probe) => probe,
+    }
+}
+
 /// Hands a group's kernel result to its handles. A group that came back whole is split by
 /// length; a short or failed group is re-executed handle by handle.
 pub(crate) fn distribute(backend: &BackendShared, group: &[u32], raw: i64, executed_sync: bool) {

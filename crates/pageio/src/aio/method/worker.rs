@@ -66,6 +66,20 @@
 //!   worker 5 takes r2:  (r2..r40 already advised)   → preadv(r2): pages in flight or read
 //! ```
 //!
+//! Advice is only worth its system calls when the pages are not cached: on a warm scan
+//! every `posix_fadvise` finds its page already there. So a worker about to advise first
+//! tries its own read with `preadv2(RWF_NOWAIT)`, which succeeds only if the page cache
+//! holds every byte: then the read is done, without blocking, and the backlog is left for a
+//! worker whose read misses (the pool's `cached_reads` counts these). On a miss it advises
+//! the backlog as above and reads with a plain `preadv`; the probe cost one system call, and
+//! started the kernel's read of its own pages. Once a file system refuses `RWF_NOWAIT`
+//! (`EOPNOTSUPP`), the pool stops probing and advises as before.
+//!
+//! ```text
+//!   worker 3 takes r1 (backlog, none idle):  preadv2(r1, RWF_NOWAIT)
+//!       all cached → r1 done; no advice      EAGAIN/short → fadvise(r2..r40), preadv(r1)
+//! ```
+//!
 //! This is what PostgreSQL's `sync` method does in the backend (the read stream's advice)
 //! and what its pre-18 bitmap heap scans did; here the advising runs on the workers, so the
 //! submitting backend's CPU time is unchanged. Writes and direct I/O (which bypasses the page
@@ -83,7 +97,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::{JoinHandle, Thread};
 use std::time::{Duration, Instant};
 
-use super::{execute_group_sync, Group, IoMethodImpl};
+use super::{execute_group_sync, try_read_group_cached, CacheProbe, Group, IoMethodImpl};
 use crate::aio::handle::{spin_until, BackendShared};
 use crate::aio::result::{AioError, IoOp};
 use crate::config::{IoConfig, IoMethodKind, MAX_IO_WORKERS};
@@ -235,6 +249,10 @@ pub struct WorkerPoolStatus {
     /// Queued reads announced to the kernel with `posix_fadvise(WILLNEED)` while they
     /// waited for a worker, since the pool started (see "Read-ahead advice").
     pub advised_ios: u64,
+    /// Reads that a worker about to give advice found whole in the page cache
+    /// (`preadv2(RWF_NOWAIT)`), completed without blocking and without advising the reads
+    /// queued behind them, since the pool started (see "Read-ahead advice").
+    pub cached_reads: u64,
 }
 
 struct Job {
@@ -243,6 +261,10 @@ struct Job {
     /// The read to announce to the kernel while the job waits (see "Read-ahead advice");
     /// taken when given, so each job is advised at most once.
     advice: Option<Advice>,
+    /// Whether the job is a read of a buffered file: one the page cache may hold, so a
+    /// worker can probe it before giving advice (set at submission; the advice itself may
+    /// have been taken since).
+    buffered_read: bool,
 }
 
 /// A queued read's byte range, for `posix_fadvise(WILLNEED)`.
@@ -313,6 +335,11 @@ struct PoolShared {
     queue: Mutex<QueueState>,
     queued: AtomicUsize,
     spinning: AtomicBool,
+    /// [`WorkerPoolStatus::cached_reads`].
+    cached_reads: AtomicU64,
+    /// Set once a file system refused `RWF_NOWAIT`: from then on the workers advise without
+    /// probing the page cache first.
+    no_cache_probe: AtomicBool,
     threads: Mutex<Vec<Option<Thread>>>,
     settings: PoolSettings,
     clock: Arc<dyn PoolClock>,
@@ -347,6 +374,8 @@ impl WorkerMethod {
             }),
             queued: AtomicUsize::new(0),
             spinning: AtomicBool::new(false),
+            cached_reads: AtomicU64::new(0),
+            no_cache_probe: AtomicBool::new(false),
             threads: Mutex::new(vec![None; max]),
             settings,
             clock,
@@ -375,6 +404,7 @@ impl WorkerMethod {
             launches: queue.launches,
             retirements: queue.retirements,
             advised_ios: queue.advised_ios,
+            cached_reads: self.pool.cached_reads.load(Ordering::Relaxed),
         }
     }
 }
@@ -480,6 +510,21 @@ fn unpark(pool: &PoolShared, workers: &[usize]) {
     }
 }
 
+/// Takes the advice of up to [`ADVISE_AHEAD`] queued reads no spinning worker is about to
+/// take (each job's advice is taken once), counting them in `advised_ios`.
+fn take_advice(queue: &mut QueueState, spinner: usize, advice: &mut Vec<Advice>) {
+    let before = advice.len();
+    for waiting in queue.jobs.iter_mut().skip(spinner) {
+        if advice.len() == ADVISE_AHEAD {
+            break;
+        }
+        if let Some(a) = waiting.advice.take() {
+            advice.push(a);
+        }
+    }
+    queue.advised_ios += (advice.len() - before) as u64;
+}
+
 fn worker_loop(pool_arc: Arc<PoolShared>, worker_index: usize) {
     let pool = &*pool_arc;
     // Whether this worker waits out idle timeouts (it might be the highest above the floor).
@@ -538,30 +583,44 @@ fn worker_loop(pool_arc: Arc<PoolShared>, worker_index: usize) {
                         maybe_grow(&pool_arc, &mut queue, backlog, now_ns);
                     }
                     // Reads that will wait for a busy worker: announce them to the kernel
-                    // now (see "Read-ahead advice").
-                    if backlog > 0 && queue.idle.is_empty() {
-                        for waiting in queue.jobs.iter_mut().skip(spinner) {
-                            if advice.len() == ADVISE_AHEAD {
-                                break;
-                            }
-                            if let Some(a) = waiting.advice.take() {
-                                advice.push(a);
-                            }
-                        }
-                        queue.advised_ios += advice.len() as u64;
+                    // (see "Read-ahead advice") — at once when this job is no buffered read
+                    // to probe the page cache with, else after it missed.
+                    let waiting = backlog > 0 && queue.idle.is_empty();
+                    if waiting && !job.buffered_read {
+                        take_advice(&mut queue, spinner, &mut advice);
                     }
-                    Some(job)
+                    Some((job, waiting))
                 }
                 None if queue.shutdown => return,
                 None => None,
             }
         };
         unpark(pool, &peers);
-        for a in advice.drain(..) {
-            // A hint: if the kernel refuses it, the worker's read still reads the blocks.
-            let _ = a.file.advise_willneed(a.offset, a.len_bytes);
-        }
-        if let Some(job) = job {
+        if let Some((job, waiting)) = job {
+            if waiting && job.buffered_read {
+                if !pool.no_cache_probe.load(Ordering::Relaxed) {
+                    match try_read_group_cached(&job.backend, &job.group) {
+                        CacheProbe::Cached => {
+                            pool.cached_reads.fetch_add(1, Ordering::Relaxed);
+                            continue;
+                        }
+                        CacheProbe::Missed => {}
+                        // A file system without RWF_NOWAIT: advise as before, every time.
+                        CacheProbe::Unsupported => {
+                            pool.no_cache_probe.store(true, Ordering::Relaxed)
+                        }
+                    }
+                }
+                let mut queue = lock(pool);
+                let spinner = usize::from(pool.spinning.load(Ordering::Acquire));
+                if queue.jobs.len() > spinner && queue.idle.is_empty() {
+                    take_advice(&mut queue, spinner, &mut advice);
+                }
+            }
+            for a in advice.drain(..) {
+                // A hint: if the kernel refuses it, the worker's read still reads the blocks.
+                let _ = a.file.advise_willneed(a.offset, a.len_bytes);
+            }
             execute_group_sync(&job.backend, &job.group, false);
             continue;
         }
@@ -636,6 +695,7 @@ impl IoMethodImpl for WorkerMethod {
                     queue.jobs.push_back(Job {
                         backend: backend.clone(),
                         group,
+                        buffered_read: advice.is_some(),
                         advice,
                     });
                     pushed += 1;

@@ -1,0 +1,166 @@
+//! The scan benchmarks' drivers, `bench/scan-ab.py` and `bench/defaults-matrix.py`, end to
+//! end on a small generated `uniform` table: they run the real binary, drop the page cache
+//! (so they need root) and must report every configuration with the rows every run counted.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+/// True when the drivers can run here: they drop the page cache, which needs root. Under
+/// `CI` a missing root is a failure, not a skip.
+fn root_for(test: &str) -> bool {
+    if common::is_root() {
+        return true;
+    }
+    if std::env::var_os("CI").is_some() {
+        panic!("{test} needs root (the driver drops the page cache); CI is set, so this is a failure, not a skip");
+    }
+    eprintln!("SKIP {test}: needs root (the driver drops the page cache)");
+    false
+}
+
+/// A 60,000-row `uniform` table in `dir` (`dir/uniform`).
+fn small_uniform(dir: &Path) {
+    let out = common::pageio_bounded(
+        &[
+            "gen",
+            "--dataset",
+            "uniform",
+            "--rows",
+            "60000",
+            "--out",
+            dir.to_str().unwrap(),
+            "--quiet",
+        ],
+        120,
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn driver(script: &str, args: &[&str]) -> std::process::Output {
+    let mut command = Command::new("python3");
+    command
+        .arg(common::repo_root().join("bench").join(script))
+        .args(args)
+        .arg("--bin")
+        .arg(env!("CARGO_BIN_EXE_pageio"));
+    let out = common::run_bounded(command, script, 300);
+    assert!(
+        out.status.success(),
+        "{script} exited {:?}\nstdout:\n{}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+#[test]
+fn scan_ab_reports_every_configuration_with_the_same_rows() {
+    if !root_for("scan_ab_reports_every_configuration_with_the_same_rows") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    small_uniform(dir.path());
+    let json = dir.path().join("ab.json");
+    // a is uniform over [0, 100000): the index scan's 0.1% range holds about 60 of the
+    // 60,000 rows, the bitmap scan's 1% about 600.
+    for (kind, temp, expected) in [("index", "warm", 30..=120), ("bitmap", "cold", 300..=1200)] {
+        driver(
+            "scan-ab.py",
+            &[
+                dir.path().to_str().unwrap(),
+                "--kind",
+                kind,
+                "--temp",
+                temp,
+                "--rounds",
+                "2",
+                "--json",
+                json.to_str().unwrap(),
+                "defaults=",
+                "sync=--io-method sync --effective-io-concurrency 4",
+            ],
+        );
+        let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+        assert_eq!(v["kind"], kind);
+        assert_eq!(v["temp"], temp);
+        let rows = v["rows"].as_u64().unwrap();
+        assert!(expected.contains(&rows), "{kind}: {rows} rows");
+        let configs = v["configs"].as_array().unwrap();
+        let names: Vec<_> = configs
+            .iter()
+            .map(|c| c["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["defaults", "sync"]);
+        for c in configs {
+            let runs = c["runs_ms"].as_array().unwrap();
+            assert_eq!(runs.len(), 2, "{c}");
+            assert!(runs.iter().all(|ms| ms.as_f64().unwrap() > 0.0), "{c}");
+        }
+    }
+    // A configuration without NAME= is refused before anything runs.
+    let mut command = Command::new("python3");
+    command
+        .arg(common::repo_root().join("bench/scan-ab.py"))
+        .args([
+            dir.path().to_str().unwrap(),
+            "--kind",
+            "seq",
+            "--temp",
+            "cold",
+            "--io-method sync",
+        ]);
+    let out = common::run_bounded(command, "scan-ab.py", 60);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("expected NAME=FLAGS"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn defaults_matrix_covers_every_combination_and_temperature() {
+    if !root_for("defaults_matrix_covers_every_combination_and_temperature") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    small_uniform(dir.path());
+    let json = dir.path().join("matrix.json");
+    driver(
+        "defaults-matrix.py",
+        &[
+            dir.path().to_str().unwrap(),
+            "--rounds",
+            "1",
+            "--kinds",
+            "index",
+            "--json",
+            json.to_str().unwrap(),
+        ],
+    );
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let cells = v.as_array().unwrap();
+    let temps: Vec<_> = cells.iter().map(|c| c["temp"].as_str().unwrap()).collect();
+    assert_eq!(temps, ["cold", "warm"]);
+    for cell in cells {
+        assert_eq!(cell["kind"], "index");
+        let runs = cell["runs_ms"].as_object().unwrap();
+        // The defaults and 3 methods x 3 in-flight counts x buffered/direct.
+        assert_eq!(runs.len(), 19, "{:?}", runs.keys().collect::<Vec<_>>());
+        assert!(runs.contains_key("defaults"));
+        assert!(runs.contains_key("worker eic=128 direct=on"));
+        for stat in ["best", "median"] {
+            let ratio = cell[stat]["ratio"].as_f64().unwrap();
+            assert!(ratio > 0.0, "{cell}");
+            let top = cell[stat]["top"].as_str().unwrap();
+            assert!(runs.contains_key(top) && top != "defaults", "{top}");
+        }
+    }
+}
