@@ -141,10 +141,15 @@ thread_local! {
         std::cell::RefCell::new(Vec::with_capacity(MAX_IOVECS_PER_IO));
 }
 
-/// Executes one group with `preadv`/`pwritev` in the calling thread and completes its
-/// handles. Used by sync, by the workers, and by io_uring to re-run a short merged I/O.
-pub(crate) fn execute_group_sync(backend: &BackendShared, group: &[u32], executed_sync: bool) {
-    let raw = IOVEC_SCRATCH.with(|scratch| {
+/// Runs `f` with the one kernel I/O `group` is: the first handle's file, operation and byte
+/// offset, and the iovecs of all its handles in order, gathered into the thread's scratch
+/// array.
+fn with_group_io<R>(
+    backend: &BackendShared,
+    group: &[u32],
+    f: impl FnOnce(Option<&crate::storage::SegmentFile>, Option<IoOp>, u64, &[libc::iovec]) -> R,
+) -> R {
+    IOVEC_SCRATCH.with(|scratch| {
         // A completion callback could in principle execute I/O re-entrantly; fall back to a
         // fresh array rather than panic on the RefCell.
         let mut fresh = Vec::new();
@@ -157,19 +162,21 @@ pub(crate) fn execute_group_sync(backend: &BackendShared, group: &[u32], execute
         let (file, op, offset) = {
             let data = backend.handles[group[0] as usize].lock();
             iovecs.extend_from_slice(&data.iovecs);
-            (
-                data.file.clone(),
-                data.op.unwrap_or(IoOp::Readv),
-                data.offset_bytes,
-            )
+            (data.file.clone(), data.op, data.offset_bytes)
         };
         for &index in &group[1..] {
             iovecs.extend_from_slice(&backend.handles[index as usize].lock().iovecs);
         }
-        match file {
-            Some(file) => vectored_io(file.raw_fd(), op, offset, iovecs),
-            None => -(libc::EBADF as i64),
-        }
+        f(file.as_deref(), op, offset, iovecs)
+    })
+}
+
+/// Executes one group with `preadv`/`pwritev` in the calling thread and completes its
+/// handles. Used by sync, by the workers, and by io_uring to re-run a short merged I/O.
+pub(crate) fn execute_group_sync(backend: &BackendShared, group: &[u32], executed_sync: bool) {
+    let raw = with_group_io(backend, group, |file, op, offset, iovecs| match file {
+        Some(file) => vectored_io(file.raw_fd(), op.unwrap_or(IoOp::Readv), offset, iovecs),
+        None => -(libc::EBADF as i64),
     });
     distribute(backend, group, raw, executed_sync);
 }
@@ -193,28 +200,10 @@ pub(crate) enum CacheProbe {
 /// `RWF_NOWAIT`, an error, a write — completes nothing: the caller runs the group with
 /// [`execute_group_sync`], which reads everything again and reports any error.
 pub(crate) fn try_read_group_cached(backend: &BackendShared, group: &[u32]) -> CacheProbe {
-    let done = IOVEC_SCRATCH.with(|scratch| {
-        let mut fresh = Vec::new();
-        let mut borrowed = scratch.try_borrow_mut();
-        let iovecs = match borrowed.as_mut() {
-            Ok(v) => &mut **v,
-            Err(_) => &mut fresh,
-        };
-        iovecs.clear();
-        let (file, op, offset) = {
-            let data = backend.handles[group[0] as usize].lock();
-            iovecs.extend_from_slice(&data.iovecs);
-            (data.file.clone(), data.op, data.offset_bytes)
-        };
-        let Some(file) = file else {
+    let done = with_group_io(backend, group, |file, op, offset, iovecs| {
+        let (Some(file), Some(IoOp::Readv)) = (file, op) else {
             return Err(CacheProbe::Missed);
         };
-        if op != Some(IoOp::Readv) {
-            return Err(CacheProbe::Missed);
-        }
-        for &index in &group[1..] {
-            iovecs.extend_from_slice(&backend.handles[index as usize].lock().iovecs);
-        }
         let want: usize = iovecs.iter().map(|v| v.iov_len).sum();
         // SAFETY: the iovecs describe memory handed to this read by its issuer, which
         // stays theirs until the group completes; a refused or short read leaves them to

@@ -67,8 +67,9 @@
 //! ```
 //!
 //! Advice is only worth its system calls when the pages are not cached: on a warm scan
-//! every `posix_fadvise` finds its page already there. So a worker about to advise first
-//! tries its own read with `preadv2(RWF_NOWAIT)`, which succeeds only if the page cache
+//! every `posix_fadvise` finds its page already there. So a worker about to advise, whose
+//! own job is a buffered read nobody has advised yet, first tries that read with
+//! `preadv2(RWF_NOWAIT)`, which succeeds only if the page cache
 //! holds every byte: then the read is done, without blocking, and the backlog is left for a
 //! worker whose read misses (the pool's `cached_reads` counts these). On a miss it advises
 //! the backlog as above and reads with a plain `preadv`; the probe cost one system call, and
@@ -261,10 +262,6 @@ struct Job {
     /// The read to announce to the kernel while the job waits (see "Read-ahead advice");
     /// taken when given, so each job is advised at most once.
     advice: Option<Advice>,
-    /// Whether the job is a read of a buffered file: one the page cache may hold, so a
-    /// worker can probe it before giving advice (set at submission; the advice itself may
-    /// have been taken since).
-    buffered_read: bool,
 }
 
 /// A queued read's byte range, for `posix_fadvise(WILLNEED)`.
@@ -583,10 +580,12 @@ fn worker_loop(pool_arc: Arc<PoolShared>, worker_index: usize) {
                         maybe_grow(&pool_arc, &mut queue, backlog, now_ns);
                     }
                     // Reads that will wait for a busy worker: announce them to the kernel
-                    // (see "Read-ahead advice") — at once when this job is no buffered read
-                    // to probe the page cache with, else after it missed.
+                    // (see "Read-ahead advice"): after this job's read missed the page cache
+                    // when it is a buffered read nobody advised yet, else at once — a write
+                    // or a direct read cannot be probed, and a read another worker advised
+                    // is being read by the kernel already, so a probe would only miss.
                     let waiting = backlog > 0 && queue.idle.is_empty();
-                    if waiting && !job.buffered_read {
+                    if waiting && job.advice.is_none() {
                         take_advice(&mut queue, spinner, &mut advice);
                     }
                     Some((job, waiting))
@@ -597,7 +596,7 @@ fn worker_loop(pool_arc: Arc<PoolShared>, worker_index: usize) {
         };
         unpark(pool, &peers);
         if let Some((job, waiting)) = job {
-            if waiting && job.buffered_read {
+            if waiting && job.advice.is_some() {
                 if !pool.no_cache_probe.load(Ordering::Relaxed) {
                     match try_read_group_cached(&job.backend, &job.group) {
                         CacheProbe::Cached => {
@@ -695,7 +694,6 @@ impl IoMethodImpl for WorkerMethod {
                     queue.jobs.push_back(Job {
                         backend: backend.clone(),
                         group,
-                        buffered_read: advice.is_some(),
                         advice,
                     });
                     pushed += 1;
