@@ -22,20 +22,20 @@
 //!   so the scanning threads have both cores, where the I/O workers would compete with them
 //!   (a warm seq scan under worker took 1.2–2× longer). More than 16 reads of 128 kB in
 //!   flight bought nothing cold (the kernel's own read-ahead keeps the device busy) and cost
-//!   warm: the pages wait longer between their copy and their use, and fall out of the CPU
-//!   caches.
+//!   warm (64 took 1.06–1.10× the time of 16), most likely because the pages wait longer
+//!   between their copy and their use and fall out of the CPU caches.
 //! - **Bitmap heap and index scans: worker, 128 reads in flight.** Their reads are single
 //!   pages, scattered. A cold buffered read of one page costs the kernel more CPU than the
 //!   device takes to serve it (allocating the page cache page, inserting it, copying out), so
 //!   the scan keeps more reads queued: under worker, 128 against 64 took a cold 0.1% index
-//!   scan from 94–118 to 80–95 ms and a cold 1% bitmap scan from 666–787 to 539–575 ms. Under `worker`
-//!   that kernel work, the copy and the checksum run on the I/O workers, on the other core,
-//!   while the scan walks the index and the bitmap; the workers announce the reads queued
-//!   behind them to the kernel when their own read misses the page cache, so the device sees
-//!   the whole queue. Under io_uring the same work runs inside the scanning thread: warm, a
-//!   bitmap scan took 266–351 ms against 195–290 under worker, an index scan 47–64 against
-//!   31–42 ms. With one CPU there is no
-//!   second core to move the work to, so these scans keep `auto`.
+//!   scan from 94–118 to 80–95 ms and a cold 1% bitmap scan from 666–787 to 539–575 ms.
+//!   Under `worker` that kernel work, the copy and the checksum run on the I/O workers, on
+//!   the other core, while the scan walks the index and the bitmap; the workers announce the
+//!   reads queued behind them to the kernel when their own read misses the page cache, so
+//!   the device sees the whole queue. Under io_uring the same work runs inside the scanning
+//!   thread: warm, a bitmap scan took 266–351 ms against 195–290 under worker, an index scan
+//!   47–64 against 31–42 ms. With one CPU there is no second core to move the work to, so
+//!   these scans keep `auto`.
 //! - **The handle budget follows.** A stream never has more reads in flight than
 //!   `io_max_concurrency` handles, so scan raises it to the `effective_io_concurrency` in
 //!   force unless the caller chose it; a chosen budget still caps the stream.
