@@ -22,17 +22,26 @@ many configurations' best runs favours whichever drew the luckiest run; medians 
 """
 
 import argparse
+import importlib.util
 import json
+import os
 import random
 import statistics
-import subprocess
 import sys
 
-KINDS = {
-    "seq": [],
-    "bitmap": ["--where", "a between 50000 and 51000"],
-    "index": ["--where", "a between 50000 and 50100"],
-}
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _load_scan_ab():
+    """bench/scan-ab.py as a module: the scans, running one, dropping the page cache."""
+    spec = importlib.util.spec_from_file_location("scan_ab", os.path.join(HERE, "scan-ab.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+scan_ab = _load_scan_ab()
+drop_caches = scan_ab.drop_caches
 
 
 def combos():
@@ -53,20 +62,8 @@ def combos():
                 )
 
 
-def drop_caches():
-    subprocess.run(["sync"], check=True)
-    with open("/proc/sys/vm/drop_caches", "w") as f:
-        f.write("3\n")
-
-
 def scan(args, kind, flags):
-    cmd = [
-        "nice", "-n", "-20", args.bin, "scan", "--dataset", "uniform",
-        "--data-dir", args.data, "--kind", kind, *KINDS[kind], *flags, "--json",
-    ]
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True)
-    doc = json.loads(out.stdout)
-    return doc["elapsed_ms"], doc["rows"]
+    return scan_ab.run_scan(args.bin, args.data, kind, flags)
 
 
 def main():
@@ -77,12 +74,16 @@ def main():
     p.add_argument("--kinds", default="seq,bitmap,index")
     p.add_argument("--json", help="also write the table to this file")
     args = p.parse_args()
+    kinds = args.kinds.split(",")
+    unknown = [k for k in kinds if k not in scan_ab.WHERE]
+    if unknown:
+        sys.exit(f"--kinds: unknown scan kind {', '.join(unknown)}; choose from {', '.join(scan_ab.WHERE)}")
 
     configs = list(combos())
     best = {}  # (kind, temp, name) -> best ms
     rows_seen = {}
     for rnd in range(1, args.rounds + 1):
-        for kind in args.kinds.split(","):
+        for kind in kinds:
             order = configs[:]
             random.shuffle(order)
             for name, flags in order:
@@ -101,7 +102,7 @@ def main():
     print("| scan | temp | defaults ms | best combination | its ms | best / defaults "
           "| median: defaults ms | best combination | its ms | best / defaults |")
     print("|---|---|---:|---|---:|---:|---:|---|---:|---:|")
-    for kind in args.kinds.split(","):
+    for kind in kinds:
         for temp in ("cold", "warm"):
             runs = {name: best[(kind, temp, name)] for name, _ in configs}
             row = {"kind": kind, "temp": temp, "runs_ms": runs}

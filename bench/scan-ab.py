@@ -32,17 +32,28 @@ WHERE = {
 
 
 def drop_caches():
+    """Writes back dirty pages and drops the page cache; exits with the fix when not root."""
     subprocess.run(["sync"], check=True)
-    with open("/proc/sys/vm/drop_caches", "w") as f:
-        f.write("3\n")
+    try:
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("3\n")
+    except PermissionError:
+        sys.exit("cannot drop the page cache (/proc/sys/vm/drop_caches needs root): run with sudo")
 
 
-def scan(args, binary, flags):
+def run_scan(binary, data, kind, flags):
+    """One `pageio scan` of KIND over DATA's uniform table with FLAGS at nice -20: (elapsed ms,
+    rows). A failed run exits with pageio's own message."""
     cmd = [
         "nice", "-n", "-20", binary, "scan", "--dataset", "uniform",
-        "--data-dir", args.data, "--kind", args.kind, *WHERE[args.kind], *flags, "--json",
+        "--data-dir", data, "--kind", kind, *WHERE[kind], *flags, "--json",
     ]
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True)
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True)
+    except OSError as e:
+        sys.exit(f"cannot run {binary}: {e}; build it with cargo build --release -p pageio-cli or pass --bin")
+    if out.returncode != 0:
+        sys.exit(f"{' '.join(cmd)} exited {out.returncode}:\n{out.stderr.strip()}")
     doc = json.loads(out.stdout)
     return doc["elapsed_ms"], doc["rows"]
 
@@ -75,8 +86,8 @@ def main():
         for name, binary, flags in order:
             drop_caches()
             if args.temp == "warm":
-                scan(args, binary, flags)
-            ms, rows = scan(args, binary, flags)
+                run_scan(binary, args.data, args.kind, flags)
+            ms, rows = run_scan(binary, args.data, args.kind, flags)
             if rows_seen is None:
                 rows_seen = rows
             elif rows != rows_seen:

@@ -104,6 +104,27 @@ fn scan_ab_reports_every_configuration_with_the_same_rows() {
             assert!(runs.iter().all(|ms| ms.as_f64().unwrap() > 0.0), "{c}");
         }
     }
+    // A flag pageio refuses ends the run with pageio's own message, not a traceback.
+    let mut command = Command::new("python3");
+    command
+        .arg(common::repo_root().join("bench/scan-ab.py"))
+        .args([
+            dir.path().to_str().unwrap(),
+            "--kind",
+            "seq",
+            "--temp",
+            "cold",
+            "--rounds",
+            "1",
+            "bad=--no-such-flag",
+        ])
+        .arg("--bin")
+        .arg(env!("CARGO_BIN_EXE_pageio"));
+    let out = common::run_bounded(command, "scan-ab.py", 60);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("--no-such-flag"), "{stderr}");
+    assert!(!stderr.contains("Traceback"), "{stderr}");
     // A configuration without NAME= is refused before anything runs.
     let mut command = Command::new("python3");
     command
@@ -146,6 +167,18 @@ fn defaults_matrix_covers_every_combination_and_temperature() {
         ],
     );
     let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    // An unknown scan kind is named, with the choices, before anything runs.
+    let mut command = Command::new("python3");
+    command
+        .arg(common::repo_root().join("bench/defaults-matrix.py"))
+        .args([dir.path().to_str().unwrap(), "--kinds", "index,heap"]);
+    let out = common::run_bounded(command, "defaults-matrix.py", 60);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("unknown scan kind heap; choose from seq, bitmap, index"),
+        "{stderr}"
+    );
     let cells = v.as_array().unwrap();
     let temps: Vec<_> = cells.iter().map(|c| c["temp"].as_str().unwrap()).collect();
     assert_eq!(temps, ["cold", "warm"]);
