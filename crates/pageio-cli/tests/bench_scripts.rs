@@ -42,14 +42,20 @@ fn small_uniform(dir: &Path) {
     );
 }
 
-fn driver(script: &str, args: &[&str]) -> std::process::Output {
+/// Runs `python3 bench/SCRIPT ARGS --bin <this pageio>`, bounded.
+fn run_driver(script: &str, args: &[&str]) -> std::process::Output {
     let mut command = Command::new("python3");
     command
         .arg(common::repo_root().join("bench").join(script))
         .args(args)
         .arg("--bin")
         .arg(env!("CARGO_BIN_EXE_pageio"));
-    let out = common::run_bounded(command, script, 300);
+    common::run_bounded(command, script, 300)
+}
+
+/// [`run_driver`], which must succeed.
+fn driver(script: &str, args: &[&str]) -> std::process::Output {
+    let out = run_driver(script, args);
     assert!(
         out.status.success(),
         "{script} exited {:?}\nstdout:\n{}\nstderr:\n{}",
@@ -105,10 +111,9 @@ fn scan_ab_reports_every_configuration_with_the_same_rows() {
         }
     }
     // A flag pageio refuses ends the run with pageio's own message, not a traceback.
-    let mut command = Command::new("python3");
-    command
-        .arg(common::repo_root().join("bench/scan-ab.py"))
-        .args([
+    let out = run_driver(
+        "scan-ab.py",
+        &[
             dir.path().to_str().unwrap(),
             "--kind",
             "seq",
@@ -117,27 +122,24 @@ fn scan_ab_reports_every_configuration_with_the_same_rows() {
             "--rounds",
             "1",
             "bad=--no-such-flag",
-        ])
-        .arg("--bin")
-        .arg(env!("CARGO_BIN_EXE_pageio"));
-    let out = common::run_bounded(command, "scan-ab.py", 60);
+        ],
+    );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("--no-such-flag"), "{stderr}");
     assert!(!stderr.contains("Traceback"), "{stderr}");
     // A configuration without NAME= is refused before anything runs.
-    let mut command = Command::new("python3");
-    command
-        .arg(common::repo_root().join("bench/scan-ab.py"))
-        .args([
+    let out = run_driver(
+        "scan-ab.py",
+        &[
             dir.path().to_str().unwrap(),
             "--kind",
             "seq",
             "--temp",
             "cold",
             "--io-method sync",
-        ]);
-    let out = common::run_bounded(command, "scan-ab.py", 60);
+        ],
+    );
     assert!(!out.status.success());
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("expected NAME=FLAGS"),
@@ -168,11 +170,10 @@ fn defaults_matrix_covers_every_combination_and_temperature() {
     );
     let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
     // An unknown scan kind is named, with the choices, before anything runs.
-    let mut command = Command::new("python3");
-    command
-        .arg(common::repo_root().join("bench/defaults-matrix.py"))
-        .args([dir.path().to_str().unwrap(), "--kinds", "index,heap"]);
-    let out = common::run_bounded(command, "defaults-matrix.py", 60);
+    let out = run_driver(
+        "defaults-matrix.py",
+        &[dir.path().to_str().unwrap(), "--kinds", "index,heap"],
+    );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(
