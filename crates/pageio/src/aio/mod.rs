@@ -638,6 +638,18 @@ impl Backend {
         self.handle_waits
     }
 
+    /// True when the I/O behind `wref` needs no more waiting: completed (reclaimed or not) or
+    /// its handle since reused. Never blocks. For another backend's I/O, as [`Aio::poll`].
+    pub fn is_done(&self, wref: WaitRef) -> bool {
+        if wref.backend_id != self.shared.id {
+            return self.aio().poll(wref);
+        }
+        self.shared
+            .handles
+            .get(wref.index as usize)
+            .is_none_or(|handle| handle.is_done(wref.generation))
+    }
+
     /// Waits until any of `wrefs` — this backend's own I/Os — needs no more waiting, and
     /// reclaims every handle whose I/O has completed. Staged I/O is submitted first, so the
     /// wait always ends. Returns at once if `wrefs` is empty or one is already done. For

@@ -9,12 +9,33 @@
 //! ```text
 //!             retry queue (rests of partial I/Os) ─┐
 //!   driver.next_io() ──────────────────────────────┴─► stage (batch mode) ─► in flight ≤ depth
-//!                                                                                 │ oldest
+//!                                                                                 │ oldest, or
+//!                                                                                 │ first done
 //!   driver.complete(io, completion) ◄── wait ◄────────────────────────────────────┘
 //!        OK       → done
 //!        PARTIAL  → the rest (first_block + blocks_done ..) goes to the retry queue
 //!        Err(e)   → stop: start nothing new, wait for everything in flight, return e
 //! ```
+//!
+//! ## In order or in completion order
+//!
+//! By default the pipeline waits for the oldest I/O: a driver that consumes data in the
+//! order it asked for it ([`Backend::read_blocks`] filling one buffer front to back) needs
+//! that. A driver whose completions are independent — the checksum verifier, which sorts
+//! what it found by block before reporting — asks for [`IoPipeline::completion_order`]:
+//! the pipeline then waits for *any* I/O in flight ([`Backend::wait_any`]) and acts on the
+//! oldest of those that are done, so one slow read never keeps the others' slots from being
+//! refilled — the same reason read streams have [`crate::stream::StreamOrder::Completion`].
+//!
+//! ```text
+//!   in flight:  [0..15 slow] [16..31 done] [32..47 done] [48..63]
+//!   in order:          wait for 0..15 ──► 16..31 and 32..47 sit done, their slots idle
+//!   completion order:  16..31, then 32..47 handed back; two new reads staged at once
+//! ```
+//!
+//! Nothing else changes: partial I/Os are re-issued the same way, and the error returned is
+//! still the one of the lowest range (see [`PipelineDriver::complete`]), whatever order the
+//! I/Os completed in.
 //!
 //! ## Why it always ends
 //!
@@ -160,19 +181,37 @@ pub trait PipelineDriver {
 #[derive(Debug, Clone, Copy)]
 pub struct IoPipeline {
     depth: usize,
+    completion_order: bool,
 }
 
 impl IoPipeline {
-    /// A pipeline keeping up to `depth` I/Os in flight (at least 1).
+    /// A pipeline keeping up to `depth` I/Os in flight (at least 1), completing them in the
+    /// order they were staged.
     pub fn new(depth: usize) -> IoPipeline {
         IoPipeline {
             depth: depth.max(1),
+            completion_order: false,
+        }
+    }
+
+    /// The same pipeline handing I/Os to [`PipelineDriver::complete`] as they finish
+    /// instead of oldest first (see the module docs), for drivers whose completions do not
+    /// depend on each other's order.
+    pub fn completion_order(self) -> IoPipeline {
+        IoPipeline {
+            completion_order: true,
+            ..self
         }
     }
 
     /// The in-flight bound.
     pub fn depth(&self) -> usize {
         self.depth
+    }
+
+    /// Whether I/Os are completed as they finish rather than oldest first.
+    pub fn is_completion_order(&self) -> bool {
+        self.completion_order
     }
 
     /// Runs `driver` to the end: every range staged and completed, or the first error
@@ -189,6 +228,8 @@ impl IoPipeline {
             in_batch: false,
         };
         let mut retry: VecDeque<PipelineIo<D::Tag>> = VecDeque::new();
+        // The wait references of the I/Os in flight, for `wait_any` (completion order).
+        let mut wrefs: Vec<WaitRef> = Vec::new();
         // The error to return, with the first block of its range: of several, the one a
         // sequential reader would have met first, whatever order the I/Os completed in.
         let mut first_error: Option<(u64, AioError)> = None;
@@ -219,7 +260,24 @@ impl IoPipeline {
             }
             guard.in_batch = false;
             guard.backend.exit_batch_mode();
-            let Some((wref, io)) = guard.in_flight.pop_front() else {
+            let next = if self.completion_order && guard.in_flight.len() > 1 {
+                wrefs.clear();
+                wrefs.extend(guard.in_flight.iter().map(|(wref, _)| *wref));
+                // Returns once one of them is done (or at once if one already is).
+                guard.backend.wait_any(&wrefs);
+                let backend = &*guard.backend;
+                // The oldest of those done; should none be (it cannot: wait_any returned),
+                // the oldest, waited for below.
+                let position = guard
+                    .in_flight
+                    .iter()
+                    .position(|(wref, _)| backend.is_done(*wref))
+                    .unwrap_or(0);
+                guard.in_flight.remove(position)
+            } else {
+                guard.in_flight.pop_front()
+            };
+            let Some((wref, io)) = next else {
                 // Nothing in flight and nothing more to stage: either every range is done,
                 // or the pipeline stopped and has drained.
                 break;

@@ -21,7 +21,8 @@
 //!        │         no copy (see `mapped`); record the results like a completed read
 //!        │    no:  split into reads of ≤ io_combine_limit blocks ─┐
 //!        │                                                       ▼
-//!        │  keeps effective_io_concurrency reads in flight (aio::IoPipeline,
+//!        │  keeps effective_io_concurrency reads in flight (aio::IoPipeline in
+//!        │  completion order: whichever read finishes first frees its slot;
 //!        │  stage_read_owned, reused buffers; partial reads re-issued)
 //!        │ submit
 //!        ▼
@@ -572,7 +573,11 @@ fn scanner(aio: &Aio, shared: &Arc<Shared>, depth: usize) -> Result<(), VerifyEr
         free_buffers: Vec::with_capacity(depth),
         pending: VecDeque::new(),
     };
-    IoPipeline::new(depth).run(&mut backend, &mut driver)?;
+    // Completion order: a window's reads are independent (failures are sorted by block before
+    // a file is reported), so a slow read must not keep the finished ones' slots idle.
+    IoPipeline::new(depth)
+        .completion_order()
+        .run(&mut backend, &mut driver)?;
     Ok(())
 }
 
