@@ -25,19 +25,26 @@ Steps:
      server started; psql's \\timing of `SELECT count(abalance) FROM pgbench_accounts` gives
      the time, the SELECT gives the count.
   4. pageio on the same files (server stopped): `pageio scan --cold --drop-caches --json`
-     under sync, worker(3), worker(cores), the adaptive worker pool and io_uring, serial and
+     with no I/O flag at all (its defaults: what a user who tunes nothing gets), and under
+     sync, worker(3), worker(cores), the adaptive worker pool and io_uring, serial and
      parallel when the binary has `--parallel`. With `--table/--select` it asks
      count(abalance) by name; an older binary gets the heap file and column types and counts
      rows (count(*) — equal to count(abalance) because PostgreSQL's own count(*) and
      count(abalance) are checked equal when the table is built). A count different from
      PostgreSQL's is an error, never a row of the table.
+     Steps 3 and 4 run interleaved (--order, the default): round after round, every
+     configuration of both engines once per round in a shuffled order (--seed), so a slow
+     spell of the device lands on all of them alike; pageio's defaults are then also
+     compared with PostgreSQL's best configuration round by round.
   5. The device limit: fio sequential reads of the table's segment files, the best of
      O_DIRECT 1 MB at queue depth 16, O_DIRECT 128 kB at queue depth 32 and buffered 1 MB
      after dropping the page cache (or a built-in 1 MB reader when fio is missing) → the time
      the table takes at that rate.
   6. Output in --out: pgbench-count.md (one table: every configuration, median time, MB/s,
-     share of the device limit, ratio to PostgreSQL's best), summary.json, runs.json (every
-     timed run) and pgbench-count.svg (bar chart of the times, the device limit as a line).
+     share of the device limit, ratio to PostgreSQL's best; then pageio's defaults against
+     PostgreSQL's best, by median and round by round, and pageio's slowest configuration),
+     summary.json, runs.json (every timed run) and pgbench-count.svg (bar chart of the times,
+     the device limit as a line).
 
 Exit status: 0 done; 1 error (the message names the cause and the fix), including a pageio
 count that differs from PostgreSQL's.
@@ -48,6 +55,7 @@ import html
 import importlib.util
 import json
 import os
+import random
 import re
 import shlex
 import shutil
@@ -180,6 +188,8 @@ def parse_pageio_methods(p, text):
     for m in [x.strip().lower() for x in text.split(",") if x.strip()]:
         if m in ("sync", "io_uring"):
             spec = (m, None)
+        elif m == "defaults":
+            spec = ("defaults", None)
         elif m == "adaptive":
             spec = ("worker", "adaptive")
         elif m == "worker" or m.startswith("worker:"):
@@ -196,8 +206,8 @@ def parse_pageio_methods(p, text):
                     p.error(f"--pageio-methods: \"{m}\": io_workers is 1 to 32")
             spec = ("worker", workers)
         else:
-            p.error(f"unknown method \"{m}\" in --pageio-methods: expected sync, worker:N, "
-                    "worker:cores, adaptive or io_uring")
+            p.error(f"unknown method \"{m}\" in --pageio-methods: expected defaults, sync, "
+                    "worker:N, worker:cores, adaptive or io_uring")
         if spec not in out:
             out.append(spec)
     return out
@@ -262,14 +272,24 @@ Exit status: 0 done, 1 error (including a pageio count that differs from Postgre
     p.add_argument("--pg-parallel", default=f"{PARALLEL_DEFAULT},0", metavar="LIST",
                    help="max_parallel_workers_per_gather values for PostgreSQL [default: "
                         "%(default)s: its default, as in the published run, and none]")
-    p.add_argument("--pageio-methods", default="sync,worker:3,worker:cores,adaptive,io_uring",
+    p.add_argument("--pageio-methods",
+                   default="defaults,sync,worker:3,worker:cores,adaptive,io_uring",
                    metavar="LIST",
-                   help="pageio io_methods: sync, worker:N, worker:cores, adaptive (the "
-                        "growing worker pool, when this pageio has --io-min-workers), io_uring "
-                        "[default: %(default)s]")
+                   help="pageio io_methods: defaults (no I/O flag at all: what `pageio scan` "
+                        "picks by itself, run once, not per --pageio-parallel), sync, worker:N, "
+                        "worker:cores, adaptive (the growing worker pool, when this pageio has "
+                        "--io-min-workers), io_uring [default: %(default)s]")
     p.add_argument("--pageio-parallel", default=f"1,{cores()}", metavar="LIST",
                    help="pageio --parallel values (1 = a serial scan); values other than 1 "
                         "are skipped when this pageio has no --parallel [default: %(default)s]")
+    p.add_argument("--order", default="interleaved", choices=["interleaved", "grouped"],
+                   help="interleaved: round after round, every configuration once per round in "
+                        "a shuffled order, and pageio's defaults compared with PostgreSQL's best "
+                        "round by round; grouped: all repeats of one configuration, then the "
+                        "next [default: %(default)s]")
+    p.add_argument("--seed", type=int, metavar="N",
+                   help="seed of the interleaved order, to run the same order again "
+                        "[default: a new one each run, printed and saved]")
     p.add_argument("--engines", default="postgresql,pageio", metavar="LIST",
                    help="which engines to run: postgresql, pageio [default: both]")
     p.add_argument("--reuse-postgres", action="store_true",
@@ -312,6 +332,8 @@ Exit status: 0 done, 1 error (including a pageio count that differs from Postgre
     a.pageio_parallel = list(dict.fromkeys(a.pageio_parallel))
     a.pgdata = os.path.abspath(a.pgdata)
     a.out = os.path.abspath(a.out)
+    if a.seed is None:
+        a.seed = random.SystemRandom().randrange(1 << 31)
     return a
 
 
@@ -471,9 +493,11 @@ def planned_workers(pg):
     return max([int(n.get("Workers Planned", 0)) for n in nodes] + [0])
 
 
-def run_postgres(pg, a, table, files, runs, skipped, save):
+def pg_configs(pg, a, skipped):
+    """PostgreSQL's configurations to run: every --pg-methods × --pg-parallel, io_uring
+    reported as skipped (with the server's message) when the build refuses it."""
     uring_ok, uring_reason = pgb.io_uring_supported(pg)
-    version = None
+    out = []
     for method, workers in a.pg_methods:
         if method == "io_uring" and not uring_ok:
             msg = f"this PostgreSQL build refuses io_method=io_uring: {uring_reason}"
@@ -487,44 +511,64 @@ def run_postgres(pg, a, table, files, runs, skipped, save):
                        "-c", f"max_parallel_workers_per_gather={par}"]
             if workers:
                 options += ["-c", f"io_workers={workers}"]
-            name = f"PostgreSQL {pg_label(method, workers)}, max_parallel_workers_per_gather={par}"
-            pg.stop()
-            try:
-                pg.start(options)
-            except pgb.StartFailed as e:
-                if method == "io_uring":
-                    msg = str(e).splitlines()[0]
-                    say(f"skipping PostgreSQL io_uring: the server does not start with it:\n{e}")
-                    skipped.append({"engine": "postgresql", "io_method": method,
-                                    "parallel": par, "reason": msg})
-                    continue
-                raise
-            s = pgb.server_settings(pg)
-            version = s["version"]
-            if s["io_method"] != method:
-                raise BenchError(f"the server runs io_method={s['io_method']}, not {method}")
-            planned = planned_workers(pg)
-            say(f"{name}: {version}, {planned} workers planned, shared_buffers="
-                f"{s['shared_buffers_mb']}MB, effective_io_concurrency="
-                f"{s['effective_io_concurrency']}, io_combine_limit={s['io_combine_limit_kb']}kB")
-            for rep in range(1, a.repeats + 1):
-                pg.stop()
-                evict(files)
-                pg.start(options)
-                count, seconds = timed_count(pg)
-                if count != table["count"]:
-                    raise BenchError(f"{name} counted {count}, but {table['count']} "
-                                     f"when the table was built: the cluster changed; remove "
-                                     f"{pg.pgdata}/{MARKER} to rebuild it")
-                runs.append({"engine": "postgresql", "version": version, "io_method": method,
-                             "io_workers": workers, "parallel": par,
-                             "workers_planned": planned, "repeat": rep, "seconds": seconds,
-                             "count": count, "timing": "psql \\timing",
-                             "load_1m": load_1m()})
-                save()
-                say(f"  #{rep}: {seconds:.3f} s, count {count}")
+            out.append({"engine": "postgresql", "io_method": method, "io_workers": workers,
+                        "parallel": par, "options": options, "state": "new",
+                        "name": f"PostgreSQL {pg_label(method, workers)}, "
+                                f"max_parallel_workers_per_gather={par}"})
+    return out
+
+
+def pg_prepare(pg, cfg, skipped):
+    """First use of a configuration: the server started with it once, its settings checked
+    and its plan's workers noted. False when io_uring does not start (then skipped)."""
     pg.stop()
-    return version
+    try:
+        pg.start(cfg["options"])
+    except pgb.StartFailed as e:
+        if cfg["io_method"] != "io_uring":
+            raise
+        msg = str(e).splitlines()[0]
+        say(f"skipping PostgreSQL io_uring: the server does not start with it:\n{e}")
+        skipped.append({"engine": "postgresql", "io_method": cfg["io_method"],
+                        "parallel": cfg["parallel"], "reason": msg})
+        cfg["state"] = "skipped"
+        return False
+    s = pgb.server_settings(pg)
+    if s["io_method"] != cfg["io_method"]:
+        raise BenchError(f"the server runs io_method={s['io_method']}, not {cfg['io_method']}")
+    cfg["version"] = s["version"]
+    cfg["planned"] = planned_workers(pg)
+    say(f"{cfg['name']}: {s['version']}, {cfg['planned']} workers planned, shared_buffers="
+        f"{s['shared_buffers_mb']}MB, effective_io_concurrency="
+        f"{s['effective_io_concurrency']}, io_combine_limit={s['io_combine_limit_kb']}kB")
+    cfg["state"] = "ready"
+    return True
+
+
+def run_postgres_once(pg, cfg, rep, table, files, runs, skipped, save):
+    """One cold run of a PostgreSQL configuration: server stopped, page cache dropped, server
+    started, the query timed; the server is stopped again after it (pageio reads the same
+    files, and only ever with the server down)."""
+    if cfg["state"] == "new" and not pg_prepare(pg, cfg, skipped):
+        return
+    if cfg["state"] != "ready":
+        return
+    pg.stop()
+    evict(files)
+    pg.start(cfg["options"])
+    count, seconds = timed_count(pg)
+    pg.stop()
+    if count != table["count"]:
+        raise BenchError(f"{cfg['name']} counted {count}, but {table['count']} "
+                         f"when the table was built: the cluster changed; remove "
+                         f"{pg.pgdata}/{MARKER} to rebuild it")
+    runs.append({"engine": "postgresql", "version": cfg["version"],
+                 "io_method": cfg["io_method"], "io_workers": cfg["io_workers"],
+                 "parallel": cfg["parallel"], "workers_planned": cfg["planned"],
+                 "repeat": rep, "seconds": seconds, "count": count,
+                 "timing": "psql \\timing", "load_1m": load_1m()})
+    save()
+    say(f"  {cfg['name']} #{rep}: {seconds:.3f} s, count {count}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -539,6 +583,8 @@ def pageio_features(pageio):
 
 
 def pageio_label(method, workers, parallel):
+    if method is None:
+        return "defaults"
     if method == "worker":
         m = "worker(adaptive)" if workers == "adaptive" else f"worker({workers})"
     else:
@@ -547,6 +593,8 @@ def pageio_label(method, workers, parallel):
 
 
 def pageio_cmd(pageio, a, feats, table, method, workers, parallel):
+    """The command of one cold pageio run; method None is pageio's defaults: no I/O flag at
+    all (what `pageio scan` picks by itself is read back from its JSON)."""
     cmd = [pageio, "scan", "--pgdata", a.pgdata, "--kind", "seq", "--json", "--cold"]
     if pgb.is_root():
         cmd.append("--drop-caches")
@@ -560,7 +608,10 @@ def pageio_cmd(pageio, a, feats, table, method, workers, parallel):
         # pgbench_accounts (aid int4, bid int4, abalance int4, filler char(84)).
         cmd += ["--heap", table["heap"], "--columns", "int4,int4,int4,bpchar",
                 "--key-column", "aid"]
-    cmd += ["--io-method", method, "--shared-buffers", a.shared_buffers]
+    cmd += ["--shared-buffers", a.shared_buffers]
+    if method is None:
+        return cmd
+    cmd += ["--io-method", method]
     if method == "worker":
         if workers == "adaptive":
             cmd += ["--io-min-workers", "2", "--io-max-workers", "8"]
@@ -581,73 +632,21 @@ def pageio_count(doc, feats):
     return int(doc["rows"])
 
 
-def run_pageio_config(pageio, a, mode, table, method, workers, par, runs, skipped, save,
-                      pg_count):
-    """The cold runs of one pageio configuration; returns "done", "skipped" (io_uring
-    refused) or "fewer threads" (pageio ran another number of scan threads than asked: no
-    row is recorded under a label it did not run with)."""
-    name = f"pageio {pageio_label(method, workers, par)}"
-    cmd = pageio_cmd(pageio, a, mode, table, method, workers, par)
-    say(f"{name}: " + " ".join(shlex.quote(c) for c in cmd))
-    for rep in range(1, a.repeats + 1):
-        if not pgb.is_root():
-            evict([])  # sync; pageio's --cold evicts the relation files itself
-        t0 = time.monotonic()
-        try:
-            r = subprocess.run(cmd, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            raise BenchError(f"{name} ran longer than {RUN_TIMEOUT_S} s: stopped") from None
-        wall = time.monotonic() - t0
-        if r.returncode != 0:
-            msg = (r.stderr.strip() or r.stdout.strip()).splitlines()
-            msg = msg[-1] if msg else f"exit {r.returncode}"
-            if method == "io_uring" and rep == 1:
-                say(f"skipping pageio io_uring: {msg}")
-                skipped.append({"engine": "pageio", "io_method": method, "parallel": par,
-                                "reason": msg})
-                return "skipped"
-            raise BenchError(f"{name} failed (exit {r.returncode}):\n{r.stderr.strip()}\n"
-                             f"command: {' '.join(shlex.quote(c) for c in cmd)}")
-        try:
-            doc = json.loads(r.stdout)
-        except json.JSONDecodeError as e:
-            raise BenchError(f"{name} printed no JSON ({e}):\n{r.stdout[:1000]}") from None
-        count = pageio_count(doc, mode)
-        if count != pg_count:
-            raise BenchError(f"{name} counted {count}, PostgreSQL counted {pg_count} on the "
-                             "same files: pageio gives a wrong answer here (command: "
-                             + " ".join(shlex.quote(c) for c in cmd) + ")")
-        ran = doc.get("parallel_workers", 1)
-        if ran != par:
-            # Never a row under a label it did not run with (e.g. a query path that
-            # stays serial whatever --parallel says).
-            msg = f"pageio ran {ran} scan thread(s), not the {par} asked for"
-            if not mode["select"]:
-                say(f"skipping {name}: {msg}")
-                skipped.append({"engine": "pageio", "io_method": pg_label(method, workers),
-                                "parallel": par, "reason": msg})
-            return "fewer threads"
-        runs.append({"engine": "pageio", "io_method": method,
-                     "io_workers": workers, "parallel": par, "repeat": rep,
-                     "seconds": float(doc["elapsed_ms"]) / 1000.0,
-                     "wall_seconds": wall, "count": count,
-                     "count_expr": f"count({COLUMN})" if mode["select"] else "count(*)",
-                     "shared_read": doc.get("shared_read"),
-                     "io_wait_ms": doc.get("io_wait_ms"),
-                     "timing": "pageio scan elapsed_ms", "load_1m": load_1m()})
-        save()
-        say(f"  #{rep}: {runs[-1]['seconds']:.3f} s (process {wall:.3f} s), count {count}")
-    return "done"
-
-
-def run_pageio(pageio, a, table, runs, skipped, save, pg_count):
+def pageio_configs(pageio, a, skipped):
+    """pageio's configurations to run (every --pageio-methods × --pageio-parallel; `defaults`
+    once, with no I/O flag), and the features of the binary."""
     feats = pageio_features(pageio)
     say("pageio: " + (f"count({COLUMN}) by name (--table, --select)" if feats["select"] else
                       "count(*) over the heap file (no --select in this pageio; equal to "
                       f"count({COLUMN}), which has no NULLs)")
         + (", --parallel" if feats["parallel"] else ", serial only (no --parallel)"))
-    configs = []
+    out = []
     for method, workers in a.pageio_methods:
+        if method == "defaults":
+            out.append({"engine": "pageio", "io_method": None, "io_workers": None,
+                        "parallel": None, "mode": feats, "state": "ready",
+                        "name": "pageio defaults"})
+            continue
         if workers == "adaptive" and not feats["adaptive"]:
             skipped.append({"engine": "pageio", "io_method": "worker(adaptive)",
                             "parallel": None,
@@ -658,20 +657,105 @@ def run_pageio(pageio, a, table, runs, skipped, save, pg_count):
                 skipped.append({"engine": "pageio", "io_method": pg_label(method, workers),
                                 "parallel": par, "reason": "this pageio has no --parallel"})
                 continue
-            configs.append((method, workers, par))
-    for method, workers, par in configs:
-        mode = feats
-        while True:
-            outcome = run_pageio_config(pageio, a, mode, table, method, workers, par, runs,
-                                        skipped, save, pg_count)
-            if outcome == "fewer threads" and mode["select"]:
+            out.append({"engine": "pageio", "io_method": method, "io_workers": workers,
+                        "parallel": par, "mode": feats, "state": "ready",
+                        "name": f"pageio {pageio_label(method, workers, par)}"})
+    return out, feats
+
+
+def run_pageio_once(pageio, a, cfg, rep, table, runs, skipped, save, pg_count):
+    """One cold run of a pageio configuration (the server is down). A configuration whose
+    io_uring is refused on its first run is skipped; one that runs another number of scan
+    threads than asked is run over the heap file instead (`--table --select` may stay
+    serial), or skipped: no row is ever recorded under a label it did not run with."""
+    while cfg["state"] == "ready":
+        method, workers, par, mode = (cfg["io_method"], cfg["io_workers"], cfg["parallel"],
+                                      cfg["mode"])
+        cmd = pageio_cmd(pageio, a, mode, table, method, workers, par)
+        if not cfg.get("announced"):
+            say(f"{cfg['name']}: " + " ".join(shlex.quote(c) for c in cmd))
+            cfg["announced"] = True
+        if not pgb.is_root():
+            evict([])  # sync; pageio's --cold evicts the relation files itself
+        t0 = time.monotonic()
+        try:
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            raise BenchError(f"{cfg['name']} ran longer than {RUN_TIMEOUT_S} s: "
+                             "stopped") from None
+        wall = time.monotonic() - t0
+        if r.returncode != 0:
+            msg = (r.stderr.strip() or r.stdout.strip()).splitlines()
+            msg = msg[-1] if msg else f"exit {r.returncode}"
+            if method == "io_uring" and not cfg.get("ran"):
+                say(f"skipping pageio io_uring: {msg}")
+                skipped.append({"engine": "pageio", "io_method": method, "parallel": par,
+                                "reason": msg})
+                cfg["state"] = "skipped"
+                return
+            raise BenchError(f"{cfg['name']} failed (exit {r.returncode}):\n"
+                             f"{r.stderr.strip()}\ncommand: "
+                             + " ".join(shlex.quote(c) for c in cmd))
+        try:
+            doc = json.loads(r.stdout)
+        except json.JSONDecodeError as e:
+            raise BenchError(f"{cfg['name']} printed no JSON ({e}):\n{r.stdout[:1000]}") from None
+        count = pageio_count(doc, mode)
+        if count != pg_count:
+            raise BenchError(f"{cfg['name']} counted {count}, PostgreSQL counted {pg_count} on "
+                             "the same files: pageio gives a wrong answer here (command: "
+                             + " ".join(shlex.quote(c) for c in cmd) + ")")
+        ran = doc.get("parallel_workers", 1)
+        if par is not None and ran != par:
+            if mode["select"]:
                 # The by-name query path may run serially: the same configuration over the
                 # heap file instead, counting count(*) (equal to count(abalance) here).
                 say("  --table/--select ran serially: again over the heap file (count(*))")
-                mode = dict(feats, select=False)
+                cfg["mode"] = dict(mode, select=False)
+                cfg["announced"] = False
                 continue
-            break
-    return feats
+            msg = f"pageio ran {ran} scan thread(s), not the {par} asked for"
+            say(f"skipping {cfg['name']}: {msg}")
+            skipped.append({"engine": "pageio", "io_method": pg_label(method, workers),
+                            "parallel": par, "reason": msg})
+            cfg["state"] = "skipped"
+            return
+        cfg["ran"] = True
+        row = {"engine": "pageio", "io_method": method, "io_workers": workers,
+               "parallel": par, "repeat": rep,
+               "seconds": float(doc["elapsed_ms"]) / 1000.0,
+               "wall_seconds": wall, "count": count,
+               "count_expr": f"count({COLUMN})" if mode["select"] else "count(*)",
+               "shared_read": doc.get("shared_read"),
+               "io_wait_ms": doc.get("io_wait_ms"),
+               "timing": "pageio scan elapsed_ms", "load_1m": load_1m()}
+        if method is None:
+            # What the defaults chose on this machine.
+            row["ran_io_method"] = doc.get("io_method")
+            row["ran_parallel"] = ran
+            row["ran_effective_io_concurrency"] = doc.get("effective_io_concurrency")
+        runs.append(row)
+        save()
+        say(f"  {cfg['name']} #{rep}: {row['seconds']:.3f} s (process {wall:.3f} s), "
+            f"count {count}")
+        return
+
+
+def schedule(configs, repeats, order, seed):
+    """(configuration, repeat) in the order they run. grouped: every repeat of one
+    configuration, then the next. interleaved: round after round, each running every
+    configuration once in a shuffled order, so a slow spell of the device (this virtual disk
+    has runs of seconds at half speed) lands on all configurations alike instead of on
+    whichever ran then."""
+    if order == "grouped":
+        return [(cfg, rep) for cfg in configs for rep in range(1, repeats + 1)]
+    rng = random.Random(seed)
+    out = []
+    for rep in range(1, repeats + 1):
+        shuffled = list(configs)
+        rng.shuffle(shuffled)
+        out += [(cfg, rep) for cfg in shuffled]
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -775,10 +859,15 @@ def summarize(a, table, runs, skipped, device, pg_version, feats, machine):
         if engine == "postgresql":
             label = f"{pg_label(method, workers)}, max_parallel_workers_per_gather={par}"
             planned = rs[0].get("workers_planned")
+        elif method is None:
+            planned = rs[0].get("ran_parallel")
+            label = (f"defaults ({rs[0].get('ran_io_method')}, "
+                     f"{'serial' if planned == 1 else f'parallel {planned}'})")
         else:
             label = pageio_label(method, workers, par)
             planned = par
-        rows.append({"engine": engine, "configuration": label, "io_method": method,
+        rows.append({"engine": engine, "configuration": label, "key": [engine, method, workers, par],
+                     "io_method": method,
                      "io_workers": workers, "parallel": par, "parallel_planned": planned,
                      "runs_s": secs,
                      "median_s": med, "mb_per_s": table_bytes / med / 1e6,
@@ -793,6 +882,15 @@ def summarize(a, table, runs, skipped, device, pg_version, feats, machine):
         r["share_of_device"] = dev_s / r["median_s"] if dev_s else None
         r["vs_postgresql_best"] = pg_best["median_s"] / r["median_s"] if pg_best else None
     ratio = pg_best["median_s"] / pio_best["median_s"] if pg_best and pio_best else None
+    defaults = next((r for r in pio_rows if r["io_method"] is None), None)
+    subject = defaults or pio_best
+    slowest = max(pio_rows, key=lambda r: r["median_s"]) if pio_rows else None
+    paired = None
+    if a.order == "interleaved" and not a.reuse_postgres and pg_best and subject:
+        paired = paired_rounds(runs, tuple(pg_best["key"]), tuple(subject["key"]))
+        if paired:
+            paired.update(pageio=subject["configuration"],
+                          postgresql=pg_best["configuration"])
     return {
         "experiment": "pgbench-count" if is_pgbench() else "table-count",
         "table": TABLE,
@@ -805,6 +903,8 @@ def summarize(a, table, runs, skipped, device, pg_version, feats, machine):
         "heap_bytes": table_bytes,
         "data_checksums": table["data_checksums"],
         "repeats": a.repeats,
+        "order": a.order,
+        "seed": a.seed if a.order == "interleaved" else None,
         "shared_buffers": a.shared_buffers,
         "postgresql_version": pg_version,
         "pageio_count_expr": (f"count({COLUMN})" if feats and feats["select"] else "count(*)")
@@ -818,7 +918,41 @@ def summarize(a, table, runs, skipped, device, pg_version, feats, machine):
         "pageio_vs_postgresql": ratio,
         "goal": "pageio's best >= 1.2x PostgreSQL 18's best",
         "goal_met": None if ratio is None else ratio >= 1.2,
+        "pageio_defaults": defaults and defaults["configuration"],
+        "pageio_defaults_vs_postgresql": (pg_best["median_s"] / defaults["median_s"]
+                                          if pg_best and defaults else None),
+        "pageio_slowest": slowest and slowest["configuration"],
+        "paired": paired,
     }
+
+
+def run_key(r):
+    return (r["engine"], r["io_method"], r["io_workers"], r["parallel"])
+
+
+def paired_rounds(runs, pg_key, pio_key):
+    """pageio's defaults (or best) against PostgreSQL's best configuration round by round:
+    in an interleaved run both ran within one round, minutes apart at most, so their ratio
+    is far less at the mercy of the device's slow spells than a ratio of medians. Returns
+    the per-round ratios (PostgreSQL's time ÷ pageio's: above 1, pageio was faster), their
+    median and range, the rounds pageio was ahead of that configuration and the rounds it
+    was ahead of every PostgreSQL configuration of the round; None without a common round."""
+    rounds = {}
+    for r in runs:
+        rounds.setdefault(r["repeat"], {})[run_key(r)] = r["seconds"]
+    ratios, ahead, ahead_of_all = [], 0, 0
+    for rep in sorted(rounds):
+        t = rounds[rep]
+        if pg_key not in t or pio_key not in t:
+            continue
+        ratios.append(t[pg_key] / t[pio_key])
+        ahead += t[pio_key] < t[pg_key]
+        ahead_of_all += all(t[pio_key] < v for k, v in t.items() if k[0] == "postgresql")
+    if not ratios:
+        return None
+    return {"rounds": len(ratios), "ratios": ratios, "ratio_median": statistics.median(ratios),
+            "ratio_min": min(ratios), "ratio_max": max(ratios), "rounds_ahead": ahead,
+            "rounds_ahead_of_every_postgresql_configuration": ahead_of_all}
 
 
 def fmt_s(seconds):
@@ -839,7 +973,9 @@ def markdown(s):
            f"`{s['query']}` over {s['table']}: {s['rows']:,} rows, {s['heap_pages']:,} heap "
            f"pages ({gb:.2f} GB, `{s['heap']}`), data_checksums={s['data_checksums']}. "
            f"Every run cold (server stopped, page cache dropped, server started; pageio "
-           f"`--cold --drop-caches`); median of {s['repeats']}; shared_buffers "
+           f"`--cold --drop-caches`); median of {s['repeats']} "
+           + ("(rounds in a shuffled order)" if s.get("order") == "interleaved"
+              else "(consecutive runs)") + f"; shared_buffers "
            f"{s['shared_buffers']} for both. {s['postgresql_version'] or 'PostgreSQL 18'}; "
            f"machine: {m['cores']} cores, {m['ram_gb']:.0f} GB RAM, kernel {m['kernel']}"
            + (f"; 1-minute load average {m['load_1m_min']:.1f}–{m['load_1m_max']:.1f} during "
@@ -874,6 +1010,23 @@ def markdown(s):
         out.append(f"pageio's best ({s['pageio_best']}) is **{s['pageio_vs_postgresql']:.2f}×** "
                    f"PostgreSQL 18's best ({s['postgresql_best']}); the goal is ≥ 1.2×: "
                    f"{'met' if s['goal_met'] else 'not met'}.")
+    if s["pageio_defaults_vs_postgresql"] is not None:
+        out.append(f"pageio's {s['pageio_defaults']} are "
+                   f"**{s['pageio_defaults_vs_postgresql']:.2f}×** PostgreSQL 18's best by "
+                   f"median.")
+    if s["pageio_slowest"]:
+        out.append(f"pageio's slowest configuration: {s['pageio_slowest']}.")
+    pr = s.get("paired")
+    if pr:
+        out.append("")
+        out.append(f"Round by round ({pr['rounds']} rounds, every configuration once per round "
+                   f"in a shuffled order, --seed {s['seed']}): PostgreSQL's {pr['postgresql']} "
+                   f"÷ pageio {pr['pageio']} = median **{pr['ratio_median']:.2f}×** (range "
+                   f"{pr['ratio_min']:.2f}–{pr['ratio_max']:.2f}: "
+                   + ", ".join(f"{x:.2f}" for x in pr["ratios"])
+                   + f"); pageio ahead of that configuration in {pr['rounds_ahead']} of "
+                   f"{pr['rounds']} rounds and of every PostgreSQL configuration of the round "
+                   f"in {pr['rounds_ahead_of_every_postgresql_configuration']}.")
     if any(r["count_expr"] == "count(*)" for r in s["results"]):
         out.append(f"{star} count(*) over the heap file (`--heap --columns`): this pageio has "
                    "no --select, or runs it on one thread only; PostgreSQL's count(*) and "
@@ -1033,23 +1186,35 @@ def main(argv):
         QUERY = f"SELECT count({COLUMN}) FROM {TABLE}"
         table = ensure_table(pg, a.scale)
         files = heap_segments(a.pgdata, table["heap"])
+        configs = []
         if "postgresql" in a.engines:
-            pg_version = run_postgres(pg, a, table, files, runs, skipped, save)
+            configs += pg_configs(pg, a, skipped)
+        feats = None
+        if pageio:
+            for path in files:
+                if not os.access(path, os.R_OK):
+                    raise BenchError(f"pageio cannot read {path}: the cluster belongs to "
+                                     f"{pgb.PG_USER}; run this script as root (sudo)")
+            pio_configs, feats = pageio_configs(pageio, a, skipped)
+            configs += pio_configs
+        pg.stop()
+        if a.order == "interleaved":
+            say(f"{len(configs)} configurations, {a.repeats} rounds, each in a shuffled order "
+                f"(--seed {a.seed})")
+        # Every PostgreSQL run is checked against the count taken when the table was built,
+        # and every pageio run against the same count.
+        pg_count = table["count"]
+        for cfg, rep in schedule(configs, a.repeats, a.order, a.seed):
+            if cfg["engine"] == "postgresql":
+                run_postgres_once(pg, cfg, rep, table, files, runs, skipped, save)
+            else:
+                pg.stop()
+                run_pageio_once(pageio, a, cfg, rep, table, runs, skipped, save, pg_count)
+        pg_version = next((c["version"] for c in configs if c.get("version")), pg_version)
     finally:
         if pg.running or pg.status_pid() is not None:
             say("stopping PostgreSQL (fast shutdown)")
             pg.stop()
-    pg_counts = {r["count"] for r in runs if r["engine"] == "postgresql"}
-    if len(pg_counts) > 1:
-        raise BenchError(f"PostgreSQL itself gave different counts: {sorted(pg_counts)}")
-    pg_count = pg_counts.pop() if pg_counts else table["count"]
-    feats = None
-    if pageio:
-        for path in files:
-            if not os.access(path, os.R_OK):
-                raise BenchError(f"pageio cannot read {path}: the cluster belongs to "
-                                 f"{pgb.PG_USER}; run this script as root (sudo)")
-        feats = run_pageio(pageio, a, table, runs, skipped, save, pg_count)
     device = device_limit(a.device, files, table["pages"] * 8192)
     s = summarize(a, table, runs, skipped, device, pg_version, feats, machine_facts(runs))
     write_atomic(os.path.join(a.out, "summary.json"), json.dumps(s, indent=1) + "\n")

@@ -253,7 +253,7 @@ fn pgbench_count_experiment_at_scale_1_gives_one_table_with_equal_counts() {
             "--scale",
             "1",
             "--repeats",
-            "1",
+            "2",
             "--pg-methods",
             "sync,worker:3,io_uring",
             "--port",
@@ -343,11 +343,41 @@ fn pgbench_count_experiment_at_scale_1_gives_one_table_with_equal_counts() {
         assert_eq!(row["parallel_planned"], cores, "{row}");
     }
     assert!(s["pageio_vs_postgresql"].as_f64().unwrap() > 0.0);
+    let runs = json_file(&out.join("runs.json"));
+    let runs = runs.as_array().unwrap();
     assert_eq!(
-        json_file(&out.join("runs.json")).as_array().unwrap().len(),
-        results.len(),
-        "one run per configuration at --repeats 1"
+        runs.len(),
+        2 * results.len(),
+        "two runs per configuration at --repeats 2"
     );
+    // Interleaved (the default): round 1 of every configuration, then round 2.
+    assert_eq!(s["order"], "interleaved", "{s}");
+    assert!(s["seed"].is_u64(), "{s}");
+    let rounds: Vec<u64> = runs.iter().map(|r| r["repeat"].as_u64().unwrap()).collect();
+    assert!(
+        rounds.windows(2).all(|w| w[0] <= w[1]),
+        "runs not in rounds: {rounds:?}"
+    );
+    // pageio's defaults: no I/O flag, labelled with what they chose.
+    let defaults = results
+        .iter()
+        .find(|r| r["engine"] == "pageio" && r["io_method"].is_null())
+        .expect("a row for pageio's defaults");
+    let label = defaults["configuration"].as_str().unwrap();
+    assert!(label.starts_with("defaults ("), "{label}");
+    assert_eq!(s["pageio_defaults"], label);
+    assert!(
+        defaults["parallel_planned"].as_u64().unwrap() >= 1,
+        "{defaults}"
+    );
+    assert!(s["pageio_defaults_vs_postgresql"].as_f64().unwrap() > 0.0);
+    // And round by round against PostgreSQL's best configuration.
+    let paired = &s["paired"];
+    assert_eq!(paired["rounds"], 2, "{paired}");
+    assert_eq!(paired["ratios"].as_array().unwrap().len(), 2, "{paired}");
+    assert_eq!(paired["pageio"], label);
+    assert_eq!(paired["postgresql"], s["postgresql_best"]);
+    assert!(paired["rounds_ahead"].as_u64().unwrap() <= 2);
 
     let md = std::fs::read_to_string(out.join("pgbench-count.md")).unwrap();
     assert!(md.contains("| engine | configuration |"), "{md}");
@@ -359,6 +389,7 @@ fn pgbench_count_experiment_at_scale_1_gives_one_table_with_equal_counts() {
         "{md}"
     );
     assert!(md.contains("PostgreSQL 18's best"), "{md}");
+    assert!(md.contains("Round by round (2 rounds"), "{md}");
     let svg = std::fs::read_to_string(out.join("pgbench-count.svg")).unwrap();
     assert!(svg.starts_with("<svg"), "{svg}");
     assert_eq!(
