@@ -9,7 +9,7 @@
 //!
 //! # Mechanism
 //!
-//! One [`LevelState`] per level holds the page being filled (`_bt_pagestate`). Adding a
+//! One `LevelState` per level holds the page being filled (`_bt_pagestate`). Adding a
 //! tuple to a full page (`_bt_buildadd`) moves the page's last item to a fresh page, makes a
 //! high key from it (suffix-truncated on leaves: just the key, or key plus heap TID when the
 //! two neighbours have equal keys), links the siblings, writes the old page out and inserts

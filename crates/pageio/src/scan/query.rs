@@ -246,7 +246,7 @@ pub struct TableQuery {
     wanted: usize,
     /// What the answer may differ from PostgreSQL's in, said before the scan.
     warnings: Vec<String>,
-    /// Threads for a sequential scan, the caller included (see [`super::parallel`]); 0 or 1
+    /// Threads for a sequential scan, the caller included (see `scan::parallel`); 0 or 1
     /// scans serially. A query whose answer depends on the order rows are added in (a sum or
     /// average of floats, see `answer_depends_on_order`) runs serially in block order
     /// whatever this says, so that its answer is the same from run to run; bitmap and index

@@ -479,7 +479,7 @@ const MAX_SYNC_DEPTH: usize = 64;
 /// * [`SyncMethod::Fsync`]: every regular file under `pgdata`, then each directory after its
 ///   contents (so new entries and sizes are durable too). Symbolic links are followed only
 ///   where PostgreSQL puts them — `pg_wal` and the tablespaces in `pg_tblspc` — so the walk
-///   cannot loop; it is also bounded to [`MAX_SYNC_DEPTH`] levels. A file that disappears
+///   cannot loop; it is also bounded to `MAX_SYNC_DEPTH` levels. A file that disappears
 ///   during the walk is skipped, as PostgreSQL does.
 /// * [`SyncMethod::Syncfs`]: one `syncfs` for each file system among `pgdata`, `pg_wal` and
 ///   each tablespace.
