@@ -109,15 +109,24 @@ fn stage_read(
     block: u64,
     nblocks: u32,
 ) -> pageio::aio::WaitRef {
-    let (file, offset, target) = backend.locate(rel, block, nblocks, OpenMode::Read).unwrap();
-    let h = backend.acquire().unwrap();
-    h.stage_read_owned(
+    try_stage_read(backend, rel, block, nblocks).unwrap()
+}
+
+/// Stages a read of `nblocks` blocks from `block` into a fresh owned buffer (what the test
+/// pipeline drivers stage).
+fn try_stage_read(
+    backend: &mut Backend,
+    rel: &RelFile,
+    block: u64,
+    nblocks: u32,
+) -> Result<pageio::aio::WaitRef, AioError> {
+    let (file, offset, target) = backend.locate(rel, block, nblocks, OpenMode::Read)?;
+    backend.acquire()?.stage_read_owned(
         file,
         offset,
         IoBuffer::zeroed(nblocks as usize * BLCKSZ),
         target,
     )
-    .unwrap()
 }
 
 fn writes_and_reads_land_the_right_bytes(method: IoMethodKind, direct: bool) {
@@ -1210,14 +1219,7 @@ impl PipelineDriver for FailsToStageSecond<'_> {
         if io.first_block == 8 {
             return Err(AioError::InvalidRequest("cannot stage block 8".into()));
         }
-        let (file, offset, target) =
-            backend.locate(self.rel, io.first_block, io.nblocks, OpenMode::Read)?;
-        backend.acquire()?.stage_read_owned(
-            file,
-            offset,
-            IoBuffer::zeroed(io.nblocks as usize * BLCKSZ),
-            target,
-        )
+        try_stage_read(backend, self.rel, io.first_block, io.nblocks)
     }
 
     fn complete(
@@ -1368,14 +1370,7 @@ impl PipelineDriver for ReadEveryBlock<'_> {
         backend: &mut Backend,
         io: &PipelineIo<()>,
     ) -> Result<pageio::aio::WaitRef, AioError> {
-        let (file, offset, target) =
-            backend.locate(self.rel, io.first_block, io.nblocks, OpenMode::Read)?;
-        backend.acquire()?.stage_read_owned(
-            file,
-            offset,
-            IoBuffer::zeroed(io.nblocks as usize * BLCKSZ),
-            target,
-        )
+        try_stage_read(backend, self.rel, io.first_block, io.nblocks)
     }
 
     fn complete(
