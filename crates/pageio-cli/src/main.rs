@@ -4,6 +4,11 @@
 //! one `pageio: error: …` line naming the cause and the fix, and exit with status 2 (status
 //! 1 is kept for "ran fine and found something bad", as pg_checksums uses it).
 
+// The doc comments of the argument structs are clap's --help texts, written for a terminal:
+// `[database.][schema.]table` and `OUT/<dataset>/` are meant literally there, not as links
+// or HTML.
+#![allow(rustdoc::broken_intra_doc_links, rustdoc::invalid_html_tags)]
+
 mod advise;
 mod aios;
 mod bench;
