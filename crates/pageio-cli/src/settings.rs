@@ -53,6 +53,13 @@ pub struct SettingsArgs {
     /// (PostgreSQL's maintenance_io_concurrency); 0 = one at a time [default: 16]
     #[arg(long, value_name = "N", help_heading = "Settings")]
     pub maintenance_io_concurrency: Option<String>,
+    /// How far ahead of a buffered sequential scan (scan --kind seq, a table by name) to
+    /// tell the kernel what will be read, with posix_fadvise(WILLNEED), so the device gets a
+    /// deep queue; 0 leaves read-ahead to the kernel alone (as PostgreSQL does), which also
+    /// keeps later scans of the same pages from the page cache 10-50% faster. Ignored with
+    /// --direct-io on [default: 64MB]
+    #[arg(long, value_name = "SIZE", help_heading = "Settings")]
+    pub seq_read_ahead: Option<String>,
     /// Buffer pool size (e.g. 128MB) [default: 128MB]
     #[arg(long, value_name = "SIZE", help_heading = "Settings")]
     pub shared_buffers: Option<String>,
@@ -86,7 +93,7 @@ impl SettingsArgs {
             // own postgresql.conf can be passed as it is.
             c.load_file(path)?;
         }
-        let flags: [(&str, &Option<String>); 16] = [
+        let flags: [(&str, &Option<String>); 17] = [
             ("io_method", &self.io_method),
             ("io_workers", &self.io_workers),
             ("io_min_workers", &self.io_min_workers),
@@ -100,6 +107,7 @@ impl SettingsArgs {
                 "maintenance_io_concurrency",
                 &self.maintenance_io_concurrency,
             ),
+            ("seq_read_ahead", &self.seq_read_ahead),
             ("shared_buffers", &self.shared_buffers),
             ("huge_pages", &self.huge_pages),
             ("direct_io", &self.direct_io),
@@ -129,6 +137,7 @@ impl SettingsArgs {
             "io_combine_limit" => &self.io_combine_limit,
             "effective_io_concurrency" => &self.effective_io_concurrency,
             "maintenance_io_concurrency" => &self.maintenance_io_concurrency,
+            "seq_read_ahead" => &self.seq_read_ahead,
             "shared_buffers" => &self.shared_buffers,
             "huge_pages" => &self.huge_pages,
             "direct_io" => &self.direct_io,

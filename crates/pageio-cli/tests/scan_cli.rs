@@ -322,6 +322,14 @@ fn scan_defaults_to_io_method_auto_unless_chosen() {
     }
     assert_eq!(v["effective_io_concurrency"], 16);
     assert_eq!(v["io_max_concurrency"], 64);
+    assert_eq!(v["seq_read_ahead_bytes"], 64 << 20, "64MB ahead by default");
+    // Cold: the kernel is told about each 2 MB piece of the heap once (the fixture's
+    // uniform table is 1112 blocks: five pieces).
+    let (cold, _) = scan(&["--cold"]);
+    assert_eq!(cold["read_ahead_advice"], 5, "{cold}");
+    let (cold, _) = scan(&["--cold", "--seq-read-ahead", "0"]);
+    assert_eq!(cold["seq_read_ahead_bytes"], 0);
+    assert_eq!(cold["read_ahead_advice"], 0, "{cold}");
     // The report of a parallel scan sums its streams, budget and depth included.
     assert_eq!(v["stream"]["io_budget"], 16, "{}", v["stream"]);
     assert!(

@@ -187,6 +187,92 @@ fn generated_body() {
     }
 }
 
+/// Read-ahead advice (`seq_read_ahead`): a cold buffered seq scan advises each 2 MB piece
+/// of the heap exactly once, serially and on three threads, whatever the window, under every
+/// io_method; a heap the page cache holds, `seq_read_ahead = 0` and direct I/O advise
+/// nothing. The answers never change.
+#[test]
+fn read_ahead_advice_covers_each_piece_once() {
+    common::with_watchdog("read-ahead advice", 300, read_ahead_body)
+}
+
+fn read_ahead_body() {
+    use pageio::scan::readahead::ADVICE_PIECE_BLOCKS;
+    let dir = tempfile::tempdir().unwrap();
+    let opts = GenOptions {
+        rows: 90_000,
+        seed: 5,
+        scale: 1,
+        overwrite: true,
+    };
+    let out = dir.path().join("t");
+    let m = generate(
+        &common::aio_for(IoMethodKind::Sync),
+        &out,
+        DataSet::Uniform,
+        &opts,
+        &|_| {},
+    )
+    .unwrap();
+    let table = Table {
+        heap: m.heap_file(&out.join(DataSet::Uniform.name())),
+        index: None,
+        columns: vec![ColumnType::Float8, ColumnType::Text],
+    };
+    // The serial scan's answer, no advice involved: every row.
+    let want = {
+        let pool = common::checksum_pool(&common::aio_for(IoMethodKind::Sync));
+        let r = seq(&pool, &table, Between::ALL, 1);
+        assert_eq!(r.rows, opts.rows);
+        (r.rows, r.sum_octet_length)
+    };
+    let run = |settings: &[(&str, &str)], threads: usize, cold: bool| -> ScanResult {
+        let mut config = IoConfig::default();
+        for (name, value) in settings {
+            config.set(name, value).unwrap();
+        }
+        let aio = Aio::new(config).unwrap();
+        // A fresh pool: every page comes from storage (the page cache, or the device).
+        let pool = common::checksum_pool(&aio);
+        if cold {
+            table.heap.evict_from_page_cache().unwrap();
+        }
+        let r = seq(&pool, &table, Between::ALL, threads);
+        assert_eq!((r.rows, r.sum_octet_length), want, "{settings:?} {threads}");
+        r
+    };
+    let pages = run(&[], 1, false).heap_pages;
+    // More than a few pieces, so a 4 MB window (two pieces) moves many times.
+    assert!(pages > 8 * ADVICE_PIECE_BLOCKS, "{pages} pages");
+    let pieces = pages.div_ceil(ADVICE_PIECE_BLOCKS);
+    for method in IoMethodKind::CONCRETE {
+        let m = method.to_string();
+        for window in ["4MB", "64MB"] {
+            for threads in [1, 3] {
+                let settings = [("io_method", m.as_str()), ("seq_read_ahead", window)];
+                let r = run(&settings, threads, true);
+                assert_eq!(
+                    r.read_ahead_advice, pieces,
+                    "{method}, {window} ahead, {threads} threads: each piece once"
+                );
+                let r = run(&settings, threads, false);
+                assert_eq!(
+                    r.read_ahead_advice, 0,
+                    "{method}, {window} ahead, {threads} threads: the heap is cached"
+                );
+            }
+        }
+        let off = [("io_method", m.as_str()), ("seq_read_ahead", "0")];
+        assert_eq!(run(&off, 3, true).read_ahead_advice, 0, "{method}: off");
+        let direct = [("io_method", m.as_str()), ("direct_io", "on")];
+        assert_eq!(
+            run(&direct, 3, true).read_ahead_advice,
+            0,
+            "{method}: direct I/O"
+        );
+    }
+}
+
 #[test]
 fn a_damaged_page_stops_every_thread_and_is_named() {
     common::with_watchdog("parallel damaged page", WATCHDOG_SECS, damaged_body)

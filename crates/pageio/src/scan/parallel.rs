@@ -66,6 +66,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
 
+use super::readahead::{self, SeqReadAhead};
 use super::{
     checked_nblocks, QualifyingRows, ScanError, ScanOptions, ScanResult, Table, TupleSink,
 };
@@ -306,6 +307,7 @@ fn scan_part<S: TupleSink, O>(
     table: &Table,
     options: &ScanOptions,
     allocator: &BlockAllocator,
+    read_ahead: &SeqReadAhead,
     make: &(dyn Fn() -> Result<S, ScanError> + Sync),
     finish: &(dyn Fn(S) -> O + Sync),
 ) -> Result<(ScanResult, O), ScanError> {
@@ -315,6 +317,7 @@ fn scan_part<S: TupleSink, O>(
         let mut sink = make()?;
         let mut part = ScanResult::default();
         let mut blocks = allocator.worker();
+        let heap = &table.heap;
         let mut stream = ReadStream::new(
             pool,
             &table.heap,
@@ -323,7 +326,12 @@ fn scan_part<S: TupleSink, O>(
                 bulk_read: true,
                 order: options.stream_order.unwrap_or(StreamOrder::Completion),
             },
-            move || blocks.next_block().map(|block| (block, ())),
+            move || {
+                blocks.next_block().map(|block| {
+                    read_ahead.advance(pool, heap, block);
+                    (block, ())
+                })
+            },
         );
         while let Some(buf) = stream.next(&mut backend)? {
             sink.page(&table.heap, buf.block, buf.page())?;
@@ -385,6 +393,7 @@ pub(super) fn parallel_seq_scan_with<S: TupleSink, O: Send>(
     let damaged_before = pool.damaged_pages_seq();
     let start = Instant::now();
     let allocator = BlockAllocator::new(nblocks);
+    let read_ahead = readahead::for_scan(pool, nblocks);
     // The first error wins: later ones are usually threads stopped by it.
     let first_error: Mutex<Option<ScanError>> = Mutex::new(None);
     let record = |outcome: Result<(ScanResult, O), ScanError>| -> Option<(ScanResult, O)> {
@@ -408,7 +417,7 @@ pub(super) fn parallel_seq_scan_with<S: TupleSink, O: Send>(
             let spawned = std::thread::Builder::new()
                 .name(format!("parallel seq scan {worker_index}"))
                 .spawn_scoped(scope, || {
-                    scan_part(pool, table, options, &allocator, make, finish)
+                    scan_part(pool, table, options, &allocator, &read_ahead, make, finish)
                 });
             // A thread that cannot be started leaves its chunks to the others.
             if let Ok(join) = spawned {
@@ -416,8 +425,15 @@ pub(super) fn parallel_seq_scan_with<S: TupleSink, O: Send>(
                 launched += 1;
             }
         }
-        if let Some((part, out)) = record(scan_part(pool, table, options, &allocator, make, finish))
-        {
+        if let Some((part, out)) = record(scan_part(
+            pool,
+            table,
+            options,
+            &allocator,
+            &read_ahead,
+            make,
+            finish,
+        )) {
             combine_partial(&mut total, &part);
             outputs.push(out);
         }
@@ -438,6 +454,7 @@ pub(super) fn parallel_seq_scan_with<S: TupleSink, O: Send>(
         return Err(e);
     }
     total.parallel_workers = launched;
+    total.read_ahead_advice = read_ahead.calls();
     total.elapsed_s = start.elapsed().as_secs_f64();
     total.pool = pool_counters_delta(&pool_before, &pool.counters());
     total.pages_failed_verification = total.pool.verification_failures;
