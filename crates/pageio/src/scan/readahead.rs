@@ -5,7 +5,7 @@
 //! for. On a device whose throughput grows with the queue depth (a virtual disk, a network
 //! volume, NVMe), that is far from its rate: a 1 MB buffered reader on the benchmark disk
 //! read 350–410 MB/s, the same reader telling the kernel 64 MB ahead what it will read
-//! (`posix_fadvise(WILLNEED)` in 2 MB pieces) 1.3–1.5 GB/s, in the same minutes.
+//! (`posix_fadvise(WILLNEED)` in 2 MB pieces) 1.3–1.55 GB/s, in the same minutes.
 //!
 //! So a buffered seq scan advises the blocks up to `seq_read_ahead` (64 MB by default) ahead
 //! of the last block handed to a stream, in whole pieces of [`ADVICE_PIECE_BLOCKS`] (2 MB),
@@ -134,7 +134,7 @@ impl SeqReadAhead {
             if let Ok((file, offset)) = rel.locate(files, next, n as u32, OpenMode::Read) {
                 let len = n * BLCKSZ as u64;
                 // A piece the page cache already holds needs no advice. Asking costs a
-                // cachestat (tens of µs for 2 MB), so after k cached pieces in a row the
+                // cachestat system call, so after k cached pieces in a row the
                 // next 2^k − 1 (at most MAX_SKIP_PIECES) are passed without asking: a warm
                 // scan asks a few dozen times, a cold one asks and advises every piece, and
                 // a partly cached heap loses at most 64 MB of advice after a cached stretch
