@@ -1,6 +1,7 @@
-//! The scan benchmarks' drivers, `bench/scan-ab.py` and `bench/defaults-matrix.py`, end to
-//! end on a small generated `uniform` table: they run the real binary, drop the page cache
-//! (so they need root) and must report every configuration with the rows every run counted.
+//! The scan benchmarks' drivers, `bench/scan-ab.py`, `bench/defaults-matrix.py` and
+//! `bench/page-cache-fill.py`, end to end on a small generated `uniform` table: they run the
+//! real binary, drop the page cache (so they need root) and must report every configuration
+//! with the rows every run counted (every fill with the whole heap cached).
 
 mod common;
 
@@ -197,4 +198,58 @@ fn defaults_matrix_covers_every_combination_and_temperature() {
             assert!(runs.contains_key(top) && top != "defaults", "{top}");
         }
     }
+}
+
+#[test]
+fn page_cache_fill_reports_every_fill_with_its_folios_and_warm_scans() {
+    if !root_for("page_cache_fill_reports_every_fill_with_its_folios_and_warm_scans") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    small_uniform(dir.path());
+    let json = dir.path().join("fill.json");
+    driver(
+        "page-cache-fill.py",
+        &[
+            dir.path().to_str().unwrap(),
+            "--rounds",
+            "1",
+            "--warm-scans",
+            "2",
+            "--json",
+            json.to_str().unwrap(),
+        ],
+    );
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let pages = v["pages"].as_u64().unwrap();
+    // 60,000 rows at 18 a page: 3,334 heap blocks of 8 kB.
+    assert_eq!(v["bytes"].as_u64().unwrap(), 3334 * 8192);
+    let results = v["results"].as_object().unwrap();
+    let fills: Vec<_> = results.keys().map(String::as_str).collect();
+    assert_eq!(
+        fills,
+        ["pageio", "pageio-no-advice", "read", "sendfile", "willneed"]
+    );
+    for (fill, r) in results {
+        // Every fill brings the whole heap in, and the share is of those pages.
+        assert_eq!(r["cached_pages"][0].as_u64().unwrap(), pages, "{fill}: {r}");
+        let share = r["large_share"][0].as_f64().unwrap();
+        assert!((0.0..=1.0).contains(&share), "{fill}: {r}");
+        assert!(r["fill_s"][0].as_f64().unwrap() > 0.0, "{fill}: {r}");
+        let warm = r["warm_ms"][0].as_array().unwrap();
+        assert_eq!(warm.len(), 2, "{fill}: {r}");
+        assert!(
+            warm.iter().all(|ms| ms.as_f64().unwrap() > 0.0),
+            "{fill}: {r}"
+        );
+    }
+    // An unknown fill is named, with the choices, before anything runs.
+    let out = run_driver(
+        "page-cache-fill.py",
+        &[dir.path().to_str().unwrap(), "--fills", "read,mmap"],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("unknown fill 'mmap'"), "{stderr}");
+    assert!(!stderr.contains("Traceback"), "{stderr}");
 }

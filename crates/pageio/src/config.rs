@@ -296,8 +296,9 @@ impl Default for IoConfig {
 /// The default `seq_read_ahead`: 64 MB. On the benchmark disk a single buffered reader
 /// advising 16, 64 and 256 MB ahead read at 0.9–1.1, 1.3–1.55 and 1.2–1.35 GB/s, without
 /// advice 0.35–0.41 GB/s; a cold `count(abalance)` over `pgbench_accounts` (4 GB) took 3.0, 2.6 and
-/// 3.0 s against 4.5 s (docs/BENCHMARKS.md, "Sequential read-ahead advice"). The price: a
-/// later scan of those pages from the page cache is 10–50% slower (see `scan::readahead`).
+/// 3.0 s against 4.5 s (docs/BENCHMARKS.md, "Sequential read-ahead advice"). The price: the
+/// kernel reads advised pages into 4 kB pages, not large folios, and a later scan of them
+/// from the page cache is up to 40% slower (see `scan::readahead`).
 pub const DEFAULT_SEQ_READ_AHEAD_BLOCKS: usize = (64 << 20) / BLCKSZ;
 
 /// Largest `seq_read_ahead`: 1 GB, one segment file.

@@ -17,8 +17,14 @@
 //! file system's metadata and everything else warm; dropping the whole cache is the honest
 //! cold start, and it needs root, so callers ask [`can_drop_page_cache`] first and say which
 //! of the two they did.
+//!
+//! The other way round, `residency` asks whether a byte range is already cached
+//! (`cachestat(2)`, Linux 6.5 and later; one system call, no mapping): `verify` checks
+//! cached windows in place instead of reading them, and a sequential scan's read-ahead
+//! (`scan::readahead`) does not advise pieces the cache already holds.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use super::StorageError;
 
@@ -56,6 +62,76 @@ fn drop_caches_at(knob: &Path, permitted: bool) -> Result<(), StorageError> {
     std::fs::write(knob, "3").map_err(fail)
 }
 
+/// `cachestat(2)`'s system call number: the same on every architecture (it was added after
+/// the tables were unified), and missing from some libc versions' constants.
+const SYS_CACHESTAT: libc::c_long = 451;
+
+/// Set once cachestat has returned ENOSYS, so later windows go straight to mincore.
+static NO_CACHESTAT: AtomicBool = AtomicBool::new(false);
+
+/// What the kernel says about a byte range of a file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Residency {
+    /// Every page is in the page cache.
+    All,
+    /// At least one page is not.
+    NotAll,
+    /// cachestat does not exist (kernels before 6.5): ask mincore on a mapping.
+    Unknown,
+}
+
+/// Asks cachestat(2) whether `len_bytes` at `offset_bytes` of `fd` are all cached.
+pub(crate) fn residency(fd: i32, offset_bytes: u64, len_bytes: usize) -> Residency {
+    if NO_CACHESTAT.load(Ordering::Relaxed) {
+        return Residency::Unknown;
+    }
+    // struct cachestat_range { __u64 off; __u64 len; }
+    let range: [u64; 2] = [offset_bytes, len_bytes as u64];
+    // struct cachestat { nr_cache, nr_dirty, nr_writeback, nr_evicted, nr_recently_evicted }
+    let mut stat = [0u64; 5];
+    // SAFETY: both pointers reference live arrays of the sizes the kernel reads and writes.
+    let rc = unsafe {
+        libc::syscall(
+            SYS_CACHESTAT,
+            fd as libc::c_uint,
+            range.as_ptr(),
+            stat.as_mut_ptr(),
+            0 as libc::c_uint,
+        )
+    };
+    if rc != 0 {
+        let errno = std::io::Error::last_os_error().raw_os_error();
+        if errno == Some(libc::ENOSYS) {
+            NO_CACHESTAT.store(true, Ordering::Relaxed);
+            return Residency::Unknown;
+        }
+        // EPERM: the caller neither owns the file nor may write it. mincore has the same
+        // restriction (it would report only pages this process has mapped, i.e. none), so
+        // asking it would only cost a mapping: read the window.
+        return Residency::NotAll;
+    }
+    if stat[0] >= (len_bytes as u64).div_ceil(page_size() as u64) {
+        Residency::All
+    } else {
+        Residency::NotAll
+    }
+}
+
+/// The system page size (4 kB on x86-64, 4–64 kB on arm64).
+pub(crate) fn page_size() -> usize {
+    static PAGE_SIZE: AtomicUsize = AtomicUsize::new(0);
+    match PAGE_SIZE.load(Ordering::Relaxed) {
+        0 => {
+            // SAFETY: sysconf has no preconditions.
+            let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+            let n = if n > 0 { n as usize } else { 4096 };
+            PAGE_SIZE.store(n, Ordering::Relaxed);
+            n
+        }
+        n => n,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -86,7 +162,7 @@ mod tests {
     /// Pages of `path` the page cache holds: each page mapped on its own, so the verify
     /// module's whole-mapping residency check answers for that page alone.
     fn resident_pages(path: &Path) -> usize {
-        use crate::verify::mapped::{page_size, Mapping};
+        use crate::verify::mapped::Mapping;
         use std::os::fd::AsRawFd;
         let file = std::fs::File::open(path).unwrap();
         let len_bytes = file.metadata().unwrap().len();

@@ -71,7 +71,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering}
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use super::mapped::{self, Mapping, Residency};
+use super::mapped::Mapping;
 use super::walk::ClusterFile;
 use super::VerifyError;
 use crate::aio::{
@@ -80,6 +80,7 @@ use crate::aio::{
 };
 use crate::config::BLCKSZ;
 use crate::page::checksum::{pg_checksum_page, stored_checksum};
+use crate::storage::page_cache::{self, Residency};
 use crate::storage::{OpenMode, SegmentFile, RELSEG_SIZE_BLOCKS};
 use crate::{Aio, Backend};
 
@@ -500,11 +501,11 @@ fn check_in_place(shared: &Shared, file: usize, seg: &SegmentFile, first: u64, n
         st.st_size as u64
     };
     if offset_bytes + len_bytes as u64 > size_bytes
-        || !offset_bytes.is_multiple_of(mapped::page_size() as u64)
+        || !offset_bytes.is_multiple_of(page_cache::page_size() as u64)
     {
         return false;
     }
-    let residency = mapped::residency(fd, offset_bytes, len_bytes);
+    let residency = page_cache::residency(fd, offset_bytes, len_bytes);
     if residency == Residency::NotAll {
         return false;
     }
