@@ -23,6 +23,7 @@ process each. Needs root (drop_caches, kpageflags).
 
 import argparse
 import ctypes
+import importlib.util
 import json
 import os
 import random
@@ -38,6 +39,18 @@ PAGE = os.sysconf("SC_PAGE_SIZE")
 KPF_COMPOUND_HEAD = 1 << 15
 KPF_COMPOUND_TAIL = 1 << 16
 FILLS = ["read", "willneed", "sendfile", "pageio", "pageio-no-advice"]
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _load_scan_ab():
+    """bench/scan-ab.py as a module, for dropping the page cache."""
+    spec = importlib.util.spec_from_file_location("scan_ab", os.path.join(HERE, "scan-ab.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+drop_caches = _load_scan_ab().drop_caches
 
 libc = ctypes.CDLL(None, use_errno=True)
 libc.mmap.restype = ctypes.c_void_p
@@ -45,15 +58,6 @@ libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_i
                       ctypes.c_int, ctypes.c_long]
 libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
 libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p]
-
-
-def drop_caches():
-    subprocess.run(["sync"], check=True)
-    try:
-        with open("/proc/sys/vm/drop_caches", "w") as f:
-            f.write("3\n")
-    except PermissionError:
-        sys.exit("page-cache-fill: dropping the page cache needs root: run it with sudo")
 
 
 def resident_pages(files):

@@ -7,6 +7,18 @@ mod common;
 
 use std::path::Path;
 use std::process::Command;
+use std::sync::{Mutex, MutexGuard};
+
+/// The drivers drop the whole page cache, so they run one at a time: one driver's drop must
+/// not empty the cache another is measuring (page-cache-fill.py counts what a fill cached).
+static DRIVERS: Mutex<()> = Mutex::new(());
+
+/// Holds [`DRIVERS`] for the rest of a test (a failed test does not block the others).
+fn one_driver_at_a_time() -> MutexGuard<'static, ()> {
+    DRIVERS
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
 
 /// True when the drivers can run here: they drop the page cache, which needs root. Under
 /// `CI` a missing root is a failure, not a skip.
@@ -72,6 +84,7 @@ fn scan_ab_reports_every_configuration_with_the_same_rows() {
     if !root_for("scan_ab_reports_every_configuration_with_the_same_rows") {
         return;
     }
+    let _drivers = one_driver_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     small_uniform(dir.path());
     let json = dir.path().join("ab.json");
@@ -154,6 +167,7 @@ fn defaults_matrix_covers_every_combination_and_temperature() {
     if !root_for("defaults_matrix_covers_every_combination_and_temperature") {
         return;
     }
+    let _drivers = one_driver_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     small_uniform(dir.path());
     let json = dir.path().join("matrix.json");
@@ -205,6 +219,7 @@ fn page_cache_fill_reports_every_fill_with_its_folios_and_warm_scans() {
     if !root_for("page_cache_fill_reports_every_fill_with_its_folios_and_warm_scans") {
         return;
     }
+    let _drivers = one_driver_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     small_uniform(dir.path());
     let json = dir.path().join("fill.json");
