@@ -57,8 +57,8 @@ pub struct SettingsArgs {
     /// tell the kernel what will be read, with posix_fadvise(WILLNEED), so the device gets a
     /// deep queue; 0 leaves read-ahead to the kernel alone (as PostgreSQL does): slower cold,
     /// but the kernel then caches the table in large folios instead of the 4 kB pages the
-    /// advice brings in, and later scans of it from the page cache run up to 40% faster. Ignored with
-    /// --direct-io on [default: 64MB]
+    /// advice brings in, and later scans of it from the page cache run up to 40% faster.
+    /// Ignored with --direct-io on [default: 64MB]
     #[arg(long, value_name = "SIZE", help_heading = "Settings")]
     pub seq_read_ahead: Option<String>,
     /// Buffer pool size (e.g. 128MB) [default: 128MB]

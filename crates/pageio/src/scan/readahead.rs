@@ -41,9 +41,10 @@
 //! folios per 128 kB read instead of one: for the 2.28 GB `uniform` table 0.71 of the speed
 //! in one run, 0.85–0.91 in another, no measurable difference in a third, until the pages
 //! are evicted. The cold scan that put them there was 1.2 s against 2.3 s. A workload that
-//! scans the same cached table again and again is better off with `seq_read_ahead = 0`. Reading ahead through the kernel's own path
-//! instead (helper threads sending the pieces to `/dev/null`) was as fast cold but left only
-//! half the table in large folios, and later scans moved within the noise; it was not kept.
+//! scans the same cached table again and again is better off with `seq_read_ahead = 0`.
+//! Reading ahead through the kernel's own path instead (helper threads sending the pieces to
+//! `/dev/null`) was as fast cold but left only half the table in large folios, and later
+//! scans moved within the noise; it was not kept.
 //!
 //! Advice is a hint: a failed `posix_fadvise` is not counted, a failed cachestat counts as
 //! "not cached", and the scan goes on either way, since the reads themselves report any real

@@ -66,7 +66,7 @@ fn drop_caches_at(knob: &Path, permitted: bool) -> Result<(), StorageError> {
 /// the tables were unified), and missing from some libc versions' constants.
 const SYS_CACHESTAT: libc::c_long = 451;
 
-/// Set once cachestat has returned ENOSYS, so later windows go straight to mincore.
+/// Set once cachestat has returned ENOSYS, so later calls answer `Unknown` at once.
 static NO_CACHESTAT: AtomicBool = AtomicBool::new(false);
 
 /// What the kernel says about a byte range of a file.
@@ -76,7 +76,8 @@ pub(crate) enum Residency {
     All,
     /// At least one page is not.
     NotAll,
-    /// cachestat does not exist (kernels before 6.5): ask mincore on a mapping.
+    /// cachestat does not exist (kernels before 6.5): a caller that must know asks mincore
+    /// on a mapping (`verify`); one that only saves work treats the range as not cached.
     Unknown,
 }
 
@@ -107,7 +108,7 @@ pub(crate) fn residency(fd: i32, offset_bytes: u64, len_bytes: usize) -> Residen
         }
         // EPERM: the caller neither owns the file nor may write it. mincore has the same
         // restriction (it would report only pages this process has mapped, i.e. none), so
-        // asking it would only cost a mapping: read the window.
+        // asking it would only cost a mapping: answer "not all cached" and let the caller read.
         return Residency::NotAll;
     }
     if stat[0] >= (len_bytes as u64).div_ceil(page_size() as u64) {
