@@ -9,7 +9,7 @@ page cache dropped first:
 
   read              1 MB sequential reads: the kernel's own read-ahead (what `cat` does)
   willneed          posix_fadvise(WILLNEED) per 2 MB piece, then waits until all is cached
-  sendfile          --sendfile-threads threads (8) send --sendfile-piece pieces (8 MB), in
+  sendfile          --sendfile-threads threads (8) send --sendfile-piece-mb pieces (8), in
                     order, to /dev/null (read by the kernel's own read-ahead path, no copy
                     to user space)
   pageio            a cold `pageio scan --kind seq` with the defaults (seq_read_ahead 64MB)
