@@ -82,8 +82,13 @@ def folio_share(files):
     """(cached pages, of them in large folios) over `files`: maps each file, touches only the
     pages mincore says are cached (no I/O), and reads their flags through the PFNs."""
     total = large = 0
-    with open("/proc/self/pagemap", "rb", buffering=0) as pm, \
-            open("/proc/kpageflags", "rb", buffering=0) as kf:
+    try:
+        pm = open("/proc/self/pagemap", "rb", buffering=0)
+        kf = open("/proc/kpageflags", "rb", buffering=0)
+    except OSError as e:
+        sys.exit(f"page-cache-fill: cannot read page flags ({e.filename}: {e.strerror}); it "
+                 "needs root and a kernel with CONFIG_PROC_PAGE_MONITOR")
+    with pm, kf:
         for path in files:
             fd = os.open(path, os.O_RDONLY)
             size = os.fstat(fd).st_size
