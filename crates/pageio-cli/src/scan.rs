@@ -153,6 +153,30 @@ pub struct ScanArgs {
     settings: SettingsArgs,
 }
 
+/// Whether a cluster has checksums, and its transaction status files.
+pub(crate) type ClusterFilesFacts = (
+    bool,
+    Option<std::sync::Arc<pageio::visibility::TransactionLog>>,
+);
+
+/// What relation files of the cluster at `pgdata` are read with: whether it has checksums
+/// (assumed on when `pg_control` cannot be read, so a damaged page is never believed) and
+/// its transaction status files for tuples whose hint bits do not decide. A cluster that
+/// `pg_control` says is running or crashed is refused: its pages and status files are not
+/// final. Without a readable `pg_control` the files are judged by hint bits alone, and a
+/// tuple they do not decide is an error.
+pub(crate) fn cluster_files_facts(
+    pgdata: &std::path::Path,
+) -> Result<ClusterFilesFacts, Box<dyn std::error::Error>> {
+    match pageio::verify::control::ControlFile::read(pgdata) {
+        Ok(c) => {
+            let log = pageio::catalog::cluster_transaction_log(pgdata)?;
+            Ok((c.data_checksum_version != 0, Some(log)))
+        }
+        Err(_) => Ok((true, None)),
+    }
+}
+
 fn parse_column(s: &str) -> Result<ColumnType, String> {
     Ok(match s.trim().to_ascii_lowercase().as_str() {
         "float8" | "double precision" | "double" => ColumnType::Float8,
@@ -230,10 +254,7 @@ fn resolve_table(args: &ScanArgs) -> Result<Resolved, Box<dyn std::error::Error>
             .heap
             .as_deref()
             .ok_or("--pgdata needs --heap (the heap's file, e.g. base/5/16384)")?;
-        let checksums = match pageio::verify::control::ControlFile::read(pgdata) {
-            Ok(c) => c.data_checksum_version != 0,
-            Err(_) => true,
-        };
+        let (checksums, transactions) = cluster_files_facts(pgdata)?;
         let columns = if explicit.is_empty() {
             vec![ColumnType::Float8, ColumnType::Text]
         } else {
@@ -258,6 +279,7 @@ fn resolve_table(args: &ScanArgs) -> Result<Resolved, Box<dyn std::error::Error>
                 heap: RelFile::in_data_dir(pgdata, heap, ForkNumber::Main),
                 index,
                 columns,
+                transactions,
             },
             checksums,
             label: heap.to_string(),
@@ -309,6 +331,8 @@ fn resolve_table(args: &ScanArgs) -> Result<Resolved, Box<dyn std::error::Error>
             heap: manifest.heap_file(&dir),
             index: Some(manifest.index_file(&dir)),
             columns,
+            // A generated data set's tuples are all hinted committed: no status files.
+            transactions: None,
         },
         checksums: manifest.data_checksums,
         label: name.to_string(),
@@ -443,7 +467,8 @@ fn parallel_workers(kind: ScanKind, parallel: Option<u16>) -> Result<usize, Stri
         (ScanKind::Seq, None) => pageio::scan::default_parallel_workers(),
         (_, Some(n)) if n > 1 => {
             return Err(format!(
-                "--parallel {n}: only seq scans run in parallel (a {kind} scan reads the pages its index names, in one stream); drop --parallel or use --kind seq"
+                "--parallel {n}: only seq scans run in parallel ({} {kind} scan reads the pages its index names, in one stream); drop --parallel or use --kind seq",
+                if kind == ScanKind::Index { "an" } else { "a" }
             ))
         }
         _ => 1,

@@ -81,6 +81,7 @@ pub mod scan;
 pub mod storage;
 pub mod stream;
 pub mod verify;
+pub mod visibility;
 
 pub use aio::{Aio, Backend};
 pub use config::{IoConfig, IoMethodKind};

@@ -519,6 +519,7 @@ fn fixture_table(pgdata: &std::path::Path, name: &str) -> Table {
             ForkNumber::Main,
         )),
         columns: vec![ColumnType::Float8, ColumnType::Text],
+        transactions: Some(pageio::catalog::cluster_transaction_log(pgdata).unwrap()),
     }
 }
 

@@ -448,6 +448,7 @@ fn mutated_relations_scan_to_ok_or_error_in_bounded_time() {
                     heap: RelFile::new(case_dir.join("16384")),
                     index: Some(RelFile::new(case_dir.join("16385"))),
                     columns: vec![ColumnType::Float8, ColumnType::Text],
+                    transactions: None,
                 };
                 let pool = common::checksum_pool(&aios[method]);
                 let start = Instant::now();

@@ -61,6 +61,7 @@ fn scan(
             ForkNumber::Main,
         )),
         columns: vec![ColumnType::Float8, ColumnType::Text],
+        transactions: Some(pageio::catalog::cluster_transaction_log(pgdata).unwrap()),
     };
     common::scan(&pool, &table, kind, Between::ALL)
 }
@@ -187,6 +188,7 @@ fn missing_files_body() {
         heap: RelFile::in_data_dir(&pgdata, rel("uniform"), ForkNumber::Main),
         index: None,
         columns: vec![ColumnType::Float8, ColumnType::Text],
+        transactions: Some(pageio::catalog::cluster_transaction_log(&pgdata).unwrap()),
     };
     let err = common::scan(&pool, &table, ScanKind::Index, Between::ALL).unwrap_err();
     assert!(matches!(err, ScanError::NoIndex(ScanKind::Index)));

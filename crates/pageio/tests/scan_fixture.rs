@@ -28,6 +28,7 @@ fn table(pgdata: &std::path::Path, name: &str) -> Table {
         heap: RelFile::in_data_dir(pgdata, heap, ForkNumber::Main),
         index: Some(RelFile::in_data_dir(pgdata, index, ForkNumber::Main)),
         columns: vec![ColumnType::Float8, ColumnType::Text],
+        transactions: Some(pageio::catalog::cluster_transaction_log(pgdata).unwrap()),
     }
 }
 

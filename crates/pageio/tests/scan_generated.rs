@@ -75,6 +75,7 @@ fn generated_data_sets_scan_to_the_reference_answers() {
                 } else {
                     vec![ColumnType::Float8, ColumnType::Text]
                 },
+                transactions: None,
             };
             let pool = common::checksum_pool(&aio);
             for (lo, hi) in preds {

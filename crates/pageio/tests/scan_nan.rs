@@ -75,6 +75,7 @@ fn write_table(dir: &std::path::Path) -> Table {
         heap: RelFile::new(dir.join("16384")),
         index: Some(RelFile::new(dir.join("16385"))),
         columns: vec![ColumnType::Float8, ColumnType::Text],
+        transactions: None,
     }
 }
 

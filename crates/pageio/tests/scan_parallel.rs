@@ -42,6 +42,7 @@ fn fixture_table(pgdata: &std::path::Path, name: &str) -> Table {
         heap: RelFile::in_data_dir(pgdata, common::fixture_facts().path(name), ForkNumber::Main),
         index: None,
         columns: vec![ColumnType::Float8, ColumnType::Text],
+        transactions: Some(pageio::catalog::cluster_transaction_log(pgdata).unwrap()),
     }
 }
 
@@ -145,6 +146,7 @@ fn generated_body() {
             heap: m.heap_file(&ddir),
             index: None,
             columns: vec![ColumnType::Float8, ColumnType::Text],
+            transactions: None,
         };
         for method in IoMethodKind::CONCRETE {
             let aio = common::aio_for(method);
@@ -218,6 +220,7 @@ fn read_ahead_body() {
         heap: m.heap_file(&out.join(DataSet::Uniform.name())),
         index: None,
         columns: vec![ColumnType::Float8, ColumnType::Text],
+        transactions: None,
     };
     // The serial scan's answer, no advice involved: every row.
     let want = {

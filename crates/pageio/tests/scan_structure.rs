@@ -113,6 +113,7 @@ impl Rel {
             heap: RelFile::in_data_dir(&self.root, HEAP, ForkNumber::Main),
             index: Some(RelFile::in_data_dir(&self.root, INDEX, ForkNumber::Main)),
             columns: vec![ColumnType::Float8, ColumnType::Text],
+            transactions: None,
         }
     }
 

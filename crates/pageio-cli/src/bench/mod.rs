@@ -341,6 +341,9 @@ fn catalog_target(
                 .as_deref()
                 .map(|p| RelFile::in_data_dir(pgdata, p, ForkNumber::Main)),
             columns,
+            transactions: Some(std::sync::Arc::new(
+                pageio::visibility::TransactionLog::new(pgdata, relation.horizons),
+            )),
         },
         rows,
         heap_pages,
@@ -369,16 +372,14 @@ fn parse_table(
         )
         .into());
     }
-    let checksums = match pageio::verify::control::ControlFile::read(pgdata) {
-        Ok(c) => c.data_checksum_version != 0,
-        Err(_) => true,
-    };
+    let (checksums, transactions) = crate::scan::cluster_files_facts(pgdata)?;
     Ok(runner::Target {
         dataset: name.trim().to_string(),
         table: Table {
             heap: heap_rel,
             index: index.map(|i| RelFile::in_data_dir(pgdata, i, ForkNumber::Main)),
             columns: vec![ColumnType::Float8, ColumnType::Text],
+            transactions,
         },
         rows,
         heap_pages,
@@ -435,6 +436,8 @@ fn generated_target(
             heap: manifest.heap_file(&dir),
             index: Some(manifest.index_file(&dir)),
             columns: vec![ColumnType::Float8, ColumnType::Text],
+            // A generated data set's tuples are all hinted committed: no status files.
+            transactions: None,
         },
         rows,
         heap_pages: manifest.heap_pages,

@@ -33,19 +33,19 @@
 //! that is 0, and the file number is `pg_class.relfilenode`, or the relation mapper's entry
 //! when that is 0 (pg_class itself, pg_attribute, pg_type, pg_database, …).
 //!
-//! ## Visibility: what is and is not handled
+//! ## Visibility
 //!
-//! A cleanly shut-down cluster has no transaction in progress, so a catalog row is visible
-//! exactly when its inserting transaction committed and no committed transaction deleted
-//! (or updated) it. Hint bits answer when set; otherwise the commit log (`pg_xact`, see
-//! [`clog`]) does — hint bits alone are not enough, because a row updated by `VACUUM FULL`
-//! or `ALTER TABLE` and not read since has no hint on either version. A row locked but not
-//! updated (`HEAP_XMAX_LOCK_ONLY`) stays visible. Not handled, and refused with an error
-//! naming the catalog rather than guessed: an `xmax` that is a MultiXact updater (the
-//! update's xid is in `pg_multixact`, not read here) and a commit-log segment that is
-//! missing. A cluster that is not cleanly shut down is refused ([`CatalogError::NotShutDown`]):
-//! its in-progress transactions and unflushed pages make any answer a guess. Two visible
-//! pg_class rows for one oid are reported, never resolved by picking one.
+//! Catalog rows are judged by the same rule as table rows, [`crate::visibility`]: what a
+//! new MVCC snapshot of the cleanly shut-down cluster sees — hint bits when set, else the
+//! commit log and `pg_multixact`. Hint bits alone are not enough, because a row updated by
+//! `VACUUM FULL` or `ALTER TABLE` and not read since has no hint on either version. One
+//! [`TransactionLog`] serves every catalog read of a [`Catalog`], and each resolved
+//! [`Relation`] carries the checkpoint's [`XidHorizons`] so that its scans judge by the same
+//! horizons. A status file missing where a row needs it is an error naming the catalog, the
+//! file and the xid. A cluster that is not cleanly shut down is refused
+//! ([`CatalogError::NotShutDown`]): its in-progress transactions and unflushed pages make any
+//! answer a guess. Two visible pg_class rows for one oid are reported, never resolved by
+//! picking one.
 //!
 //! ## Errors
 //!
@@ -72,24 +72,21 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::Arc;
 
 use thiserror::Error;
 
 use crate::buffer::{BufferPool, PageCheckOptions};
-use crate::page::heap::{HeapTuple, HEAP_XMAX_COMMITTED, HEAP_XMAX_INVALID};
-use crate::page::heap::{HEAP_XMAX_IS_MULTI, HEAP_XMAX_LOCK_ONLY};
-use crate::page::heap::{HEAP_XMIN_COMMITTED, HEAP_XMIN_INVALID};
+use crate::page::heap::HeapTuple;
 use crate::page::{LinePointerFlags, PageRef};
 use crate::storage::{ForkNumber, RelFile, RELSEG_SIZE_BLOCKS};
 use crate::stream::{ReadStream, StreamOptions};
 use crate::verify::control::ControlFile;
 
-pub mod clog;
 pub mod relmap;
 mod rows;
 
-use clog::{CommitLog, XidStatus};
+use crate::visibility::{TransactionLog, Visibility, XidHorizons};
 use relmap::RelMap;
 use rows::{f32_at, i16_at, i32_at, int2vector_at, name_at, u32_at};
 
@@ -435,6 +432,9 @@ pub struct Relation {
     pub toast: Option<Toast>,
     /// Its indexes, by name.
     pub indexes: Vec<Index>,
+    /// The transaction horizons of the cluster's last checkpoint, which a scan of the
+    /// relation needs to judge its tuples ([`crate::visibility`]).
+    pub horizons: XidHorizons,
 }
 
 impl Relation {
@@ -490,9 +490,17 @@ pub fn cluster_check_options(pgdata: &Path) -> Result<PageCheckOptions, CatalogE
     Ok(read_control(pgdata)?.0)
 }
 
-/// The page checks and the `catalog_version_no`, from one read of `pg_control` whose
-/// version and CRC [`ControlFile::parse`] checked.
-fn read_control(pgdata: &Path) -> Result<(PageCheckOptions, u32), CatalogError> {
+/// The transaction status files of the cleanly shut-down cluster at `pgdata`, for scans of
+/// its relation files named by path (a table resolved by name carries its horizons in
+/// [`Relation::horizons`]). Refuses a cluster that is not cleanly shut down.
+pub fn cluster_transaction_log(pgdata: &Path) -> Result<Arc<TransactionLog>, CatalogError> {
+    let (_, _, horizons) = read_control(pgdata)?;
+    Ok(Arc::new(TransactionLog::new(pgdata, horizons)))
+}
+
+/// The page checks, the `catalog_version_no` and the transaction horizons, from one read of
+/// `pg_control` whose version and CRC [`ControlFile::parse`] checked.
+fn read_control(pgdata: &Path) -> Result<(PageCheckOptions, u32, XidHorizons), CatalogError> {
     let path = pgdata.join("global").join("pg_control");
     let bytes =
         std::fs::read(&path).map_err(|source| crate::verify::VerifyError::ControlFileRead {
@@ -511,7 +519,11 @@ fn read_control(pgdata: &Path) -> Result<(PageCheckOptions, u32), CatalogError> 
         ..PageCheckOptions::default()
     };
     // parse() checked the file is longer than the CRC's offset, past this field.
-    Ok((options, u32_at(&bytes, CONTROL_OFFSET_CATVERSION)))
+    Ok((
+        options,
+        u32_at(&bytes, CONTROL_OFFSET_CATVERSION),
+        control.horizons,
+    ))
 }
 
 /// One catalog file to read: which catalog, in which scope, where.
@@ -528,7 +540,7 @@ pub struct Catalog<'p> {
     catversion: u32,
     databases: Vec<Database>,
     tablespaces: Vec<Tablespace>,
-    clog: Mutex<CommitLog>,
+    transactions: Arc<TransactionLog>,
 }
 
 impl std::fmt::Debug for Catalog<'_> {
@@ -545,7 +557,7 @@ impl<'p> Catalog<'p> {
     /// `pool`, which must check pages as [`cluster_check_options`] says (else
     /// [`CatalogError::PoolChecks`]).
     pub fn open(pgdata: &Path, pool: &'p BufferPool) -> Result<Catalog<'p>, CatalogError> {
-        let (wanted, catversion) = read_control(pgdata)?;
+        let (wanted, catversion, horizons) = read_control(pgdata)?;
         let have = pool.check_options();
         if have != wanted {
             return Err(CatalogError::PoolChecks {
@@ -565,7 +577,7 @@ impl<'p> Catalog<'p> {
             catversion,
             databases: Vec::new(),
             tablespaces: Vec::new(),
-            clog: Mutex::new(CommitLog::new(pgdata)),
+            transactions: Arc::new(TransactionLog::new(pgdata, horizons)),
         };
         let map_path = "global/pg_filenode.map";
         let map = RelMap::read(&pgdata.join(map_path), map_path)?;
@@ -724,7 +736,7 @@ impl<'p> Catalog<'p> {
                 (next - 1, ())
             })
         });
-        let mut clog = self.clog.lock().unwrap_or_else(|p| p.into_inner());
+        let mut visibility = Visibility::new(Some(self.transactions.clone()));
         while let Some(buf) = stream.next(&mut backend).map_err(|e| match e {
             // The pool's advice to read past a damaged page fits a table scan, not a
             // catalog: a catalog read past a damaged page silently loses relations.
@@ -767,7 +779,10 @@ impl<'p> Catalog<'p> {
                     .item_bytes(off, id)
                     .map_err(|e| bad_row(off, e.to_string()))?;
                 let tuple = HeapTuple::parse(bytes).map_err(|e| bad_row(off, e.to_string()))?;
-                if !visible(tuple.header(), &mut clog).map_err(|e| bad_row(off, e))? {
+                if !visibility
+                    .satisfies_mvcc(tuple.header())
+                    .map_err(|e| bad_row(off, e.to_string()))?
+                {
                     continue;
                 }
                 let data = tuple.data();
@@ -785,34 +800,6 @@ impl<'p> Catalog<'p> {
         }
         Ok(())
     }
-}
-
-/// Is a catalog row visible in a cleanly shut-down cluster (see the module docs)?
-fn visible(h: &crate::page::heap::HeapTupleHeader, clog: &mut CommitLog) -> Result<bool, String> {
-    let mask = h.t_infomask;
-    let inserted = if mask & HEAP_XMIN_COMMITTED != 0 {
-        true // committed, or frozen (both bits)
-    } else if mask & HEAP_XMIN_INVALID != 0 {
-        false
-    } else {
-        clog.status(h.t_xmin)? == XidStatus::Committed
-    };
-    if !inserted {
-        return Ok(false);
-    }
-    if mask & HEAP_XMAX_INVALID != 0 || mask & HEAP_XMAX_LOCK_ONLY != 0 || h.t_xmax == 0 {
-        return Ok(true);
-    }
-    if mask & HEAP_XMAX_COMMITTED != 0 {
-        return Ok(false);
-    }
-    if mask & HEAP_XMAX_IS_MULTI != 0 {
-        return Err(format!(
-            "the row's xmax {} is a MultiXact updater, whose outcome is in pg_multixact, which this reader does not read; run VACUUM on the catalog with the server running, then stop it cleanly",
-            h.t_xmax
-        ));
-    }
-    Ok(clog.status(h.t_xmax)? != XidStatus::Committed)
 }
 
 /// Largest array dimension count (`MAXDIM`): an attmissingval claiming more is corrupt.
@@ -978,6 +965,7 @@ struct IndexRow {
 pub struct DatabaseCatalog {
     database: Database,
     catversion: u32,
+    horizons: XidHorizons,
     db_map: RelMap,
     global_map: RelMap,
     classes: HashMap<u32, ClassRow>,
@@ -998,6 +986,7 @@ impl DatabaseCatalog {
         let mut cat = DatabaseCatalog {
             database,
             catversion: cluster.catversion,
+            horizons: cluster.transactions.horizons(),
             db_map,
             global_map,
             classes: HashMap::new(),
@@ -1347,6 +1336,7 @@ impl DatabaseCatalog {
             columns,
             toast,
             indexes,
+            horizons: self.horizons,
         })
     }
 

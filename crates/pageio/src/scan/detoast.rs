@@ -146,7 +146,7 @@ pub struct ToastReader<'p> {
     chunks: HashMap<u32, Vec<(i32, u64, u16)>>,
     desc: TupleDesc,
     backend: Backend,
-    live: fn(u16) -> bool,
+    live: fn(&crate::page::heap::HeapTupleHeader) -> bool,
 }
 
 /// `chunk_id = value_id` on the TOAST index's first key (an oid, compared unsigned as
@@ -204,7 +204,7 @@ impl<'p> ToastReader<'p> {
         index: Option<RelFile>,
         toast_oid: u32,
         nblocks: u64,
-        live: fn(u16) -> bool,
+        live: fn(&crate::page::heap::HeapTupleHeader) -> bool,
     ) -> Result<ToastReader<'p>, String> {
         let name = rel.display_name().to_string();
         let mut backend = pool.aio().backend().map_err(|e| e.to_string())?;
@@ -241,7 +241,7 @@ impl<'p> ToastReader<'p> {
                         .item_bytes(off, id)
                         .map_err(|e| format!("{}: {e}", at(off)))?;
                     let t = HeapTuple::parse(bytes).map_err(|e| format!("{}: {e}", at(off)))?;
-                    if !live(t.header().t_infomask) {
+                    if !live(t.header()) {
                         continue;
                     }
                     desc.deform(&t, 2, &mut values)
@@ -311,7 +311,7 @@ impl<'p> ToastReader<'p> {
             }
             let bytes = p.item_bytes(off, id).map_err(|e| format!("{at}: {e}"))?;
             let t = HeapTuple::parse(bytes).map_err(|e| format!("{at}: {e}"))?;
-            if !(self.live)(t.header().t_infomask) {
+            if !(self.live)(t.header()) {
                 continue;
             }
             let mut values = Vec::with_capacity(2);

@@ -27,10 +27,16 @@
 //!
 //! **Visibility.** Only `LP_NORMAL` line pointers hold tuples (dead, unused and redirect
 //! pointers are skipped; a redirect is followed when fetching by TID, as the start of a HOT
-//! chain). A tuple is live unless its inserting transaction is marked invalid (aborted) or
-//! its deleting transaction is marked committed (and was not a mere lock). Full MVCC —
-//! snapshots, in-progress transactions, the commit log — is out of scope: hint bits are
-//! what this engine believes, which is exact for any cleanly shut-down, vacuumed cluster.
+//! chain). Whether a tuple counts is decided by [`crate::visibility`] — PostgreSQL's
+//! `HeapTupleSatisfiesMVCC` for a new snapshot of the cleanly stopped cluster: hint bits
+//! when set, else the commit log (`pg_xact`) and, for a MultiXact xmax, `pg_multixact`.
+//! Every scan kind, serial or parallel, asks the same rule through its sink's
+//! [`Visibility`], one per thread, sharing the table's [`TransactionLog`]. A table without a
+//! log (a generated data set, whose tuples are all hinted) is read by hint bits, and a tuple
+//! they do not decide is an error, never a guess. A fetch by TID walks the HOT chain as
+//! `heap_hot_search_buffer` does and returns its first visible member: the chain goes on
+//! while a member is HOT-updated (`HeapTupleHeaderIsHotUpdated`) and the next member's xmin
+//! equals its updater (`HeapTupleHeaderGetUpdateXid`, a MultiXact resolved to its updater).
 //!
 //! # Bounds, and what is reported as corruption
 //!
@@ -101,14 +107,13 @@ use thiserror::Error;
 use crate::aio::IoCounters;
 use crate::buffer::{BufferError, BufferPool, DamagedPage, PinnedBuffer, PoolCounters, RelId};
 use crate::page::btree::{BtMetaPage, BtPageOpaque, BtreePage, BTP_HALF_DEAD};
-use crate::page::heap::{ColumnType, Datum, HeapTuple, HEAP_HOT_UPDATED, HEAP_ONLY_TUPLE};
-use crate::page::heap::{HEAP_XMAX_COMMITTED, HEAP_XMAX_INVALID, HEAP_XMAX_LOCK_ONLY};
-use crate::page::heap::{HEAP_XMAX_IS_MULTI, HEAP_XMIN_FROZEN};
-use crate::page::heap::{HEAP_XMIN_COMMITTED, HEAP_XMIN_INVALID};
+use crate::page::heap::{ColumnType, Datum, HeapTuple, HEAP_ONLY_TUPLE, HEAP_XMIN_FROZEN};
 use crate::page::{ItemPointer, LinePointerFlags, PageError, PageRef};
 use crate::storage::{RelFile, StorageError, RELSEG_SIZE_BLOCKS};
 use crate::stream::{DistancePolicy, ReadStream, StreamOptions, StreamOrder, StreamStats};
+use crate::visibility::{is_hot_updated, TransactionLog, Visibility, VisibilityError};
 use crate::Backend;
+use std::sync::Arc;
 
 pub mod aggregate;
 mod defaults;
@@ -241,6 +246,17 @@ pub struct Table {
     pub index: Option<RelFile>,
     /// Column types, in order. The first is the key; the last is summed.
     pub columns: Vec<ColumnType>,
+    /// The cluster's transaction status files, for tuples whose hint bits do not decide
+    /// their visibility; `None` for files outside a cluster (a generated data set, whose
+    /// tuples are all hinted): such a tuple is then an error.
+    pub transactions: Option<Arc<TransactionLog>>,
+}
+
+impl Table {
+    /// A visibility view of this table's transaction status, for one thread.
+    pub fn visibility(&self) -> Visibility {
+        Visibility::new(self.transactions.clone())
+    }
 }
 
 /// What a scan found and what it cost.
@@ -297,6 +313,18 @@ pub enum ScanError {
         block: u64,
         /// What is wrong.
         source: PageError,
+    },
+    /// A tuple's visibility cannot be decided.
+    #[error("block {block} of \"{path}\", line pointer {offset}: {source}")]
+    Visibility {
+        /// The heap file.
+        path: String,
+        /// Block.
+        block: u64,
+        /// Line pointer.
+        offset: u16,
+        /// Why.
+        source: VisibilityError,
     },
     /// A bitmap or index scan without an index.
     #[error(
@@ -433,13 +461,18 @@ fn page_err(rel: &RelFile, block: u64) -> impl FnOnce(PageError) -> ScanError + 
     }
 }
 
-/// Is this heap tuple live by its hint bits (see the module docs)?
-fn tuple_is_live(infomask: u16) -> bool {
-    let xmin_aborted = infomask & HEAP_XMIN_INVALID != 0 && infomask & HEAP_XMIN_COMMITTED == 0;
-    let deleted = infomask & HEAP_XMAX_COMMITTED != 0
-        && infomask & HEAP_XMAX_INVALID == 0
-        && infomask & HEAP_XMAX_LOCK_ONLY == 0;
-    !xmin_aborted && !deleted
+/// The error for a tuple whose visibility cannot be decided.
+fn visibility_err(
+    rel: &RelFile,
+    block: u64,
+    offset: u16,
+) -> impl FnOnce(VisibilityError) -> ScanError + '_ {
+    move |source| ScanError::Visibility {
+        path: rel.display_name().to_string(),
+        block,
+        offset,
+        source,
+    }
 }
 
 /// Puts damaged-page events in (relation, block) order: reads complete in any order under
@@ -459,6 +492,7 @@ fn is_new_page(page: &[u8]) -> bool {
 struct QualifyingRows<'c> {
     columns: &'c [ColumnType],
     predicate: Between,
+    visibility: Visibility,
     rows: u64,
     sum: u64,
 }
@@ -479,7 +513,11 @@ impl TupleSink for QualifyingRows<'_> {
             source,
         };
         let t = HeapTuple::parse(bytes).map_err(tuple_err)?;
-        if !tuple_is_live(t.header().t_infomask) {
+        if !self
+            .visibility
+            .satisfies_mvcc(t.header())
+            .map_err(visibility_err(rel, block, offset))?
+        {
             return Ok(false);
         }
         let values = t.deform(self.columns).map_err(tuple_err)?;
@@ -518,13 +556,17 @@ impl TupleSink for QualifyingRows<'_> {
         }
         Ok(true)
     }
+
+    fn visibility(&mut self) -> &mut Visibility {
+        &mut self.visibility
+    }
 }
 
 /// What a scan does with each tuple it reaches: [`QualifyingRows`] for the fixed-shape
 /// scans, `query::QuerySink` for tables read by name. `page` and `fetch` are the walks over
 /// a heap page (every tuple) and a HOT chain (one TID); both hand tuples to `tuple`.
 trait TupleSink {
-    /// Handles one tuple (live or not); returns whether it was live.
+    /// Handles one tuple (visible or not); returns whether it was visible.
     fn tuple(
         &mut self,
         rel: &RelFile,
@@ -532,6 +574,9 @@ trait TupleSink {
         offset: u16,
         bytes: &[u8],
     ) -> Result<bool, ScanError>;
+
+    /// The visibility view `tuple` decides by (the HOT-chain walk asks it for updaters).
+    fn visibility(&mut self) -> &mut Visibility;
 
     /// Every live tuple of a page.
     fn page(&mut self, rel: &RelFile, block: u64, page: &[u8]) -> Result<(), ScanError> {
@@ -549,8 +594,9 @@ trait TupleSink {
         Ok(())
     }
 
-    /// The tuple at `offset`, following a redirect and a HOT chain to its live member, as
-    /// `heap_hot_search_buffer` does — each line pointer at most once (see the module docs).
+    /// The tuple at `offset`, following a redirect and a HOT chain to its first visible
+    /// member, as `heap_hot_search_buffer` does — each line pointer at most once (see the
+    /// module docs).
     fn fetch(
         &mut self,
         rel: &RelFile,
@@ -644,14 +690,17 @@ trait TupleSink {
                     if self.tuple(rel, block, off, bytes)? {
                         return Ok(());
                     }
-                    if h.t_infomask2 & HEAP_HOT_UPDATED == 0 || h.t_ctid.block as u64 != block {
+                    if !is_hot_updated(&h) || h.t_ctid.block as u64 != block {
                         return Ok(());
                     }
-                    // A multixact's updater is in pg_multixact, which is not read here: the
-                    // next member's xmin cannot be checked then.
-                    // An invalid (0) xmax checks nothing, as `TransactionIdIsValid` says.
-                    prev_xmax = (h.t_infomask & HEAP_XMAX_IS_MULTI == 0 && h.t_xmax != 0)
-                        .then_some(h.t_xmax);
+                    // The next member's xmin must be this member's updater (a MultiXact
+                    // xmax resolved to its updating member). An invalid (0) updater checks
+                    // nothing, as `TransactionIdIsValid` says.
+                    let updater = self
+                        .visibility()
+                        .update_xid(&h)
+                        .map_err(visibility_err(rel, block, off))?;
+                    prev_xmax = (updater != 0).then_some(updater);
                     came_from = Some((off, LinePointerFlags::Normal));
                     off = h.t_ctid.offset;
                 }
@@ -722,6 +771,7 @@ pub fn run_scan(
     let mut acc = QualifyingRows {
         columns: &table.columns,
         predicate: options.predicate,
+        visibility: table.visibility(),
         rows: 0,
         sum: 0,
     };

@@ -363,6 +363,7 @@ pub(super) fn parallel_seq_scan(
         Ok(QualifyingRows {
             columns: &table.columns,
             predicate: options.predicate,
+            visibility: table.visibility(),
             rows: 0,
             sum: 0,
         })

@@ -40,7 +40,7 @@ use super::aggregate::{identifier, parse_select, Accumulator, AggFunc, Aggregate
 use super::detoast::{detoast, ToastReader};
 use super::value::{TypeKind, Value};
 use super::{
-    checked_nblocks, run_with, tuple_is_live, Between, KeyRange, ScanError, ScanKind, ScanOptions,
+    checked_nblocks, run_with, visibility_err, Between, KeyRange, ScanError, ScanKind, ScanOptions,
     ScanResult, Table, TupleSink,
 };
 use crate::buffer::BufferPool;
@@ -50,6 +50,8 @@ use crate::page::tuple::{align_bytes_of, AttDesc, RawDatum, TupleDesc};
 use crate::page::PageError;
 use crate::storage::{ForkNumber, RelFile};
 use crate::stream::{DistancePolicy, StreamOrder};
+use crate::visibility::{satisfies_toast, TransactionLog, Visibility};
+use std::sync::Arc;
 
 /// Why a query cannot be planned: each names what was looked for and what exists.
 #[derive(Debug, Error)]
@@ -596,6 +598,7 @@ impl TableQuery {
                 heap: RelFile::in_data_dir(pgdata, path, ForkNumber::Main),
                 index,
                 columns: vec![key_type],
+                transactions: Some(Arc::new(TransactionLog::new(pgdata, relation.horizons))),
             },
             index_name,
             kind: spec.kind,
@@ -655,6 +658,7 @@ pub struct QueryResult {
 /// The sink of a table query: predicate, then accumulators.
 struct QuerySink<'q, 'p> {
     query: &'q TableQuery,
+    visibility: Visibility,
     accumulators: Vec<Accumulator>,
     toast: Option<ToastReader<'p>>,
     rows: u64,
@@ -703,13 +707,21 @@ impl TupleSink for QuerySink<'_, '_> {
             source,
         };
         let t = HeapTuple::parse(bytes).map_err(tuple_err)?;
-        if !tuple_is_live(t.header().t_infomask) {
+        if !self
+            .visibility
+            .satisfies_mvcc(t.header())
+            .map_err(visibility_err(rel, block, offset))?
+        {
             return Ok(false);
         }
         let mut values = recycle(std::mem::take(&mut self.scratch));
         let result = self.row(self.query, &t, &mut values, &tuple_err);
         self.scratch = recycle(values);
         result
+    }
+
+    fn visibility(&mut self) -> &mut Visibility {
+        &mut self.visibility
     }
 }
 
@@ -842,7 +854,7 @@ fn query_sink<'q, 'p>(
             let nblocks = checked_nblocks(rel)?;
             let index = index.clone().filter(|_| query.toast_by_index);
             Some(
-                ToastReader::open(pool, rel.clone(), index, *oid, nblocks, tuple_is_live)
+                ToastReader::open(pool, rel.clone(), index, *oid, nblocks, satisfies_toast)
                     .map_err(ScanError::Toast)?,
             )
         }
@@ -850,6 +862,7 @@ fn query_sink<'q, 'p>(
     };
     Ok(QuerySink {
         query,
+        visibility: query.table.visibility(),
         accumulators: query.items.iter().map(|i| i.accumulator.clone()).collect(),
         toast,
         rows: 0,

@@ -39,6 +39,7 @@ mod direct;
 mod fd_cache;
 pub mod page_cache;
 mod relation;
+mod small_file;
 
 pub use direct::{
     check_direct_io, dio_alignment, open_direct, DioAlignment, IoBuffer,
@@ -46,6 +47,7 @@ pub use direct::{
 };
 pub use fd_cache::{FileCache, OpenMode, SegmentFile, RESERVED_FDS};
 pub use relation::{ForkNumber, OrphanSegment, RelFile, SegmentLayout, MAX_SEGMENTS};
+pub use small_file::{read_small_file, SmallFileError};
 
 use std::path::{Path, PathBuf};
 

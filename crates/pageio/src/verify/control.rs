@@ -18,6 +18,12 @@
 //!   0   system_identifier      u64
 //!   8   pg_control_version     u32   must be 1800, else the offsets below are meaningless
 //!  16   state                  u32   DBState: 1 shut down, 2 shut down in recovery, 6 in production …
+//!  40   checkPointCopy         CheckPoint (the last checkpoint's record), of which:
+//!  64     nextXid              u64   FullTransactionId: epoch << 32 | xid
+//!  76     nextMulti            u32   next MultiXactId to assign
+//!  80     nextMultiOffset      u32   next free slot of pg_multixact/members
+//!  84     oldestXid            u32   cluster-wide minimum datfrozenxid: pg_xact starts here
+//!  92     oldestMulti          u32   cluster-wide minimum datminmxid
 //! 216   blcksz                 u32   must be 8192
 //! 220   relseg_size            u32   must be 131072
 //! 252   data_checksum_version  u32   0 = off, 1 = on
@@ -47,6 +53,16 @@ pub const PG_CONTROL_VERSION: u32 = 1800;
 const OFFSET_PG_CONTROL_VERSION: usize = 8;
 /// Byte offset of `state`.
 const OFFSET_STATE: usize = 16;
+/// Byte offset of `checkPointCopy.nextXid` (a `FullTransactionId`, 8 bytes).
+const OFFSET_NEXT_XID: usize = 64;
+/// Byte offset of `checkPointCopy.nextMulti`.
+const OFFSET_NEXT_MULTI: usize = 76;
+/// Byte offset of `checkPointCopy.nextMultiOffset`.
+const OFFSET_NEXT_MULTI_OFFSET: usize = 80;
+/// Byte offset of `checkPointCopy.oldestXid`.
+const OFFSET_OLDEST_XID: usize = 84;
+/// Byte offset of `checkPointCopy.oldestMulti`.
+const OFFSET_OLDEST_MULTI: usize = 92;
 /// Byte offset of `blcksz`.
 const OFFSET_BLCKSZ: usize = 216;
 /// Byte offset of `relseg_size`.
@@ -125,6 +141,9 @@ pub struct ControlFile {
     pub relseg_size: u32,
     /// 0 when data checksums are off, 1 when on.
     pub data_checksum_version: u32,
+    /// The transaction horizons of the last checkpoint: what a scan of a cleanly shut-down
+    /// cluster needs to decide visibility.
+    pub horizons: crate::visibility::XidHorizons,
 }
 
 impl ControlFile {
@@ -173,6 +192,14 @@ impl ControlFile {
             blcksz: u32_at(OFFSET_BLCKSZ),
             relseg_size: u32_at(OFFSET_RELSEG_SIZE),
             data_checksum_version: u32_at(OFFSET_DATA_CHECKSUM_VERSION),
+            horizons: crate::visibility::XidHorizons {
+                next_xid: u32_at(OFFSET_NEXT_XID),
+                next_xid_epoch: u32_at(OFFSET_NEXT_XID + 4),
+                oldest_xid: u32_at(OFFSET_OLDEST_XID),
+                next_multi: u32_at(OFFSET_NEXT_MULTI),
+                next_multi_offset: u32_at(OFFSET_NEXT_MULTI_OFFSET),
+                oldest_multi: u32_at(OFFSET_OLDEST_MULTI),
+            },
         })
     }
 

@@ -1,0 +1,146 @@
+//! Reading a small control file of a cluster — a commit-log segment, a MultiXact segment, a
+//! two-phase state file — without trusting what sits at its path.
+//!
+//! A path inside a data directory may hold anything: a FIFO (a plain `open` for reading
+//! blocks until a writer appears, forever), a character device such as `/dev/zero` (reads
+//! never end), a link to a huge sparse file, or a file someone truncates while it is read.
+//! So the file is opened non-blocking and without following a final symbolic link, its type
+//! is checked with `fstat` on the open descriptor (no race between the check and the read),
+//! and at most `max_bytes` are read: a file larger than its format allows is refused before
+//! a byte of it is read.
+//!
+//! ```text
+//!   open(O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC)   a FIFO opens at once, a link fails
+//!   fstat → regular file?                                   else NotRegular
+//!   st_size ≤ max_bytes?                                    else TooLarge
+//!   read up to max_bytes + 1                                 a file that grew is refused too
+//! ```
+
+use std::io::Read;
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+use std::path::Path;
+
+/// Why a small file could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum SmallFileError {
+    /// It does not exist.
+    #[error("it does not exist")]
+    Missing,
+    /// It is not a regular file (a FIFO, a device, a directory, a symbolic link).
+    #[error("it is a {0}, not a regular file")]
+    NotRegular(&'static str),
+    /// It is larger than its format allows.
+    #[error("it is {size_bytes} bytes, more than the {max_bytes} its format allows")]
+    TooLarge {
+        /// Its size.
+        size_bytes: u64,
+        /// The largest size accepted.
+        max_bytes: u64,
+    },
+    /// Opening or reading failed.
+    #[error("{0}")]
+    Io(std::io::Error),
+}
+
+/// What a file type is called in messages.
+fn type_name(t: std::fs::FileType) -> &'static str {
+    if t.is_dir() {
+        "directory"
+    } else if t.is_fifo() {
+        "FIFO"
+    } else if t.is_char_device() {
+        "character device"
+    } else if t.is_block_device() {
+        "block device"
+    } else if t.is_socket() {
+        "socket"
+    } else if t.is_symlink() {
+        "symbolic link"
+    } else {
+        "special file"
+    }
+}
+
+/// Reads the regular file at `path`, at most `max_bytes` long (see the module docs).
+pub fn read_small_file(path: &Path, max_bytes: u64) -> Result<Vec<u8>, SmallFileError> {
+    let file = match std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
+    {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(SmallFileError::Missing),
+        // O_NOFOLLOW on a final symbolic link fails with ELOOP.
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+            return Err(SmallFileError::NotRegular("symbolic link"))
+        }
+        Err(e) => return Err(SmallFileError::Io(e)),
+    };
+    let meta = file.metadata().map_err(SmallFileError::Io)?;
+    if !meta.file_type().is_file() {
+        return Err(SmallFileError::NotRegular(type_name(meta.file_type())));
+    }
+    if meta.len() > max_bytes {
+        return Err(SmallFileError::TooLarge {
+            size_bytes: meta.len(),
+            max_bytes,
+        });
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    file.take(max_bytes.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(SmallFileError::Io)?;
+    if bytes.len() as u64 > max_bytes {
+        return Err(SmallFileError::TooLarge {
+            size_bytes: bytes.len() as u64,
+            max_bytes,
+        });
+    }
+    Ok(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_regular_files_and_refuses_everything_else() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("f");
+        std::fs::write(&f, b"abc").unwrap();
+        assert_eq!(read_small_file(&f, 3).unwrap(), b"abc");
+        assert!(matches!(
+            read_small_file(&f, 2),
+            Err(SmallFileError::TooLarge {
+                size_bytes: 3,
+                max_bytes: 2
+            })
+        ));
+        assert!(matches!(
+            read_small_file(&dir.path().join("none"), 9),
+            Err(SmallFileError::Missing)
+        ));
+        let fifo = dir.path().join("fifo");
+        let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: c is a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        assert!(matches!(
+            read_small_file(&fifo, 9),
+            Err(SmallFileError::NotRegular("FIFO"))
+        ));
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink("/dev/zero", &link).unwrap();
+        assert!(matches!(
+            read_small_file(&link, 9),
+            Err(SmallFileError::NotRegular("symbolic link"))
+        ));
+        assert!(matches!(
+            read_small_file(Path::new("/dev/zero"), 9),
+            Err(SmallFileError::NotRegular("character device"))
+        ));
+        assert!(matches!(
+            read_small_file(dir.path(), 9),
+            Err(SmallFileError::NotRegular("directory"))
+        ));
+    }
+}
