@@ -349,8 +349,10 @@ fn cluster(bin: &Path) -> &'static Cluster {
             );
             answers.insert(case.name, row);
         }
+        // No VACUUM: the tables stay as the writes and PostgreSQL's reads left them (hint
+        // bits where a read set them), as on any production cluster.
         for db in ["postgres", "second"] {
-            psql_row(bin, &root, db, &["VACUUM (FREEZE)", "CHECKPOINT"]);
+            psql_row(bin, &root, db, &["CHECKPOINT"]);
         }
         drop(server);
         Cluster {
