@@ -41,7 +41,7 @@ proptest! {
         offsets in proptest::collection::vec(any::<u8>(), 0..9000),
         members in proptest::collection::vec(any::<u8>(), 0..9000),
         next_xid in id(), oldest_xid in id(), next_multi in id(), oldest_multi in id(),
-        next_multi_offset in id(),
+        next_multi_offset in id(), in_recovery in any::<bool>(),
         tuples in proptest::collection::vec((id(), id(), id(), any::<u16>()), 1..40),
     ) {
         let dir = tempfile::tempdir().unwrap();
@@ -59,6 +59,7 @@ proptest! {
             next_multi,
             next_multi_offset,
             oldest_multi,
+            in_recovery,
         };
         let mut v = Visibility::new(Some(Arc::new(TransactionLog::new(p, horizons))));
         for (xmin, xmax, cid, mask) in tuples {

@@ -199,6 +199,8 @@ impl ControlFile {
                 next_multi: u32_at(OFFSET_NEXT_MULTI),
                 next_multi_offset: u32_at(OFFSET_NEXT_MULTI_OFFSET),
                 oldest_multi: u32_at(OFFSET_OLDEST_MULTI),
+                in_recovery: DbState::from_raw(u32_at(OFFSET_STATE))
+                    == DbState::ShutdownedInRecovery,
             },
         })
     }

@@ -48,6 +48,10 @@
 //! frozen by that VACUUM (it removes status only below every table's `relfrozenxid`): as an
 //! xmin it reads as committed; as an xmax it cannot be judged, and is an error.
 //!
+//! A standby stopped in recovery has replayed WAL past its last checkpoint, so the
+//! checkpoint's `nextXid` and `nextMulti` are not bounds there: only the status files decide,
+//! and a multi whose end the offsets do not record is an error.
+//!
 //! MultiXacts (`GetMultiXactIdMembers`): the member list of multi `m` starts at
 //! `offsets[m]` and ends where `offsets[m + 1]` starts (for the newest multi, at the
 //! checkpoint's `nextMultiOffset`); a member slot holding xid 0 is the unused slot 0 of a
@@ -123,6 +127,11 @@ pub struct XidHorizons {
     pub next_multi_offset: u32,
     /// The oldest MultiXactId whose members `pg_multixact` still holds.
     pub oldest_multi: u32,
+    /// The cluster is a standby stopped in recovery (`DB_SHUTDOWNED_IN_RECOVERY`): its
+    /// pages and status files hold WAL replayed past the checkpoint these horizons come
+    /// from, so `next_xid`, `next_multi` and `next_multi_offset` are not upper bounds and
+    /// the status files alone decide.
+    pub in_recovery: bool,
 }
 
 /// Why a tuple's visibility cannot be decided. Every variant names the file and the fix.
@@ -289,7 +298,7 @@ impl Visibility {
             return Err(VisibilityError::NoTransactionLog { xid });
         };
         let h = log.horizons;
-        let outcome = if !xid_precedes(xid, h.next_xid) {
+        let outcome = if !h.in_recovery && !xid_precedes(xid, h.next_xid) {
             // Not yet assigned when the cluster stopped: a new snapshot's xmax is nextXid,
             // so this xid counts as in progress.
             Outcome::NotCommitted

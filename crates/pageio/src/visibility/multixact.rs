@@ -107,7 +107,7 @@ pub fn update_xid(log: &TransactionLog, multi: u32) -> Result<Option<u32>, Visib
     if xid_precedes(multi, h.oldest_multi) {
         return Ok(None);
     }
-    if !xid_precedes(multi, h.next_multi) {
+    if !h.in_recovery && !xid_precedes(multi, h.next_multi) {
         return Err(corrupt(
             offsets_file(),
             format!(
@@ -118,7 +118,7 @@ pub fn update_xid(log: &TransactionLog, multi: u32) -> Result<Option<u32>, Visib
     }
     let start = start_offset(&log.offsets, multi)?;
     let after = next_multi(multi);
-    let end = if after == h.next_multi {
+    let end = if after == h.next_multi && !h.in_recovery {
         h.next_multi_offset
     } else {
         start_offset(&log.offsets, after)?

@@ -33,6 +33,7 @@ impl Cluster {
                 next_multi: 1,
                 next_multi_offset: 1,
                 oldest_multi: 1,
+                in_recovery: false,
             },
         }
     }
@@ -394,6 +395,34 @@ fn xids_compare_modulo_2_32() {
         !v.satisfies_mvcc(&tuple(20, 0, 0)).unwrap(),
         "xid 20 is after nextXid 10"
     );
+}
+
+#[test]
+fn a_standby_stopped_in_recovery_is_judged_by_its_status_files_alone() {
+    // WAL replayed past the checkpoint: xid 1200 and multi 1 are beyond the checkpoint's
+    // nextXid and nextMulti, and committed.
+    let mut c = Cluster::new();
+    c.set_xid(1200, COMMITTED);
+    c.set_xid(1201, COMMITTED);
+    let m = c.add_multi(&[(1201, 1), (1200, 5)]);
+    c.offsets[(m as usize + 1) * 4..][..4]
+        .copy_from_slice(&c.horizons.next_multi_offset.to_le_bytes());
+    c.horizons.next_xid = 1000;
+    c.horizons.next_multi = m;
+    c.horizons.in_recovery = true;
+    let mut v = Visibility::new(Some(c.log()));
+    assert!(v
+        .satisfies_mvcc(&tuple(1200, 0, HEAP_XMAX_INVALID))
+        .unwrap());
+    assert!(!v
+        .satisfies_mvcc(&tuple(1201, m, HEAP_XMAX_IS_MULTI))
+        .unwrap());
+    // The same files as a primary's: beyond the horizons means not yet assigned.
+    c.horizons.in_recovery = false;
+    let mut v = Visibility::new(Some(c.log()));
+    assert!(!v
+        .satisfies_mvcc(&tuple(1200, 0, HEAP_XMAX_INVALID))
+        .unwrap());
 }
 
 #[test]
