@@ -70,10 +70,12 @@ def build_clusters(bin_dir, root, rows):
                 "shared_buffers = '256MB'\nmax_wal_size = '4GB'\n")
 
     def psql(data, sql):
+        # One -c per statement: each its own transaction (VACUUM refuses a transaction block).
+        commands = [a for stmt in sql.split(";") if stmt.strip() for a in ("-c", stmt.strip())]
         as_pg(bin_dir, ["pg_ctl", "-D", data, "-l", os.path.join(root, "log"), "-w", "start"])
         try:
             as_pg(bin_dir, ["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-h", sock, "-U",
-                            "postgres", "-d", "postgres", "-c", sql])
+                            "postgres", "-d", "postgres", *commands])
         finally:
             as_pg(bin_dir, ["pg_ctl", "-D", data, "-m", "fast", "-w", "stop"])
 

@@ -124,20 +124,7 @@ pub fn resolve_relation_path(
     })?;
     let file_type = meta.file_type();
     if !file_type.is_file() {
-        use std::os::unix::fs::FileTypeExt;
-        let what = if file_type.is_dir() {
-            "a directory"
-        } else if file_type.is_fifo() {
-            "a FIFO"
-        } else if file_type.is_socket() {
-            "a socket"
-        } else if file_type.is_block_device() {
-            "a block device"
-        } else if file_type.is_char_device() {
-            "a character device"
-        } else {
-            "not a file"
-        };
+        let what = crate::storage::file_type_name(file_type);
         return Err(RelPathError::NotRegularFile { path: real, what });
     }
     check_kind(&real, meta.len(), kind)?;

@@ -47,7 +47,7 @@ pub use direct::{
 };
 pub use fd_cache::{FileCache, OpenMode, SegmentFile, RESERVED_FDS};
 pub use relation::{ForkNumber, OrphanSegment, RelFile, SegmentLayout, MAX_SEGMENTS};
-pub use small_file::{read_small_file, SmallFileError};
+pub use small_file::{file_type_name, read_small_file, SmallFileError};
 
 use std::path::{Path, PathBuf};
 

@@ -27,7 +27,7 @@ pub enum SmallFileError {
     #[error("it does not exist")]
     Missing,
     /// It is not a regular file (a FIFO, a device, a directory, a symbolic link).
-    #[error("it is a {0}, not a regular file")]
+    #[error("it is {0}, not a regular file")]
     NotRegular(&'static str),
     /// It is larger than its format allows.
     #[error("it is {size_bytes} bytes, more than the {max_bytes} its format allows")]
@@ -42,22 +42,24 @@ pub enum SmallFileError {
     Io(std::io::Error),
 }
 
-/// What a file type is called in messages.
-fn type_name(t: std::fs::FileType) -> &'static str {
-    if t.is_dir() {
-        "directory"
+/// What a file type is called in messages, with its article: "a FIFO", "a directory".
+pub fn file_type_name(t: std::fs::FileType) -> &'static str {
+    if t.is_file() {
+        "a regular file"
+    } else if t.is_dir() {
+        "a directory"
     } else if t.is_fifo() {
-        "FIFO"
+        "a FIFO"
     } else if t.is_char_device() {
-        "character device"
+        "a character device"
     } else if t.is_block_device() {
-        "block device"
+        "a block device"
     } else if t.is_socket() {
-        "socket"
+        "a socket"
     } else if t.is_symlink() {
-        "symbolic link"
+        "a symbolic link"
     } else {
-        "special file"
+        "not a file"
     }
 }
 
@@ -72,13 +74,13 @@ pub fn read_small_file(path: &Path, max_bytes: u64) -> Result<Vec<u8>, SmallFile
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(SmallFileError::Missing),
         // O_NOFOLLOW on a final symbolic link fails with ELOOP.
         Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
-            return Err(SmallFileError::NotRegular("symbolic link"))
+            return Err(SmallFileError::NotRegular("a symbolic link"))
         }
         Err(e) => return Err(SmallFileError::Io(e)),
     };
     let meta = file.metadata().map_err(SmallFileError::Io)?;
     if !meta.file_type().is_file() {
-        return Err(SmallFileError::NotRegular(type_name(meta.file_type())));
+        return Err(SmallFileError::NotRegular(file_type_name(meta.file_type())));
     }
     if meta.len() > max_bytes {
         return Err(SmallFileError::TooLarge {
@@ -126,21 +128,21 @@ mod tests {
         assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
         assert!(matches!(
             read_small_file(&fifo, 9),
-            Err(SmallFileError::NotRegular("FIFO"))
+            Err(SmallFileError::NotRegular("a FIFO"))
         ));
         let link = dir.path().join("link");
         std::os::unix::fs::symlink("/dev/zero", &link).unwrap();
         assert!(matches!(
             read_small_file(&link, 9),
-            Err(SmallFileError::NotRegular("symbolic link"))
+            Err(SmallFileError::NotRegular("a symbolic link"))
         ));
         assert!(matches!(
             read_small_file(Path::new("/dev/zero"), 9),
-            Err(SmallFileError::NotRegular("character device"))
+            Err(SmallFileError::NotRegular("a character device"))
         ));
         assert!(matches!(
             read_small_file(dir.path(), 9),
-            Err(SmallFileError::NotRegular("directory"))
+            Err(SmallFileError::NotRegular("a directory"))
         ));
     }
 }
