@@ -377,6 +377,11 @@ pub struct Step {
 /// The session of a seed whose transaction is still open when the server stops.
 pub const OPEN_SESSION: usize = 3;
 
+/// The session holding an old snapshot (`REPEATABLE READ`) across other steps, so neither
+/// pruning nor `VACUUM` removes the row versions it still sees: they stay on the page with
+/// their xmax (a MultiXact among them) for pageio to judge.
+pub const SNAPSHOT_SESSION: usize = 4;
+
 /// Everything a seed makes.
 pub struct SeedPlan {
     pub seed: u64,
@@ -607,6 +612,7 @@ pub fn plan(seed: u64) -> SeedPlan {
         steps: Vec::new(),
         seed,
         prepared: 0,
+        snapshot_held: false,
     };
     g.main(format!("CREATE SCHEMA {schema}"));
     let mut states = Vec::new();
@@ -649,7 +655,7 @@ pub fn plan(seed: u64) -> SeedPlan {
         g.insert(t, &mut st, None);
         states.push(st);
     }
-    let n_ops = g.rng.range(12, 26);
+    let n_ops = g.rng.range(15, 30);
     for _ in 0..n_ops {
         let k = g.rng.below(tables.len() as u64) as usize;
         let t = &tables[k];
@@ -657,7 +663,7 @@ pub fn plan(seed: u64) -> SeedPlan {
         // Indexes still to create appear at a random point.
         if let Some(i) = st.created.iter().position(|c| !c) {
             if g.rng.chance(25) {
-                g.main(t.indexes[i].create_sql(t));
+                g.create_index(t, i);
                 st.created[i] = true;
                 continue;
             }
@@ -667,7 +673,7 @@ pub fn plan(seed: u64) -> SeedPlan {
     for (t, st) in tables.iter().zip(states.iter_mut()) {
         for i in 0..t.indexes.len() {
             if !st.created[i] {
-                g.main(t.indexes[i].create_sql(t));
+                g.create_index(t, i);
                 st.created[i] = true;
             }
         }
@@ -686,6 +692,7 @@ pub fn plan(seed: u64) -> SeedPlan {
             g.main(format!("VACUUM {}", t.qualified));
         }
     }
+    g.release_snapshot();
     let steps = std::mem::take(&mut g.steps);
     // The final steps: a prepared transaction and a transaction still open at shutdown.
     let k = g.rng.below(tables.len() as u64) as usize;
@@ -710,9 +717,26 @@ struct Gen {
     steps: Vec<Step>,
     seed: u64,
     prepared: u64,
+    /// True while [`SNAPSHOT_SESSION`] holds its snapshot.
+    snapshot_held: bool,
 }
 
 impl Gen {
+    /// Ends the held snapshot, if any: before steps that need a lock it would conflict
+    /// with, and at the end of the history.
+    fn release_snapshot(&mut self) {
+        if self.snapshot_held {
+            self.snapshot_held = false;
+            self.on(SNAPSHOT_SESSION, "COMMIT".into());
+        }
+    }
+
+    fn create_index(&mut self, t: &TableSpec, i: usize) {
+        // ALTER TABLE … ADD PRIMARY KEY waits for every lock on the table.
+        self.release_snapshot();
+        self.main(t.indexes[i].create_sql(t));
+    }
+
     fn on(&mut self, session: usize, sql: String) {
         self.steps.push(Step { session, sql });
     }
@@ -947,8 +971,22 @@ impl Gen {
                     .pick(&["", "", " (INDEX_CLEANUP OFF)", " (FREEZE)"]);
                 self.main(format!("VACUUM{how} {}", t.qualified));
             }
-            86..=89 => self.main("CHECKPOINT".into()),
-            90..=95 => self.kill_index_entries(t),
+            86..=87 => self.main("CHECKPOINT".into()),
+            88..=91 => {
+                if self.snapshot_held {
+                    self.release_snapshot();
+                } else {
+                    self.snapshot_held = true;
+                    self.on(
+                        SNAPSHOT_SESSION,
+                        format!(
+                            "BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT count(*) FROM {}",
+                            t.qualified
+                        ),
+                    );
+                }
+            }
+            92..=95 => self.kill_index_entries(t),
             _ => {
                 // A key update of id: the old versions' successors get new ids.
                 if !t.ids_must_be_unique() || self.rng.chance(50) {
