@@ -335,6 +335,28 @@ struct Variant {
     /// predicate the query does not imply, or pageio's own pick when every candidate is
     /// such): a refusal is then right.
     answerable: bool,
+    /// The named index's shape, for the totals (`desc+partial`, `asc`, …).
+    shape: Option<String>,
+    /// The statements that made the candidate indexes, for a mismatch's report.
+    definitions: Vec<String>,
+}
+
+/// An index's shape: the direction of its first key, then what else sets it apart.
+fn index_shape(i: &difftest::IndexSpec) -> String {
+    let mut parts = vec![if i.keys[0].desc { "desc" } else { "asc" }];
+    if i.keys[0].nulls_first.is_some() {
+        parts.push("nulls-spec");
+    }
+    if i.keys.len() > 1 {
+        parts.push("multi-column");
+    }
+    if i.unique || i.primary_key {
+        parts.push("unique");
+    }
+    if i.partial.is_some() {
+        parts.push("partial");
+    }
+    parts.join("+")
 }
 
 #[derive(Default, Clone, Copy)]
@@ -386,6 +408,9 @@ impl Totals {
         ];
         if let Some(p) = v.parallel {
             classes.push(("seq --parallel".to_string(), p.to_string()));
+        }
+        if let Some(shape) = &v.shape {
+            classes.push(("index shape".to_string(), shape.clone()));
         }
         if v.kind != "seq" {
             classes.push((
@@ -561,20 +586,27 @@ fn variants(
     counter: &mut usize,
     all_methods: bool,
 ) -> Vec<Variant> {
-    let mut shapes: Vec<(&'static str, Option<String>, Option<u32>, bool)> =
-        vec![("seq", None, Some(1), true), ("seq", None, Some(2), true)];
+    type Shape<'a> = (
+        &'static str,
+        Option<&'a difftest::IndexSpec>,
+        Option<u32>,
+        bool,
+    );
+    let mut shapes: Vec<Shape> = vec![("seq", None, Some(1), true), ("seq", None, Some(2), true)];
+    let mut definitions = Vec::new();
     if let Some(p) = predicate {
         let candidates: Vec<&difftest::IndexSpec> = t
             .indexes
             .iter()
             .filter(|i| i.first_column() == p.column)
             .collect();
+        definitions = candidates.iter().map(|i| i.create_sql(t)).collect();
         if !candidates.is_empty() {
             let any_answers = candidates.iter().any(|i| index_answers(i, p));
             for kind in ["bitmap", "index"] {
                 shapes.push((kind, None, None, any_answers));
                 for i in &candidates {
-                    shapes.push((kind, Some(i.name.clone()), None, index_answers(i, p)));
+                    shapes.push((kind, Some(*i), None, index_answers(i, p)));
                 }
             }
         }
@@ -590,10 +622,16 @@ fn variants(
         for method in methods {
             out.push(Variant {
                 kind,
-                index: index.clone(),
+                index: index.map(|i| i.name.clone()),
                 parallel,
                 method,
                 answerable,
+                shape: index.map(index_shape),
+                definitions: if kind == "seq" {
+                    Vec::new()
+                } else {
+                    definitions.clone()
+                },
             });
         }
     }
@@ -676,7 +714,10 @@ fn run_variant(
             .map(|p| format!(" --parallel {p}"))
             .unwrap_or_default(),
     );
-    let command = format!("pageio {}{keep_hint}", shell_args.join(" "));
+    let mut command = format!("pageio {}{keep_hint}", shell_args.join(" "));
+    for d in &v.definitions {
+        let _ = write!(command, "\n  index: {d}");
+    }
     if !out.status.success() {
         let stderr = String::from_utf8_lossy(&out.stderr).trim().to_string();
         if !v.answerable {
