@@ -1043,3 +1043,17 @@ fn scan_agrees_with_postgres_on_random_histories() {
         std::panic::resume_unwind(panic);
     }
 }
+
+/// The generator makes a plan for every seed of a long run without PostgreSQL: a seed that
+/// panics in the generator would otherwise show only in a long run.
+#[test]
+fn generator_plans_many_seeds() {
+    for seed in 1..=5000 {
+        let plan = difftest::plan(seed);
+        assert!(
+            !plan.tables.is_empty() && !plan.steps.is_empty(),
+            "seed {seed}"
+        );
+        assert!(plan.script().contains(&format!("CREATE SCHEMA seed{seed}")));
+    }
+}
