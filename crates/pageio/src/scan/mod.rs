@@ -114,6 +114,7 @@ pub mod aggregate;
 mod defaults;
 pub mod detoast;
 mod parallel;
+mod partial;
 mod predicate;
 pub mod query;
 pub mod readahead;
@@ -209,8 +210,10 @@ impl Between {
     }
 }
 
-/// A range of btree keys, as the leaf walk asks about it: the walk descends to the first key
-/// not `below` the range, keeps keys that `matches`, and stops at the first key `above` it.
+/// A range of key values, as the btree walk asks about it, in the values' own (ascending)
+/// order: `below` and `above` say a value is outside the range on that side, `matches`
+/// that it is in it. The walk turns these into the index's order ([`KeyOrder`]): in a
+/// descending index `above` comes first.
 trait KeyRange {
     /// The key sorts before the range.
     fn below(&self, key: &Datum<'_>) -> bool;
@@ -218,6 +221,59 @@ trait KeyRange {
     fn above(&self, key: &Datum<'_>) -> bool;
     /// The key is in the range.
     fn matches(&self, key: &Datum<'_>) -> bool;
+    /// Whether a NULL key is in the range: only for a range without bounds (a full index
+    /// scan, which must return every row); a bound never admits NULL, as in SQL.
+    fn admits_null(&self) -> bool {
+        false
+    }
+}
+
+/// How a btree orders its first key column: `pg_index.indoption`'s `INDOPTION_DESC` and
+/// `INDOPTION_NULLS_FIRST` bits. The default is PostgreSQL's default, ascending with NULLs
+/// last.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct KeyOrder {
+    /// Keys are stored from the largest to the smallest (`DESC`).
+    pub descending: bool,
+    /// NULL keys come before the others (`NULLS FIRST`, the default of `DESC`).
+    pub nulls_first: bool,
+}
+
+/// Where a key sits relative to the range, in the index's order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Place {
+    /// Before the range: the walk steps over it.
+    Before,
+    /// Possibly in the range (`matches` decides for non-NULL keys).
+    Within,
+    /// After the range: the walk stops.
+    After,
+}
+
+impl KeyOrder {
+    /// Where `key` (`None`: NULL) sits relative to `range` in this order, as
+    /// `_bt_compare` with the scan keys' `SK_BT_DESC` / `SK_BT_NULLS_FIRST` flags decides.
+    fn place(self, range: &dyn KeyRange, key: Option<&Datum<'_>>) -> Place {
+        match key {
+            None if range.admits_null() => Place::Within,
+            None if self.nulls_first => Place::Before,
+            None => Place::After,
+            Some(k) => {
+                let (before, after) = if self.descending {
+                    (range.above(k), range.below(k))
+                } else {
+                    (range.below(k), range.above(k))
+                };
+                if before {
+                    Place::Before
+                } else if after {
+                    Place::After
+                } else {
+                    Place::Within
+                }
+            }
+        }
+    }
 }
 
 impl KeyRange for Between {
@@ -737,19 +793,21 @@ pub fn run_scan(
         });
     }
     let range = options.predicate;
-    let mut result = run_with(pool, table, options, &range, &mut acc)?;
+    let mut result = run_with(pool, table, options, &range, KeyOrder::default(), &mut acc)?;
     result.rows = acc.rows;
     result.sum_octet_length = acc.sum;
     Ok(result)
 }
 
 /// Runs one scan of `table`, handing its tuples to `acc`; `range` bounds the btree walk of
-/// bitmap and index scans. Fills in everything of the result but the sink's own answers.
+/// bitmap and index scans, `order` is the btree's order of its first key. Fills in
+/// everything of the result but the sink's own answers.
 fn run_with(
     pool: &BufferPool,
     table: &Table,
     options: &ScanOptions,
     range: &dyn KeyRange,
+    order: KeyOrder,
     acc: &mut impl TupleSink,
 ) -> Result<ScanResult, ScanError> {
     let mut backend = pool.aio().backend()?;
@@ -763,10 +821,24 @@ fn run_with(
     };
     match options.kind {
         ScanKind::Seq => seq_scan(pool, &mut backend, table, options, acc, &mut result)?,
-        ScanKind::Bitmap => {
-            bitmap_scan(pool, &mut backend, table, options, range, acc, &mut result)?
-        }
-        ScanKind::Index => index_scan(pool, &mut backend, table, options, range, acc, &mut result)?,
+        ScanKind::Bitmap => bitmap_scan(
+            pool,
+            &mut backend,
+            table,
+            options,
+            (range, order),
+            acc,
+            &mut result,
+        )?,
+        ScanKind::Index => index_scan(
+            pool,
+            &mut backend,
+            table,
+            options,
+            (range, order),
+            acc,
+            &mut result,
+        )?,
     }
     result.elapsed_s = start.elapsed().as_secs_f64();
     let after = pool.counters();
@@ -893,6 +965,8 @@ struct LeafWalk<'p> {
     rel: RelId,
     key_type: ColumnType,
     predicate: &'p dyn KeyRange,
+    /// The index's order of its first key.
+    order: KeyOrder,
     /// The index's block count when the walk started: no link may point at or past it.
     nblocks: u64,
     /// Every block entered by the descent or the leaf walk.
@@ -966,12 +1040,33 @@ impl<'p> LeafWalk<'p> {
         Ok((buf, opaque))
     }
 
+    /// [`LeafWalk::start_in_order`] on an ascending, NULLS LAST btree (a TOAST index).
     fn start(
         pool: &'p BufferPool,
         backend: &mut Backend,
         index: &'p RelFile,
         key_type: ColumnType,
         predicate: &'p dyn KeyRange,
+    ) -> Result<Self, ScanError> {
+        Self::start_in_order(
+            pool,
+            backend,
+            index,
+            key_type,
+            predicate,
+            KeyOrder::default(),
+        )
+    }
+
+    /// Descends from the root to the leaf where the range starts in the index's `order`
+    /// (`_bt_first`); [`LeafWalk::next_leaf`] then reads the leaves from there.
+    fn start_in_order(
+        pool: &'p BufferPool,
+        backend: &mut Backend,
+        index: &'p RelFile,
+        key_type: ColumnType,
+        predicate: &'p dyn KeyRange,
+        order: KeyOrder,
     ) -> Result<Self, ScanError> {
         let nblocks = checked_nblocks(index)?;
         let rel = pool.register(index);
@@ -985,6 +1080,7 @@ impl<'p> LeafWalk<'p> {
             rel,
             key_type,
             predicate,
+            order,
             nblocks,
             visited: HashSet::new(),
             next_leaf: None,
@@ -1077,14 +1173,22 @@ impl<'p> LeafWalk<'p> {
             }
             let page = BtreePage::new(buf.page()).map_err(page_err(index, block))?;
             let items = page.data_items().map_err(page_err(index, block))?;
-            // The last pivot whose key is < lo; the first (key-less) item is minus infinity.
+            // The last pivot whose key sorts before the range in the index's order
+            // (`_bt_binsrch` on an internal page); the first item, whose keys were all
+            // truncated away, is minus infinity. A pivot's NULL key is a key like any other:
+            // after every value with NULLS LAST, before them with NULLS FIRST.
             let mut child = None;
             for (i, (_, item)) in items.iter().enumerate() {
-                match item.first_key(key_type).map_err(page_err(index, block))? {
-                    None => child = Some((i, item.downlink())),
-                    Some(k) if predicate.below(&k) => child = Some((i, item.downlink())),
-                    Some(_) => break,
+                let place = if item.pivot_natts() == Some(0) {
+                    Place::Before
+                } else {
+                    let key = item.first_key(key_type).map_err(page_err(index, block))?;
+                    walk.order.place(predicate, key.as_ref())
+                };
+                if place != Place::Before {
+                    break;
                 }
+                child = Some((i, item.downlink()));
             }
             let Some((child_item, child)) =
                 child.or_else(|| items.first().map(|(_, i)| (0, i.downlink())))
@@ -1130,22 +1234,25 @@ impl<'p> LeafWalk<'p> {
                     ));
                 }
             }
+            // `_bt_readpage`: items killed by earlier scans (LP_DEAD) are skipped; each
+            // live item's first key is placed against the range in the index's order.
             let page = BtreePage::new(buf.page()).map_err(page_err(self.index, block))?;
-            for (_, item) in page.data_items().map_err(page_err(self.index, block))? {
-                let Some(key) = item
+            for (_, item) in page
+                .live_data_items()
+                .map_err(page_err(self.index, block))?
+            {
+                let key = item
                     .first_key(self.key_type)
-                    .map_err(page_err(self.index, block))?
-                else {
-                    continue; // NULL keys sort last and never match BETWEEN
-                };
-                if self.predicate.below(&key) {
-                    continue;
+                    .map_err(page_err(self.index, block))?;
+                match self.order.place(self.predicate, key.as_ref()) {
+                    Place::Before => continue,
+                    Place::After => {
+                        past_end = true;
+                        break;
+                    }
+                    Place::Within => {}
                 }
-                if self.predicate.above(&key) {
-                    past_end = true;
-                    break;
-                }
-                if self.predicate.matches(&key) {
+                if key.as_ref().is_none_or(|k| self.predicate.matches(k)) {
                     tids.extend(item.heap_tids().map_err(page_err(self.index, block))?);
                 }
             }
@@ -1186,7 +1293,7 @@ fn bitmap_scan(
     backend: &mut Backend,
     table: &Table,
     options: &ScanOptions,
-    range: &dyn KeyRange,
+    (range, order): (&dyn KeyRange, KeyOrder),
     acc: &mut impl TupleSink,
     result: &mut ScanResult,
 ) -> Result<(), ScanError> {
@@ -1197,7 +1304,7 @@ fn bitmap_scan(
     let key_type = index_key_type(table)?;
     // The heap's files must hold whole pages and no orphaned segment, whatever the TIDs say.
     checked_nblocks(&table.heap)?;
-    let mut walk = LeafWalk::start(pool, backend, index, key_type, range)?;
+    let mut walk = LeafWalk::start_in_order(pool, backend, index, key_type, range, order)?;
     let mut tids = Vec::new();
     while let Some(mut leaf) = walk.next_leaf(backend)? {
         tids.append(&mut leaf);
@@ -1239,7 +1346,7 @@ fn index_scan(
     backend: &mut Backend,
     table: &Table,
     options: &ScanOptions,
-    range: &dyn KeyRange,
+    (range, order): (&dyn KeyRange, KeyOrder),
     acc: &mut impl TupleSink,
     result: &mut ScanResult,
 ) -> Result<(), ScanError> {
@@ -1250,7 +1357,7 @@ fn index_scan(
     let key_type = index_key_type(table)?;
     // The heap's files must hold whole pages and no orphaned segment, whatever the TIDs say.
     checked_nblocks(&table.heap)?;
-    let mut walk = LeafWalk::start(pool, backend, index, key_type, range)?;
+    let mut walk = LeafWalk::start_in_order(pool, backend, index, key_type, range, order)?;
     // TIDs read from leaves but not yet handed to the stream. The stream's callback pulls
     // from here; the loop below tops it up one leaf at a time, so index and heap reads
     // interleave and memory stays bounded by a leaf plus the look-ahead.
