@@ -128,6 +128,7 @@ pub use defaults::{
     default_effective_io_concurrency, default_io_method, scan_config,
     RANDOM_SCAN_EFFECTIVE_IO_CONCURRENCY, SEQ_SCAN_EFFECTIVE_IO_CONCURRENCY,
 };
+pub use partial::OPERATORS as PREDICATE_OPERATORS;
 pub use predicate::{float8_cmp, parse_float8};
 pub use relpath::{resolve_relation_path, RelPathError, RelationKind};
 

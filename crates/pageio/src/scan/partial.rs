@@ -71,12 +71,13 @@ impl Cmp {
     }
 }
 
-/// PostgreSQL's built-in operators that predicates are proved or shown with: oid and name
-/// (from `pg_operator.dat`; a test checks them against a real PostgreSQL 18). The
+/// PostgreSQL's built-in operators that partial-index predicates are proved or shown with:
+/// `pg_operator` oid and name (from `pg_operator.dat`; a test checks them against a real
+/// PostgreSQL 18). The
 /// comparisons cover int2, int4 and int8 (and their mixes), float4 and float8 (and their
 /// mixes), date, timestamp, timestamptz, text and bpchar; the arithmetic ones are only
 /// shown.
-pub(crate) const OPERATORS: &[(u32, &str)] = &[
+pub const OPERATORS: &[(u32, &str)] = &[
     // int2 × int2, int4 × int4, int8 × int8
     (94, "="),
     (95, "<"),
@@ -426,6 +427,17 @@ fn const_text(v: &Value) -> String {
     }
 }
 
+/// What an operand is rendered inside, for its parentheses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Parent {
+    /// `AND`, `OR`.
+    Bool,
+    /// `=`, `<`, … .
+    Comparison,
+    /// `%`, `+`, …, `NOT`, `IS NULL`: anything but a plain value is parenthesised.
+    Arithmetic,
+}
+
 /// The deepest expression rendered (the node tree's own depth bound is larger).
 const MAX_RENDER_DEPTH: usize = 16;
 
@@ -444,11 +456,15 @@ fn render_at(
     if depth > MAX_RENDER_DEPTH {
         return None;
     }
-    let operand = |a: &Expr, parent_compares: bool| -> Option<String> {
+    // Operands are bare where SQL's precedence reads them right (`a % 2 = 0`, `a > 5 AND
+    // a IS NOT NULL`) and parenthesised elsewhere.
+    let operand = |a: &Expr, parent: Parent| -> Option<String> {
         let text = render_at(a, column_name, depth + 1)?;
         let bare = match a {
-            Expr::Op { opno, .. } => parent_compares && comparison(*opno).is_none(),
-            Expr::Bool { .. } | Expr::NullTest { .. } => false,
+            Expr::Op { opno, .. } if comparison(*opno).is_some() => parent == Parent::Bool,
+            Expr::Op { .. } => parent == Parent::Comparison,
+            Expr::NullTest { .. } => parent == Parent::Bool,
+            Expr::Bool { .. } => false,
             _ => true,
         };
         Some(if bare { text } else { format!("({text})") })
@@ -460,24 +476,31 @@ fn render_at(
         Expr::Relabel(inner) => render_at(inner, column_name, depth + 1)?,
         Expr::Op { opno, args, .. } if args.len() == 2 => {
             let name = operator_name(*opno)?;
-            let compares = comparison(*opno).is_some();
+            let parent = if comparison(*opno).is_some() {
+                Parent::Comparison
+            } else {
+                Parent::Arithmetic
+            };
             format!(
                 "{} {name} {}",
-                operand(&args[0], compares)?,
-                operand(&args[1], compares)?
+                operand(&args[0], parent)?,
+                operand(&args[1], parent)?
             )
         }
         Expr::Bool { op, args } if !args.is_empty() => match op {
-            BoolOp::Not if args.len() == 1 => format!("NOT {}", operand(&args[0], false)?),
+            BoolOp::Not if args.len() == 1 => {
+                format!("NOT {}", operand(&args[0], Parent::Arithmetic)?)
+            }
             BoolOp::Not => return None,
             BoolOp::And | BoolOp::Or => {
-                let parts: Option<Vec<String>> = args.iter().map(|a| operand(a, false)).collect();
+                let parts: Option<Vec<String>> =
+                    args.iter().map(|a| operand(a, Parent::Bool)).collect();
                 parts?.join(if *op == BoolOp::And { " AND " } else { " OR " })
             }
         },
         Expr::NullTest { arg, is_not_null } => format!(
             "{} IS {}NULL",
-            operand(arg, false)?,
+            operand(arg, Parent::Arithmetic)?,
             if *is_not_null { "NOT " } else { "" }
         ),
         _ => return None,
