@@ -341,7 +341,7 @@ fn catalog_target(
     let heap_pages = heap_rel.nblocks()?;
     // The plan's ranges are over the generated data sets' [0, 100000); this table's keys
     // are wherever its rows put them, so the ranges are moved onto its own key values.
-    let (counted_rows, key_range) = {
+    let keys = {
         let pool = BufferPool::new(&aio, check)?;
         key_values(pgdata, &pool, &relation, key)?
     };
@@ -355,25 +355,33 @@ fn catalog_target(
                 .map(|p| RelFile::in_data_dir(pgdata, p, ForkNumber::Main)),
             columns,
         },
-        rows: if key_range.is_some() {
-            counted_rows
+        rows: if keys.range.is_some() {
+            keys.rows
         } else {
             rows
         },
         heap_pages,
         checksums: check.checksums,
-        key_range,
+        key_range: keys.range,
     })
 }
 
-/// The table's live rows and the smallest and largest value of its key column (`None` when
-/// every key is NULL), read by one sequential scan with the scans' own visibility rule.
+/// What one sequential scan of a table says about its key column.
+struct KeyValues {
+    /// Live rows.
+    rows: u64,
+    /// The smallest and largest key (`None` when every key is NULL or not finite).
+    range: Option<(f64, f64)>,
+}
+
+/// The table's live rows and the range of its key column, read by one sequential scan with
+/// the scans' own visibility rule.
 fn key_values(
     pgdata: &Path,
     pool: &pageio::buffer::BufferPool,
     relation: &pageio::catalog::Relation,
     key: &str,
-) -> Result<(u64, Option<(f64, f64)>), Box<dyn std::error::Error>> {
+) -> Result<KeyValues, Box<dyn std::error::Error>> {
     use pageio::scan::query::{run_table_query, QuerySpec, TableQuery};
     use pageio::scan::value::Value;
     let quoted = key.replace('"', "\"\"");
@@ -401,7 +409,10 @@ fn key_values(
         (Some(lo), Some(hi)) if lo.is_finite() && hi.is_finite() => Some((lo, hi)),
         _ => None,
     };
-    Ok((result.scan.rows, range))
+    Ok(KeyValues {
+        rows: result.scan.rows,
+        range,
+    })
 }
 
 /// A planned query moved from the generated data sets' key range [0, `KEY_RANGE`) onto

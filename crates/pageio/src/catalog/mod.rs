@@ -21,7 +21,11 @@
 //!
 //! Each catalog row is deformed from the fixed-width part of its `FormData_pg_*` struct
 //! (`catalog/rows.rs` holds the offsets); the variable-length tail (ACLs, options,
-//! defaults) is never read. A file path is built as PostgreSQL's `relpath` builds it:
+//! defaults) is never read, with two exceptions deformed with the catalog's own descriptor
+//! (its pg_attribute rows): `attmissingval`, and pg_index's `indcollation`, `indoption`
+//! and `indpred` — the collation and order (`DESC`, `NULLS FIRST`) of each key column and a
+//! partial index's predicate ([`node_tree`]), which decide whether and how a scan may walk
+//! the index. A file path is built as PostgreSQL's `relpath` builds it:
 //!
 //! ```text
 //!  tablespace 1663 (pg_default)  base/<dboid>/<filenode>

@@ -16,10 +16,47 @@
 //! PostgreSQL prints them ([`value`]), decompressed and fetched from TOAST ([`detoast`]) and
 //! aggregated with PostgreSQL's result types ([`aggregate`]).
 //!
-//! The btree is entered as PostgreSQL enters it: from the metapage's (fast) root, descending
-//! through each internal page to the child whose key range may hold `lo` (the last pivot
-//! with key < lo; the first, key-less item is minus infinity), then along right links from
-//! leaf to leaf until a key exceeds `hi`. Posting-list tuples contribute all their TIDs.
+//! # The btree walk, rule by rule
+//!
+//! The btree is entered as PostgreSQL enters it and read as PostgreSQL reads it; each rule
+//! below mirrors the function beside it (nbtsearch.c, nbtutils.c):
+//!
+//! ```text
+//!  rule                                                     PostgreSQL
+//!  ────                                                     ──────────
+//!  start at the metapage's fast root; root 0 = empty index  _bt_getroot
+//!  on an internal page follow the last pivot whose first    _bt_binsrch on an internal
+//!    key sorts before the range in the index's order; the     page, _bt_compare (a pivot
+//!    first item, its keys truncated away, is minus infinity   with no keys is -infinity)
+//!  the index's order is its first key's indoption: DESC     _bt_compare with the scan
+//!    stores the largest key first, so "before the range"      keys' SK_BT_DESC and
+//!    means above hi and the walk meets hi first; a NULL key   SK_BT_NULLS_FIRST flags
+//!    is a key like any other: after every value (NULLS
+//!    LAST, ASC's default), before them (NULLS FIRST, DESC's)
+//!  a deleted or half-dead page: step right over it          _bt_moveright, _bt_readnextpage
+//!  on a leaf, skip items marked LP_DEAD: earlier scans      _bt_readpage
+//!    killed them (their heap rows are dead to everyone)       (ignore_killed_tuples)
+//!  skip keys before the range, keep keys in it, stop at     _bt_readpage, _bt_checkkeys
+//!    the first key after it                                   (continuescan = false)
+//!  a range never holds NULL; a scan without bounds (a full  btree operators are strict;
+//!    index scan, --index without --where) returns every       _bt_first without keys starts
+//!    item, NULL keys included                                 at the first leaf
+//!  a posting list gives every one of its TIDs               _bt_setuppostingitems
+//!  follow right links leaf to leaf; a link of 0 ends it     _bt_readnextpage (P_NONE)
+//!  only the first key column is constrained: later key      _bt_first's leading key
+//!    columns and INCLUDE columns are never read
+//! ```
+//!
+//! Which btree a table query walks — its column, its collation, a partial index's predicate
+//! — is the planner's choice ([`query`]; partial indexes in `partial.rs`).
+//!
+//! Worked example of a DESC walk: `a BETWEEN 10 AND 20` on `(a DESC)` (so NULLS FIRST). The
+//! root's pivots, in stored order, are minus infinity, NULL, 3000, 2000, 1000, 5: NULL and
+//! every value above 20 sort before the range, 5 after it, so the descent follows the pivot
+//! 1000 to the leaf whose keys start at 1000; the leaf walk steps over 1000 … 21 (along
+//! right links as needed), keeps 20 down to 10, and stops at 9, the first key after the
+//! range. Read as ascending, the walk took the NULL pivot for minus infinity, entered the
+//! NULL keys' leaf, met 3000 > 20 as its first value and stopped: 0 rows.
 //!
 //! The index scan reads leaf pages as it goes and feeds their TIDs to a read stream, so heap
 //! pages are prefetched `effective_io_concurrency` reads ahead — what PostgreSQL 18 does for
@@ -61,6 +98,9 @@
 //!                                                           HOT successor beyond the page
 //!  segment files    MAX_SEGMENTS (32768)                    a later segment after a missing or
 //!                                                           short one; a partial last page
+//!  partial-index    the predicate's text ≤ 1 MB, nesting    nothing: a predicate that does not
+//!  predicates       ≤ 64 levels (catalog::node_tree)        parse is "not implied", the index
+//!                                                           is not used
 //! ```
 //!
 //! An all-zero btree page says what PostgreSQL says: `index "…" contains unexpected zero page
@@ -72,7 +112,8 @@
 //! as PostgreSQL's WARNING lists them.
 //!
 //! Where PostgreSQL itself returns fewer rows without complaint, so does this scan: a right
-//! link of 0 (`P_NONE`) ends the leaf level; a metapage root of 0 is an empty index; an
+//! link of 0 (`P_NONE`) ends the leaf level; a metapage root of 0 is an empty index; a leaf
+//! item marked `LP_DEAD` (with `BTP_HAS_GARBAGE` on its page) is a killed entry, not damage; an
 //! index TID whose line pointer is beyond the heap page's, dead or unused, or that points
 //! straight at a heap-only tuple, yields no row; a HOT chain ends at a successor on another
 //! page or one whose xmin is not its predecessor's xmax. These are the answers `_bt_getroot`,

@@ -14,7 +14,12 @@
 //!      columns ─► TupleDesc (attlen, attalign, dropped, attmissingval) + TypeKind per column
 //!      --select ─► SelectItems ─► one Accumulator each (PostgreSQL's result types)
 //!      --where  ─► ColumnRange on one column (between / = / < / <= / > / >=), typed literals
-//!      --kind bitmap|index ─► the btree whose first key is the predicate's column (or --index)
+//!      --kind bitmap|index ─► the first btree (by name, or --index) that can answer it
+//!                             (index_problem): valid, first key = the predicate's column,
+//!                             a key type the walk compares, text ordered by the index's
+//!                             own byte-order collation, a partial index's predicate
+//!                             implied by the range (partial.rs); its indoption gives the
+//!                             walk's order (DESC, NULLS FIRST)
 //!  run_table_query ─► the same seq / bitmap / index scans as run_scan, with a QuerySink:
 //!      live tuple ─► deform the columns used ─► predicate (NULL never qualifies) ─► accumulate
 //!      varlena values detoasted on demand: pglz / lz4 in line, TOAST chunks via ToastReader
