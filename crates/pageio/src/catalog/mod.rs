@@ -1594,7 +1594,50 @@ impl DatabaseCatalog {
 
 #[cfg(test)]
 mod tests {
-    use super::array_single_element;
+    use super::{array_single_element, vector_values};
+
+    /// An `int2vector` payload (header excluded) of `values`.
+    fn int2vector(values: &[i16]) -> Vec<u8> {
+        let mut v = Vec::new();
+        for x in [1i32, 0, 21, values.len() as i32, 0] {
+            v.extend_from_slice(&x.to_le_bytes());
+        }
+        for x in values {
+            v.extend_from_slice(&x.to_le_bytes());
+        }
+        v
+    }
+
+    #[test]
+    fn index_vectors_decode_and_garbage_is_an_error() {
+        assert_eq!(vector_values(&int2vector(&[3, 0]), 2).unwrap(), [3, 0]);
+        assert_eq!(
+            vector_values(&int2vector(&[]), 2).unwrap(),
+            Vec::<u64>::new()
+        );
+        let mut oids = int2vector(&[]);
+        oids[12..16].copy_from_slice(&2i32.to_le_bytes());
+        oids.extend_from_slice(&950u32.to_le_bytes());
+        oids.extend_from_slice(&100u32.to_le_bytes());
+        assert_eq!(vector_values(&oids, 4).unwrap(), [950, 100]);
+        // Too many values claimed, a null bitmap, two dimensions, a negative count.
+        let mut long = int2vector(&[1]);
+        long[12..16].copy_from_slice(&9i32.to_le_bytes());
+        assert!(vector_values(&long, 2).is_err());
+        let mut nulls = int2vector(&[1]);
+        nulls[4..8].copy_from_slice(&28i32.to_le_bytes());
+        assert!(vector_values(&nulls, 2).is_err());
+        let mut two = int2vector(&[1]);
+        two[0..4].copy_from_slice(&2i32.to_le_bytes());
+        assert!(vector_values(&two, 2).is_err());
+        let mut negative = int2vector(&[1]);
+        negative[12..16].copy_from_slice(&(-1i32).to_le_bytes());
+        assert!(vector_values(&negative, 2).is_err());
+        for len in 0..48 {
+            let _ = vector_values(&vec![0xFF; len], 2);
+            let _ = vector_values(&vec![0x01; len], 4);
+        }
+    }
 
     /// A one-dimensional array payload (header excluded): ndim, dataoffset, elemtype, dims,
     /// lbound, an optional null bitmap, then `data` at the MAXALIGNed data start.
