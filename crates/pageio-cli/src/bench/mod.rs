@@ -285,12 +285,19 @@ fn catalog_target(
         )
         .into());
     }
+    // The benchmark's scans walk an ascending btree of every row: a DESC or partial one
+    // would answer other rows.
     let index = relation
         .btree_indexes()
-        .find(|i| i.is_valid && i.key_columns.first().cloned().flatten().as_deref() == Some(key))
+        .find(|i| {
+            i.is_valid
+                && !i.first_key_descending()
+                && i.predicate.is_none()
+                && i.key_columns.first().cloned().flatten().as_deref() == Some(key)
+        })
         .ok_or_else(|| {
             format!(
-                "\"{name}\" has no valid btree whose first key column is \"{key}\" (its btrees: {}); bitmap and index scans need one",
+                "\"{name}\" has no valid ascending, non-partial btree whose first key column is \"{key}\" (its btrees: {}); bitmap and index scans need one",
                 if indexes.is_empty() { "none".to_string() } else { indexes.join(", ") }
             )
         })?;
@@ -332,6 +339,12 @@ fn catalog_target(
     }
     let heap_rel = RelFile::in_data_dir(pgdata, path, ForkNumber::Main);
     let heap_pages = heap_rel.nblocks()?;
+    // The plan's ranges are over the generated data sets' [0, 100000); this table's keys
+    // are wherever its rows put them, so the ranges are moved onto its own key values.
+    let keys = {
+        let pool = BufferPool::new(&aio, check)?;
+        key_values(pgdata, &pool, &relation, key)?
+    };
     Ok(runner::Target {
         dataset: spec.to_string(),
         table: Table {
@@ -345,10 +358,76 @@ fn catalog_target(
                 pageio::visibility::TransactionLog::new(pgdata, relation.horizons),
             )),
         },
-        rows,
+        rows: if keys.range.is_some() {
+            keys.rows
+        } else {
+            rows
+        },
         heap_pages,
         checksums: check.checksums,
+        key_range: keys.range,
     })
+}
+
+/// What one sequential scan of a table says about its key column.
+struct KeyValues {
+    /// Live rows.
+    rows: u64,
+    /// The smallest and largest key (`None` when every key is NULL or not finite).
+    range: Option<(f64, f64)>,
+}
+
+/// The table's live rows and the range of its key column, read by one sequential scan with
+/// the scans' own visibility rule.
+fn key_values(
+    pgdata: &Path,
+    pool: &pageio::buffer::BufferPool,
+    relation: &pageio::catalog::Relation,
+    key: &str,
+) -> Result<KeyValues, Box<dyn std::error::Error>> {
+    use pageio::scan::query::{run_table_query, QuerySpec, TableQuery};
+    use pageio::scan::value::Value;
+    let quoted = key.replace('"', "\"\"");
+    let select = format!("count(*), min(\"{quoted}\"), max(\"{quoted}\")");
+    let query = TableQuery::plan(
+        pgdata,
+        relation,
+        &QuerySpec {
+            select: &select,
+            predicate: None,
+            kind: pageio::scan::ScanKind::Seq,
+            index: None,
+        },
+    )?;
+    let result = run_table_query(pool, &query, pageio::stream::DistancePolicy::Adaptive)?;
+    let number = |i: usize| match result.aggregates.get(i).and_then(|a| a.value.as_ref()) {
+        Some(Value::Int2(v)) => Some(f64::from(*v)),
+        Some(Value::Int4(v)) => Some(f64::from(*v)),
+        Some(Value::Int8(v)) => Some(*v as f64),
+        Some(Value::Float4(v)) => Some(f64::from(*v)),
+        Some(Value::Float8(v)) => Some(*v),
+        _ => None,
+    };
+    let range = match (number(1), number(2)) {
+        (Some(lo), Some(hi)) if lo.is_finite() && hi.is_finite() => Some((lo, hi)),
+        _ => None,
+    };
+    Ok(KeyValues {
+        rows: result.scan.rows,
+        range,
+    })
+}
+
+/// A planned query moved from the generated data sets' key range [0, `KEY_RANGE`) onto
+/// `[min, max]`: the same share of the key range, so a table of evenly spread keys is hit
+/// at about the planned selectivity (the records say what each query really returned).
+fn rescaled(query: &record::PlannedQuery, (min, max): (f64, f64)) -> record::PlannedQuery {
+    let at = |v: f64| min + (v / plan::KEY_RANGE) * (max - min);
+    record::PlannedQuery {
+        lo: at(query.lo),
+        hi: at(query.hi),
+        ..query.clone()
+    }
 }
 
 fn parse_table(
@@ -384,6 +463,7 @@ fn parse_table(
         rows,
         heap_pages,
         checksums,
+        key_range: None,
     })
 }
 
@@ -442,6 +522,7 @@ fn generated_target(
         rows,
         heap_pages: manifest.heap_pages,
         checksums: manifest.data_checksums,
+        key_range: None,
     })
 }
 
@@ -689,11 +770,16 @@ fn run_matrix(
     for &eic in &matrix.eics {
         let context = context_for(eic, bar.clone());
         for target in targets {
-            let queries: Vec<&record::PlannedQuery> = plan
+            let owned: Vec<record::PlannedQuery> = plan
                 .queries
                 .iter()
                 .filter(|q| q.dataset == target.dataset)
+                .map(|q| match target.key_range {
+                    Some(range) => rescaled(q, range),
+                    None => q.clone(),
+                })
                 .collect();
+            let queries: Vec<&record::PlannedQuery> = owned.iter().collect();
             runner::run_target(target, &queries, &context, &mut records, &mut skipped)?;
         }
     }

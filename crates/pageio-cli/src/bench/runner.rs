@@ -46,6 +46,11 @@ pub struct Target {
     pub heap_pages: u64,
     /// Verify checksums while reading.
     pub checksums: bool,
+    /// The smallest and largest key of a table read through the catalog: its queries were
+    /// moved onto this range and its records carry the share of rows each really returned
+    /// (`None`: a generated data set, or PostgreSQL's files of one, whose keys span the
+    /// plan's range and whose records carry the planned share, as PostgreSQL's do).
+    pub key_range: Option<(f64, f64)>,
 }
 
 /// An io_method with its worker count.
@@ -332,7 +337,10 @@ fn record_of(
         scan: query.scan.clone(),
         step: query.step,
         target_rows: query.target_rows,
-        selectivity: query.selectivity,
+        selectivity: match cell.target.key_range {
+            Some(_) => result.rows as f64 / cell.target.rows.max(1) as f64,
+            None => query.selectivity,
+        },
         lo: query.lo,
         hi: query.hi,
         io_method: cell.spec.method.as_str().into(),

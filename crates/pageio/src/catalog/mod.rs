@@ -21,7 +21,11 @@
 //!
 //! Each catalog row is deformed from the fixed-width part of its `FormData_pg_*` struct
 //! (`catalog/rows.rs` holds the offsets); the variable-length tail (ACLs, options,
-//! defaults) is never read. A file path is built as PostgreSQL's `relpath` builds it:
+//! defaults) is never read, with two exceptions deformed with the catalog's own descriptor
+//! (its pg_attribute rows): `attmissingval`, and pg_index's `indcollation`, `indoption`
+//! and `indpred` — the collation and order (`DESC`, `NULLS FIRST`) of each key column and a
+//! partial index's predicate ([`node_tree`]), which decide whether and how a scan may walk
+//! the index. A file path is built as PostgreSQL's `relpath` builds it:
 //!
 //! ```text
 //!  tablespace 1663 (pg_default)  base/<dboid>/<filenode>
@@ -83,6 +87,7 @@ use crate::storage::{ForkNumber, RelFile, RELSEG_SIZE_BLOCKS};
 use crate::stream::{ReadStream, StreamOptions};
 use crate::verify::control::ControlFile;
 
+pub mod node_tree;
 pub mod relmap;
 mod rows;
 
@@ -374,12 +379,42 @@ pub struct Index {
     pub is_valid: bool,
     /// `relpages`.
     pub relpages: i32,
+    /// `indoption` of each key column: [`INDOPTION_DESC`] and [`INDOPTION_NULLS_FIRST`]
+    /// bits (0 for an ascending, NULLS LAST key).
+    pub key_options: Vec<i16>,
+    /// `indcollation` of each key column: the collation the index orders that key by (0
+    /// for a type without collations).
+    pub key_collations: Vec<u32>,
+    /// `indpred`: a partial index's predicate as PostgreSQL stored it (`pg_node_tree` text,
+    /// see [`node_tree`]); `None` for an index of every row. A value this reader cannot
+    /// read (TOASTed out of line) is kept as an empty string, which never parses, so such an
+    /// index is treated as partial with a predicate that cannot be shown.
+    pub predicate: Option<String>,
 }
+
+/// `INDOPTION_DESC`: the key column is stored in descending order.
+pub const INDOPTION_DESC: i16 = 0x0001;
+/// `INDOPTION_NULLS_FIRST`: NULL keys sort before the non-NULL ones.
+pub const INDOPTION_NULLS_FIRST: i16 = 0x0002;
 
 impl Index {
     /// A btree, the only index kind the scans walk.
     pub fn is_btree(&self) -> bool {
         self.access_method == "btree"
+    }
+
+    /// Whether the first key column is stored in descending order.
+    pub fn first_key_descending(&self) -> bool {
+        self.key_options
+            .first()
+            .is_some_and(|o| o & INDOPTION_DESC != 0)
+    }
+
+    /// Whether NULLs of the first key column sort before its other values.
+    pub fn first_key_nulls_first(&self) -> bool {
+        self.key_options
+            .first()
+            .is_some_and(|o| o & INDOPTION_NULLS_FIRST != 0)
     }
 }
 
@@ -912,6 +947,138 @@ fn array_single_element(array: &[u8], element_attlen: i16) -> Result<Option<Vec<
     Ok(Some(value.to_vec()))
 }
 
+/// pg_index's own tuple descriptor and the positions of the columns read past `indkey`:
+/// `indcollation`, `indoption` and `indpred`. `None` when pg_attribute lacks them (a
+/// catalog of another version): the index is then read as ascending, NULLS LAST, in its
+/// column's collation, and not partial.
+struct PgIndexDesc {
+    desc: crate::page::tuple::TupleDesc,
+    collation: usize,
+    option: usize,
+    predicate: usize,
+}
+
+fn pg_index_desc(own: Option<&Vec<AttRow>>) -> Option<PgIndexDesc> {
+    use crate::page::tuple::{align_bytes_of, AttDesc, TupleDesc};
+    let own = own?;
+    let at = |name: &str| own.iter().position(|a| a.column.name == name);
+    Some(PgIndexDesc {
+        collation: at("indcollation")?,
+        option: at("indoption")?,
+        predicate: at("indpred")?,
+        desc: TupleDesc {
+            atts: own
+                .iter()
+                .map(|a| AttDesc {
+                    name: a.column.name.clone(),
+                    attlen: a.column.attlen,
+                    align_bytes: align_bytes_of(a.column.attalign),
+                    dropped: a.column.dropped,
+                    missing: None,
+                })
+                .collect(),
+        },
+    })
+}
+
+/// What a pg_index row holds past `indkey`.
+#[derive(Default)]
+struct IndexRowTail {
+    key_options: Vec<i16>,
+    key_collations: Vec<u32>,
+    predicate: Option<String>,
+}
+
+/// Reads `indcollation`, `indoption` (one value per key column) and `indpred` of a
+/// pg_index tuple.
+fn index_row_tail(
+    own: Option<&PgIndexDesc>,
+    t: &HeapTuple<'_>,
+    nkey: usize,
+) -> Result<IndexRowTail, String> {
+    use crate::page::tuple::RawDatum;
+    let Some(own) = own else {
+        return Ok(IndexRowTail::default());
+    };
+    let wanted = own.collation.max(own.option).max(own.predicate) + 1;
+    let mut values = Vec::new();
+    own.desc
+        .deform(t, wanted, &mut values)
+        .map_err(|e| e.to_string())?;
+    let payload = |i: usize| -> Result<Option<Vec<u8>>, String> {
+        match values.get(i) {
+            None | Some(RawDatum::Null) => Ok(None),
+            Some(RawDatum::Varlena(v)) => {
+                v.check_limits().map_err(|e| e.to_string())?;
+                match crate::scan::detoast::detoast(v, None) {
+                    Ok(p) => Ok(Some(p.into_owned())),
+                    // Out of line in pg_index's TOAST table: not read here.
+                    Err(_) => Ok(Some(Vec::new())),
+                }
+            }
+            Some(other) => Err(format!("column {} is {other:?}, not a varlena", i + 1)),
+        }
+    };
+    let vector = |i: usize, elem_bytes: usize, what: &str| -> Result<Vec<u64>, String> {
+        let Some(p) = payload(i)? else {
+            return Ok(Vec::new());
+        };
+        let values = vector_values(&p, elem_bytes).map_err(|e| format!("{what}: {e}"))?;
+        if values.len() < nkey {
+            return Err(format!(
+                "{what} has {} values for {nkey} key columns",
+                values.len()
+            ));
+        }
+        Ok(values.into_iter().take(nkey).collect())
+    };
+    Ok(IndexRowTail {
+        key_options: vector(own.option, 2, "indoption")?
+            .into_iter()
+            .map(|v| v as u16 as i16)
+            .collect(),
+        key_collations: vector(own.collation, 4, "indcollation")?
+            .into_iter()
+            .map(|v| v as u32)
+            .collect(),
+        predicate: payload(own.predicate)?.map(|p| String::from_utf8_lossy(&p).into_owned()),
+    })
+}
+
+/// The values of a one-dimensional `int2vector` or `oidvector` (`payload`: the varlena
+/// without its header): ndim, dataoffset, elemtype, dim, lbound, then the values.
+fn vector_values(payload: &[u8], elem_bytes: usize) -> Result<Vec<u64>, String> {
+    let int_at = |off: usize| -> Result<i32, String> {
+        payload
+            .get(off..off + 4)
+            .map(|b| i32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            .ok_or_else(|| format!("vector of {} bytes is truncated", payload.len()))
+    };
+    let ndim = int_at(0)?;
+    if ndim == 0 {
+        return Ok(Vec::new());
+    }
+    if ndim != 1 || int_at(4)? != 0 {
+        return Err(format!(
+            "a vector with {ndim} dimensions or a null bitmap, not one plain dimension"
+        ));
+    }
+    let count = usize::try_from(int_at(12)?).map_err(|_| "a negative length".to_string())?;
+    let data = payload
+        .get(20..)
+        .filter(|d| count.checked_mul(elem_bytes).is_some_and(|n| n <= d.len()))
+        .ok_or_else(|| format!("{count} values do not fit in {} bytes", payload.len()))?;
+    Ok(data
+        .chunks_exact(elem_bytes)
+        .take(count)
+        .map(|c| {
+            let mut b = [0u8; 8];
+            b[..c.len()].copy_from_slice(c);
+            u64::from_le_bytes(b)
+        })
+        .collect())
+}
+
 fn check_unique(file: &CatalogFile, oids: impl Iterator<Item = u32>) -> Result<(), CatalogError> {
     let mut seen = std::collections::HashSet::new();
     for oid in oids {
@@ -957,6 +1124,9 @@ struct IndexRow {
     unique: bool,
     primary: bool,
     valid: bool,
+    key_options: Vec<i16>,
+    key_collations: Vec<u32>,
+    predicate: Option<String>,
 }
 
 /// One database's catalogs, read once: pg_class, pg_namespace, pg_attribute, pg_type,
@@ -1155,22 +1325,28 @@ impl DatabaseCatalog {
 
         let file = file_of(&cat, "pg_index", rows::pg_index::OID)?;
         let mut indexes: HashMap<u32, Vec<IndexRow>> = HashMap::new();
-        cluster.read_rows(&file, rows::pg_index::FIXED_BYTES, |d| {
+        // indcollation, indoption and indpred follow indkey, so the rows are deformed with
+        // pg_index's own descriptor (its pg_attribute rows).
+        let own = pg_index_desc(cat.attributes.get(&rows::pg_index::OID));
+        cluster.read_tuples(&file, rows::pg_index::FIXED_BYTES, |t| {
             use rows::pg_index::*;
+            let d = t.data();
+            let oid = u32_at(d, INDEXRELID);
             let nkey = i16_at(d, INDNKEYATTS).max(0) as usize;
-            let keys = int2vector_at(d, INDKEY).map_err(|problem| {
-                format!(
-                    "index oid {}: {problem}: the row is corrupt",
-                    u32_at(d, INDEXRELID)
-                )
-            })?;
+            let keys = int2vector_at(d, INDKEY)
+                .map_err(|problem| format!("index oid {oid}: {problem}: the row is corrupt"))?;
+            let tail = index_row_tail(own.as_ref(), t, nkey)
+                .map_err(|problem| format!("index oid {oid}: {problem}: the row is corrupt"))?;
             let row = IndexRow {
-                index: u32_at(d, INDEXRELID),
+                index: oid,
                 table: u32_at(d, INDRELID),
                 key_atts: keys.into_iter().take(nkey).collect(),
                 unique: d[INDISUNIQUE] != 0,
                 primary: d[INDISPRIMARY] != 0,
                 valid: d[INDISVALID] != 0,
+                key_options: tail.key_options,
+                key_collations: tail.key_collations,
+                predicate: tail.predicate,
             };
             indexes.entry(row.table).or_default().push(row);
             Ok(())
@@ -1312,6 +1488,9 @@ impl DatabaseCatalog {
                 is_primary: row.primary,
                 is_valid: row.valid,
                 relpages: ic.relpages,
+                key_options: row.key_options.clone(),
+                key_collations: row.key_collations.clone(),
+                predicate: row.predicate.clone(),
             });
         }
         indexes.sort_by(|a, b| a.name.cmp(&b.name));
@@ -1405,7 +1584,50 @@ impl DatabaseCatalog {
 
 #[cfg(test)]
 mod tests {
-    use super::array_single_element;
+    use super::{array_single_element, vector_values};
+
+    /// An `int2vector` payload (header excluded) of `values`.
+    fn int2vector(values: &[i16]) -> Vec<u8> {
+        let mut v = Vec::new();
+        for x in [1i32, 0, 21, values.len() as i32, 0] {
+            v.extend_from_slice(&x.to_le_bytes());
+        }
+        for x in values {
+            v.extend_from_slice(&x.to_le_bytes());
+        }
+        v
+    }
+
+    #[test]
+    fn index_vectors_decode_and_garbage_is_an_error() {
+        assert_eq!(vector_values(&int2vector(&[3, 0]), 2).unwrap(), [3, 0]);
+        assert_eq!(
+            vector_values(&int2vector(&[]), 2).unwrap(),
+            Vec::<u64>::new()
+        );
+        let mut oids = int2vector(&[]);
+        oids[12..16].copy_from_slice(&2i32.to_le_bytes());
+        oids.extend_from_slice(&950u32.to_le_bytes());
+        oids.extend_from_slice(&100u32.to_le_bytes());
+        assert_eq!(vector_values(&oids, 4).unwrap(), [950, 100]);
+        // Too many values claimed, a null bitmap, two dimensions, a negative count.
+        let mut long = int2vector(&[1]);
+        long[12..16].copy_from_slice(&9i32.to_le_bytes());
+        assert!(vector_values(&long, 2).is_err());
+        let mut nulls = int2vector(&[1]);
+        nulls[4..8].copy_from_slice(&28i32.to_le_bytes());
+        assert!(vector_values(&nulls, 2).is_err());
+        let mut two = int2vector(&[1]);
+        two[0..4].copy_from_slice(&2i32.to_le_bytes());
+        assert!(vector_values(&two, 2).is_err());
+        let mut negative = int2vector(&[1]);
+        negative[12..16].copy_from_slice(&(-1i32).to_le_bytes());
+        assert!(vector_values(&negative, 2).is_err());
+        for len in 0..48 {
+            let _ = vector_values(&vec![0xFF; len], 2);
+            let _ = vector_values(&vec![0x01; len], 4);
+        }
+    }
 
     /// A one-dimensional array payload (header excluded): ndim, dataoffset, elemtype, dims,
     /// lbound, an optional null bitmap, then `data` at the MAXALIGNed data start.

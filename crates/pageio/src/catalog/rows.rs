@@ -8,7 +8,8 @@
 //! aligned to 4, `int16` 2 aligned to 2, `bool` and `char` 1. The reader stops at the first
 //! variable-length column, as the C struct does, with one exception: `pg_index.indkey`, an
 //! `int2vector` inside the struct, whose 4-byte varlena header (storage `plain`, never a
-//! short header) starts at offset 24.
+//! short header) starts at offset 24. (The pg_index columns after it are read by deforming
+//! the whole row, in `catalog/mod.rs`.)
 //!
 //! A row shorter than its catalog's fixed part is corrupt and reported as such.
 

@@ -34,7 +34,7 @@
 //! block; the first is minus infinity. Each leaf holds plain 16-byte tuples (8-byte header +
 //! one float8 key) and, after deduplication of equal keys, posting tuples.
 
-use super::header::{ItemPointer, PageRef, SIZE_OF_PAGE_HEADER};
+use super::header::{ItemPointer, LinePointerFlags, PageRef, SIZE_OF_PAGE_HEADER};
 use super::heap::{fetch_fixed, ColumnType, Datum};
 use super::varlena::Varlena;
 use super::{align_up, maxalign, read_array, read_u16, read_u32, PageError, Result, BLCKSZ};
@@ -458,6 +458,27 @@ impl<'a> BtreePage<'a> {
             return Ok(None);
         }
         IndexTuple::parse(self.page.item(P_HIKEY)?).map(Some)
+    }
+
+    /// The data items of a leaf that scans read, in key order: [`BtreePage::data_items`]
+    /// without the items marked `LP_DEAD`. PostgreSQL's index scans set `LP_DEAD` on leaf
+    /// items whose heap rows are dead to every transaction (`kill_prior_tuple`, then
+    /// `_bt_killitems`) and `_bt_readpage` skips them; such an item keeps its bytes until
+    /// the page is cleaned up, so it is a normal state of a page, not damage.
+    pub fn live_data_items(&self) -> Result<Vec<(u16, IndexTuple<'a>)>> {
+        let first = self.opaque.first_data_offnum();
+        let mut items = Vec::new();
+        for offnum in first..=self.page.item_count() {
+            let id = self.page.item_id(offnum)?;
+            if id.lp_flags == LinePointerFlags::Dead {
+                continue;
+            }
+            items.push((
+                offnum,
+                IndexTuple::parse(self.page.item_bytes(offnum, id)?)?,
+            ));
+        }
+        Ok(items)
     }
 
     /// The data items (high key excluded) with their offset numbers, in key order.

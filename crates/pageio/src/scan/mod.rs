@@ -16,10 +16,47 @@
 //! PostgreSQL prints them ([`value`]), decompressed and fetched from TOAST ([`detoast`]) and
 //! aggregated with PostgreSQL's result types ([`aggregate`]).
 //!
-//! The btree is entered as PostgreSQL enters it: from the metapage's (fast) root, descending
-//! through each internal page to the child whose key range may hold `lo` (the last pivot
-//! with key < lo; the first, key-less item is minus infinity), then along right links from
-//! leaf to leaf until a key exceeds `hi`. Posting-list tuples contribute all their TIDs.
+//! # The btree walk, rule by rule
+//!
+//! The btree is entered as PostgreSQL enters it and read as PostgreSQL reads it; each rule
+//! below mirrors the function beside it (nbtsearch.c, nbtutils.c):
+//!
+//! ```text
+//!  rule                                                     PostgreSQL
+//!  ────                                                     ──────────
+//!  start at the metapage's fast root; root 0 = empty index  _bt_getroot
+//!  on an internal page follow the last pivot whose first    _bt_binsrch on an internal
+//!    key sorts before the range in the index's order; the     page, _bt_compare (a pivot
+//!    first item, its keys truncated away, is minus infinity   with no keys is -infinity)
+//!  the index's order is its first key's indoption: DESC     _bt_compare with the scan
+//!    stores the largest key first, so "before the range"      keys' SK_BT_DESC and
+//!    means above hi and the walk meets hi first; a NULL key   SK_BT_NULLS_FIRST flags
+//!    is a key like any other: after every value (NULLS
+//!    LAST, ASC's default), before them (NULLS FIRST, DESC's)
+//!  a deleted or half-dead page: step right over it          _bt_moveright, _bt_readnextpage
+//!  on a leaf, skip items marked LP_DEAD: earlier scans      _bt_readpage
+//!    killed them (their heap rows are dead to everyone)       (ignore_killed_tuples)
+//!  skip keys before the range, keep keys in it, stop at     _bt_readpage, _bt_checkkeys
+//!    the first key after it                                   (continuescan = false)
+//!  a range never holds NULL; a scan without bounds (a full  btree operators are strict;
+//!    index scan, --index without --where) returns every       _bt_first without keys starts
+//!    item, NULL keys included                                 at the first leaf
+//!  a posting list gives every one of its TIDs               _bt_setuppostingitems
+//!  follow right links leaf to leaf; a link of 0 ends it     _bt_readnextpage (P_NONE)
+//!  only the first key column is constrained: later key      _bt_first's leading key
+//!    columns and INCLUDE columns are never read
+//! ```
+//!
+//! Which btree a table query walks — its column, its collation, a partial index's predicate
+//! — is the planner's choice ([`query`]; partial indexes in `partial.rs`).
+//!
+//! Worked example of a DESC walk: `a BETWEEN 10 AND 20` on `(a DESC)` (so NULLS FIRST). The
+//! root's pivots, in stored order, are minus infinity, NULL, 3000, 2000, 1000, 5: NULL and
+//! every value above 20 sort before the range, 5 after it, so the descent follows the pivot
+//! 1000 to the leaf whose keys start at 1000; the leaf walk steps over 1000 … 21 (along
+//! right links as needed), keeps 20 down to 10, and stops at 9, the first key after the
+//! range. Read as ascending, the walk took the NULL pivot for minus infinity, entered the
+//! NULL keys' leaf, met 3000 > 20 as its first value and stopped: 0 rows.
 //!
 //! The index scan reads leaf pages as it goes and feeds their TIDs to a read stream, so heap
 //! pages are prefetched `effective_io_concurrency` reads ahead — what PostgreSQL 18 does for
@@ -67,6 +104,9 @@
 //!                                                           HOT successor beyond the page
 //!  segment files    MAX_SEGMENTS (32768)                    a later segment after a missing or
 //!                                                           short one; a partial last page
+//!  partial-index    the predicate's text ≤ 1 MB, nesting    nothing: a predicate that does not
+//!  predicates       ≤ 64 levels (catalog::node_tree)        parse is "not implied", the index
+//!                                                           is not used
 //! ```
 //!
 //! An all-zero btree page says what PostgreSQL says: `index "…" contains unexpected zero page
@@ -78,7 +118,8 @@
 //! as PostgreSQL's WARNING lists them.
 //!
 //! Where PostgreSQL itself returns fewer rows without complaint, so does this scan: a right
-//! link of 0 (`P_NONE`) ends the leaf level; a metapage root of 0 is an empty index; an
+//! link of 0 (`P_NONE`) ends the leaf level; a metapage root of 0 is an empty index; a leaf
+//! item marked `LP_DEAD` (with `BTP_HAS_GARBAGE` on its page) is a killed entry, not damage; an
 //! index TID whose line pointer is beyond the heap page's, dead or unused, or that points
 //! straight at a heap-only tuple, yields no row; a HOT chain ends at a successor on another
 //! page or one whose xmin is not its predecessor's xmax. These are the answers `_bt_getroot`,
@@ -119,6 +160,7 @@ pub mod aggregate;
 mod defaults;
 pub mod detoast;
 mod parallel;
+mod partial;
 mod predicate;
 pub mod query;
 pub mod readahead;
@@ -132,6 +174,7 @@ pub use defaults::{
     default_effective_io_concurrency, default_io_method, scan_config,
     RANDOM_SCAN_EFFECTIVE_IO_CONCURRENCY, SEQ_SCAN_EFFECTIVE_IO_CONCURRENCY,
 };
+pub use partial::OPERATORS as PREDICATE_OPERATORS;
 pub use predicate::{float8_cmp, parse_float8};
 pub use relpath::{resolve_relation_path, RelPathError, RelationKind};
 
@@ -214,8 +257,10 @@ impl Between {
     }
 }
 
-/// A range of btree keys, as the leaf walk asks about it: the walk descends to the first key
-/// not `below` the range, keeps keys that `matches`, and stops at the first key `above` it.
+/// A range of key values, as the btree walk asks about it, in the values' own (ascending)
+/// order: `below` and `above` say a value is outside the range on that side, `matches`
+/// that it is in it. The walk turns these into the index's order ([`KeyOrder`]): in a
+/// descending index `above` comes first.
 trait KeyRange {
     /// The key sorts before the range.
     fn below(&self, key: &Datum<'_>) -> bool;
@@ -223,6 +268,59 @@ trait KeyRange {
     fn above(&self, key: &Datum<'_>) -> bool;
     /// The key is in the range.
     fn matches(&self, key: &Datum<'_>) -> bool;
+    /// Whether a NULL key is in the range: only for a range without bounds (a full index
+    /// scan, which must return every row); a bound never admits NULL, as in SQL.
+    fn admits_null(&self) -> bool {
+        false
+    }
+}
+
+/// How a btree orders its first key column: `pg_index.indoption`'s `INDOPTION_DESC` and
+/// `INDOPTION_NULLS_FIRST` bits. The default is PostgreSQL's default, ascending with NULLs
+/// last.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct KeyOrder {
+    /// Keys are stored from the largest to the smallest (`DESC`).
+    pub descending: bool,
+    /// NULL keys come before the others (`NULLS FIRST`, the default of `DESC`).
+    pub nulls_first: bool,
+}
+
+/// Where a key sits relative to the range, in the index's order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Place {
+    /// Before the range: the walk steps over it.
+    Before,
+    /// Possibly in the range (`matches` decides for non-NULL keys).
+    Within,
+    /// After the range: the walk stops.
+    After,
+}
+
+impl KeyOrder {
+    /// Where `key` (`None`: NULL) sits relative to `range` in this order, as
+    /// `_bt_compare` with the scan keys' `SK_BT_DESC` / `SK_BT_NULLS_FIRST` flags decides.
+    fn place(self, range: &dyn KeyRange, key: Option<&Datum<'_>>) -> Place {
+        match key {
+            None if range.admits_null() => Place::Within,
+            None if self.nulls_first => Place::Before,
+            None => Place::After,
+            Some(k) => {
+                let (before, after) = if self.descending {
+                    (range.above(k), range.below(k))
+                } else {
+                    (range.below(k), range.above(k))
+                };
+                if before {
+                    Place::Before
+                } else if after {
+                    Place::After
+                } else {
+                    Place::Within
+                }
+            }
+        }
+    }
 }
 
 impl KeyRange for Between {
@@ -787,19 +885,21 @@ pub fn run_scan(
         });
     }
     let range = options.predicate;
-    let mut result = run_with(pool, table, options, &range, &mut acc)?;
+    let mut result = run_with(pool, table, options, &range, KeyOrder::default(), &mut acc)?;
     result.rows = acc.rows;
     result.sum_octet_length = acc.sum;
     Ok(result)
 }
 
 /// Runs one scan of `table`, handing its tuples to `acc`; `range` bounds the btree walk of
-/// bitmap and index scans. Fills in everything of the result but the sink's own answers.
+/// bitmap and index scans, `order` is the btree's order of its first key. Fills in
+/// everything of the result but the sink's own answers.
 fn run_with(
     pool: &BufferPool,
     table: &Table,
     options: &ScanOptions,
     range: &dyn KeyRange,
+    order: KeyOrder,
     acc: &mut impl TupleSink,
 ) -> Result<ScanResult, ScanError> {
     let mut backend = pool.aio().backend()?;
@@ -813,10 +913,24 @@ fn run_with(
     };
     match options.kind {
         ScanKind::Seq => seq_scan(pool, &mut backend, table, options, acc, &mut result)?,
-        ScanKind::Bitmap => {
-            bitmap_scan(pool, &mut backend, table, options, range, acc, &mut result)?
-        }
-        ScanKind::Index => index_scan(pool, &mut backend, table, options, range, acc, &mut result)?,
+        ScanKind::Bitmap => bitmap_scan(
+            pool,
+            &mut backend,
+            table,
+            options,
+            (range, order),
+            acc,
+            &mut result,
+        )?,
+        ScanKind::Index => index_scan(
+            pool,
+            &mut backend,
+            table,
+            options,
+            (range, order),
+            acc,
+            &mut result,
+        )?,
     }
     result.elapsed_s = start.elapsed().as_secs_f64();
     let after = pool.counters();
@@ -943,6 +1057,8 @@ struct LeafWalk<'p> {
     rel: RelId,
     key_type: ColumnType,
     predicate: &'p dyn KeyRange,
+    /// The index's order of its first key.
+    order: KeyOrder,
     /// The index's block count when the walk started: no link may point at or past it.
     nblocks: u64,
     /// Every block entered by the descent or the leaf walk.
@@ -1016,12 +1132,33 @@ impl<'p> LeafWalk<'p> {
         Ok((buf, opaque))
     }
 
+    /// [`LeafWalk::start_in_order`] on an ascending, NULLS LAST btree (a TOAST index).
     fn start(
         pool: &'p BufferPool,
         backend: &mut Backend,
         index: &'p RelFile,
         key_type: ColumnType,
         predicate: &'p dyn KeyRange,
+    ) -> Result<Self, ScanError> {
+        Self::start_in_order(
+            pool,
+            backend,
+            index,
+            key_type,
+            predicate,
+            KeyOrder::default(),
+        )
+    }
+
+    /// Descends from the root to the leaf where the range starts in the index's `order`
+    /// (`_bt_first`); [`LeafWalk::next_leaf`] then reads the leaves from there.
+    fn start_in_order(
+        pool: &'p BufferPool,
+        backend: &mut Backend,
+        index: &'p RelFile,
+        key_type: ColumnType,
+        predicate: &'p dyn KeyRange,
+        order: KeyOrder,
     ) -> Result<Self, ScanError> {
         let nblocks = checked_nblocks(index)?;
         let rel = pool.register(index);
@@ -1035,6 +1172,7 @@ impl<'p> LeafWalk<'p> {
             rel,
             key_type,
             predicate,
+            order,
             nblocks,
             visited: HashSet::new(),
             next_leaf: None,
@@ -1127,14 +1265,22 @@ impl<'p> LeafWalk<'p> {
             }
             let page = BtreePage::new(buf.page()).map_err(page_err(index, block))?;
             let items = page.data_items().map_err(page_err(index, block))?;
-            // The last pivot whose key is < lo; the first (key-less) item is minus infinity.
+            // The last pivot whose key sorts before the range in the index's order
+            // (`_bt_binsrch` on an internal page); the first item, whose keys were all
+            // truncated away, is minus infinity. A pivot's NULL key is a key like any other:
+            // after every value with NULLS LAST, before them with NULLS FIRST.
             let mut child = None;
             for (i, (_, item)) in items.iter().enumerate() {
-                match item.first_key(key_type).map_err(page_err(index, block))? {
-                    None => child = Some((i, item.downlink())),
-                    Some(k) if predicate.below(&k) => child = Some((i, item.downlink())),
-                    Some(_) => break,
+                let place = if item.pivot_natts() == Some(0) {
+                    Place::Before
+                } else {
+                    let key = item.first_key(key_type).map_err(page_err(index, block))?;
+                    walk.order.place(predicate, key.as_ref())
+                };
+                if place != Place::Before {
+                    break;
                 }
+                child = Some((i, item.downlink()));
             }
             let Some((child_item, child)) =
                 child.or_else(|| items.first().map(|(_, i)| (0, i.downlink())))
@@ -1180,22 +1326,25 @@ impl<'p> LeafWalk<'p> {
                     ));
                 }
             }
+            // `_bt_readpage`: items killed by earlier scans (LP_DEAD) are skipped; each
+            // live item's first key is placed against the range in the index's order.
             let page = BtreePage::new(buf.page()).map_err(page_err(self.index, block))?;
-            for (_, item) in page.data_items().map_err(page_err(self.index, block))? {
-                let Some(key) = item
+            for (_, item) in page
+                .live_data_items()
+                .map_err(page_err(self.index, block))?
+            {
+                let key = item
                     .first_key(self.key_type)
-                    .map_err(page_err(self.index, block))?
-                else {
-                    continue; // NULL keys sort last and never match BETWEEN
-                };
-                if self.predicate.below(&key) {
-                    continue;
+                    .map_err(page_err(self.index, block))?;
+                match self.order.place(self.predicate, key.as_ref()) {
+                    Place::Before => continue,
+                    Place::After => {
+                        past_end = true;
+                        break;
+                    }
+                    Place::Within => {}
                 }
-                if self.predicate.above(&key) {
-                    past_end = true;
-                    break;
-                }
-                if self.predicate.matches(&key) {
+                if key.as_ref().is_none_or(|k| self.predicate.matches(k)) {
                     tids.extend(item.heap_tids().map_err(page_err(self.index, block))?);
                 }
             }
@@ -1236,7 +1385,7 @@ fn bitmap_scan(
     backend: &mut Backend,
     table: &Table,
     options: &ScanOptions,
-    range: &dyn KeyRange,
+    (range, order): (&dyn KeyRange, KeyOrder),
     acc: &mut impl TupleSink,
     result: &mut ScanResult,
 ) -> Result<(), ScanError> {
@@ -1247,7 +1396,7 @@ fn bitmap_scan(
     let key_type = index_key_type(table)?;
     // The heap's files must hold whole pages and no orphaned segment, whatever the TIDs say.
     checked_nblocks(&table.heap)?;
-    let mut walk = LeafWalk::start(pool, backend, index, key_type, range)?;
+    let mut walk = LeafWalk::start_in_order(pool, backend, index, key_type, range, order)?;
     let mut tids = Vec::new();
     while let Some(mut leaf) = walk.next_leaf(backend)? {
         tids.append(&mut leaf);
@@ -1289,7 +1438,7 @@ fn index_scan(
     backend: &mut Backend,
     table: &Table,
     options: &ScanOptions,
-    range: &dyn KeyRange,
+    (range, order): (&dyn KeyRange, KeyOrder),
     acc: &mut impl TupleSink,
     result: &mut ScanResult,
 ) -> Result<(), ScanError> {
@@ -1300,7 +1449,7 @@ fn index_scan(
     let key_type = index_key_type(table)?;
     // The heap's files must hold whole pages and no orphaned segment, whatever the TIDs say.
     checked_nblocks(&table.heap)?;
-    let mut walk = LeafWalk::start(pool, backend, index, key_type, range)?;
+    let mut walk = LeafWalk::start_in_order(pool, backend, index, key_type, range, order)?;
     // TIDs read from leaves but not yet handed to the stream. The stream's callback pulls
     // from here; the loop below tops it up one leaf at a time, so index and heap reads
     // interleave and memory stays bounded by a leaf plus the look-ahead.
@@ -1345,4 +1494,71 @@ fn index_scan(
     result.index_pages = walk.pages_read;
     result.stream = stream.stats();
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `[10, 20]` on int4 keys.
+    struct Ten;
+    impl KeyRange for Ten {
+        fn below(&self, key: &Datum<'_>) -> bool {
+            matches!(key, Datum::Int4(v) if *v < 10)
+        }
+        fn above(&self, key: &Datum<'_>) -> bool {
+            matches!(key, Datum::Int4(v) if *v > 20)
+        }
+        fn matches(&self, key: &Datum<'_>) -> bool {
+            !self.below(key) && !self.above(key)
+        }
+    }
+
+    /// Every key, NULL included: a full index scan.
+    struct All;
+    impl KeyRange for All {
+        fn below(&self, _: &Datum<'_>) -> bool {
+            false
+        }
+        fn above(&self, _: &Datum<'_>) -> bool {
+            false
+        }
+        fn matches(&self, _: &Datum<'_>) -> bool {
+            true
+        }
+        fn admits_null(&self) -> bool {
+            true
+        }
+    }
+
+    #[test]
+    fn keys_are_placed_in_the_index_order() {
+        let order = |descending, nulls_first| KeyOrder {
+            descending,
+            nulls_first,
+        };
+        let (low, mid, high) = (Datum::Int4(5), Datum::Int4(15), Datum::Int4(25));
+        let place = |o: KeyOrder, k: Option<&Datum<'_>>| o.place(&Ten, k);
+        // ASC (NULLS LAST, the default): 5 before, 15 in, 25 after, NULL after.
+        let asc = KeyOrder::default();
+        assert_eq!(place(asc, Some(&low)), Place::Before);
+        assert_eq!(place(asc, Some(&mid)), Place::Within);
+        assert_eq!(place(asc, Some(&high)), Place::After);
+        assert_eq!(place(asc, None), Place::After);
+        // ASC NULLS FIRST: NULL before everything.
+        assert_eq!(place(order(false, true), None), Place::Before);
+        // DESC (NULLS FIRST): the largest first, so 25 comes before the range, 5 after it.
+        let desc = order(true, true);
+        assert_eq!(place(desc, Some(&high)), Place::Before);
+        assert_eq!(place(desc, Some(&mid)), Place::Within);
+        assert_eq!(place(desc, Some(&low)), Place::After);
+        assert_eq!(place(desc, None), Place::Before);
+        // DESC NULLS LAST.
+        assert_eq!(place(order(true, false), None), Place::After);
+        // A range without bounds holds NULL keys wherever they sort.
+        for o in [asc, desc, order(false, true), order(true, false)] {
+            assert_eq!(o.place(&All, None), Place::Within);
+            assert_eq!(o.place(&All, Some(&high)), Place::Within);
+        }
+    }
 }

@@ -14,7 +14,12 @@
 //!      columns ─► TupleDesc (attlen, attalign, dropped, attmissingval) + TypeKind per column
 //!      --select ─► SelectItems ─► one Accumulator each (PostgreSQL's result types)
 //!      --where  ─► ColumnRange on one column (between / = / < / <= / > / >=), typed literals
-//!      --kind bitmap|index ─► the btree whose first key is the predicate's column (or --index)
+//!      --kind bitmap|index ─► the first btree (by name, or --index) that can answer it
+//!                             (index_problem): valid, first key = the predicate's column,
+//!                             a key type the walk compares, text ordered by the index's
+//!                             own byte-order collation, a partial index's predicate
+//!                             implied by the range (partial.rs); its indoption gives the
+//!                             walk's order (DESC, NULLS FIRST)
 //!  run_table_query ─► the same seq / bitmap / index scans as run_scan, with a QuerySink:
 //!      live tuple ─► deform the columns used ─► predicate (NULL never qualifies) ─► accumulate
 //!      varlena values detoasted on demand: pglz / lz4 in line, TOAST chunks via ToastReader
@@ -40,11 +45,12 @@ use super::aggregate::{identifier, parse_select, Accumulator, AggFunc, Aggregate
 use super::detoast::{detoast, ToastReader};
 use super::value::{TypeKind, Value};
 use super::{
-    checked_nblocks, run_with, visibility_err, Between, KeyRange, ScanError, ScanKind, ScanOptions,
-    ScanResult, Table, TupleSink,
+    checked_nblocks, run_with, visibility_err, Between, KeyOrder, KeyRange, ScanError, ScanKind,
+    ScanOptions, ScanResult, Table, TupleSink,
 };
 use crate::buffer::BufferPool;
-use crate::catalog::Relation;
+use crate::catalog::node_tree::Expr;
+use crate::catalog::{Index, Relation, INDOPTION_DESC, INDOPTION_NULLS_FIRST};
 use crate::page::heap::{ColumnType, Datum, HeapTuple};
 use crate::page::tuple::{align_bytes_of, AttDesc, RawDatum, TupleDesc};
 use crate::page::PageError;
@@ -75,7 +81,7 @@ pub enum QueryError {
         available: Vec<String>,
     },
     /// No btree fits the predicate's column.
-    #[error("table \"{table}\" has no valid btree index whose first key column is \"{column}\" (its indexes: {}): use --kind seq, or create one", list_or_none(.indexes))]
+    #[error("table \"{table}\" has no valid btree index whose first key column is \"{column}\" and that can answer this --where (its indexes: {}{}): use --kind seq, or create one", list_or_none(.indexes), refused_list(.refused))]
     NoIndex {
         /// `schema.table`.
         table: String,
@@ -83,6 +89,8 @@ pub enum QueryError {
         column: String,
         /// The table's indexes and their key columns.
         indexes: Vec<String>,
+        /// The btrees on the column that were passed over, each with the reason.
+        refused: Vec<String>,
     },
     /// `--index NAME` names no index of the table, or one that cannot be used.
     #[error("index \"{index}\" {problem} (the indexes of table \"{table}\": {})", list_or_none(.indexes))]
@@ -99,6 +107,14 @@ pub enum QueryError {
     /// The select list or predicate does not parse, or asks what cannot be answered.
     #[error("{0}")]
     Invalid(String),
+}
+
+fn refused_list(items: &[String]) -> String {
+    if items.is_empty() {
+        String::new()
+    } else {
+        format!("; not usable: {}", items.join("; "))
+    }
 }
 
 fn list_or_none(items: &[String]) -> String {
@@ -181,6 +197,9 @@ impl KeyRange for ColumnRange {
     fn below(&self, key: &Datum<'_>) -> bool {
         self.key_value(key).is_some_and(|v| self.below_value(&v))
     }
+    fn admits_null(&self) -> bool {
+        self.lo.is_none() && self.hi.is_none()
+    }
     fn above(&self, key: &Datum<'_>) -> bool {
         self.key_value(key).is_some_and(|v| self.above_value(&v))
     }
@@ -200,6 +219,118 @@ fn index_key_column_type(kind: TypeKind) -> Option<ColumnType> {
         TypeKind::Float8 => ColumnType::Float8,
         TypeKind::Text | TypeKind::Varchar | TypeKind::Bpchar => ColumnType::Text,
         _ => return None,
+    })
+}
+
+/// An index a query can walk, and how.
+struct UsableIndex<'r> {
+    index: &'r Index,
+    /// Its main fork, relative to the data directory.
+    path: &'r str,
+    /// The storage type of its first key.
+    key_type: ColumnType,
+    /// The order of its first key.
+    order: KeyOrder,
+}
+
+/// Whether the btree `i` of `relation` can answer a scan with `predicate` (none: a full
+/// index scan), or why not. It must be a valid btree with storage, whose first key is the
+/// predicate's column, of a type the walk compares, ordered (for text) by a byte-order
+/// collation of its own (`indcollation`, not the column's), and, if partial, with a
+/// predicate the range implies (see [`super::partial`]).
+fn index_problem<'r>(
+    relation: &'r Relation,
+    kinds: &[TypeKind],
+    i: &'r Index,
+    predicate: Option<&ColumnRange>,
+) -> Result<UsableIndex<'r>, String> {
+    if !i.is_btree() {
+        return Err(format!(
+            "is a {} index, and only btrees are walked",
+            i.access_method
+        ));
+    }
+    if !i.is_valid {
+        return Err("is not valid (indisvalid is false): REINDEX it".into());
+    }
+    let first = i.key_columns.first().cloned().flatten();
+    let Some(key_column) = first.as_deref().and_then(|f| {
+        relation
+            .columns
+            .iter()
+            .position(|c| !c.dropped && c.name == f)
+    }) else {
+        return Err("has an expression as its first key".into());
+    };
+    if let Some(p) = predicate {
+        if p.column != key_column {
+            return Err(format!(
+                "has first key column \"{}\", not the predicate's column \"{}\"",
+                relation.columns[key_column].name, relation.columns[p.column].name
+            ));
+        }
+    }
+    let column = &relation.columns[key_column];
+    let Some(key_type) = index_key_column_type(kinds[key_column]) else {
+        return Err(format!(
+            "has keys of type {}, which the btree walk does not compare (it compares int2, int4, int8, float4, float8, date, timestamp, timestamptz, text, varchar and bpchar): use --kind seq",
+            column.type_name.as_deref().unwrap_or("unknown")
+        ));
+    };
+    // A text btree is ordered by the index's own collation (`CREATE INDEX … (t COLLATE
+    // "C")` on a column of another collation is common); the walk compares bytes, which is
+    // that order only for "C" and "POSIX".
+    let collation = i
+        .key_collations
+        .first()
+        .copied()
+        .unwrap_or(column.collation_oid);
+    if key_type == ColumnType::Text && !BYTE_ORDER_COLLATIONS.contains(&collation) {
+        return Err(format!(
+            "orders its text keys by collation oid {collation}, and the btree walk compares bytes (the \"C\" collation): use --kind seq, or an index on the column COLLATE \"C\""
+        ));
+    }
+    if let Some(text) = &i.predicate {
+        let name = |attno: i16| {
+            relation
+                .columns
+                .iter()
+                .find(|c| c.attnum == attno && !c.dropped)
+                .map(|c| c.name.clone())
+        };
+        let parsed = Expr::parse(text).ok();
+        let implied = parsed
+            .as_ref()
+            .is_some_and(|e| super::partial::implied_by(e, predicate, column.attnum));
+        if !implied {
+            let shown = match parsed
+                .as_ref()
+                .and_then(|e| super::partial::render(e, &name))
+            {
+                Some(sql) => format!("WHERE {sql}"),
+                None => "a predicate pageio cannot show (see pg_get_indexdef)".into(),
+            };
+            return Err(format!(
+                "is a partial index ({shown}) and holds only the rows its predicate accepts; {}: use --kind seq, or another index",
+                match predicate {
+                    None => "a scan without --where would miss the others".to_string(),
+                    Some(_) => "--where does not imply the predicate, so rows it asks for may be missing from the index".to_string(),
+                }
+            ));
+        }
+    }
+    let path = i
+        .path
+        .as_deref()
+        .ok_or_else(|| "has no storage".to_string())?;
+    Ok(UsableIndex {
+        index: i,
+        path,
+        key_type,
+        order: KeyOrder {
+            descending: i.first_key_descending(),
+            nulls_first: i.first_key_nulls_first(),
+        },
     })
 }
 
@@ -234,6 +365,8 @@ pub struct TableQuery {
     pub table: Table,
     /// The chosen index's name.
     pub index_name: Option<String>,
+    /// The chosen index's order of its first key (`DESC`, `NULLS FIRST`).
+    pub key_order: KeyOrder,
     /// Which scan.
     pub kind: ScanKind,
     /// The TOAST relation, its index (if any) and its oid.
@@ -304,9 +437,9 @@ fn parse_predicate(s: &str) -> Result<(String, BoundText, BoundText), String> {
 
 impl TableQuery {
     /// Plans `spec` on `relation` (resolved from the catalog of the cluster at `pgdata`).
-    pub fn plan(
+    pub fn plan<'r>(
         pgdata: &Path,
-        relation: &Relation,
+        relation: &'r Relation,
         spec: &QuerySpec<'_>,
     ) -> Result<TableQuery, QueryError> {
         let table_name = relation.qualified_name();
@@ -431,61 +564,54 @@ impl TableQuery {
                 .indexes
                 .iter()
                 .map(|i| {
-                    let keys: Vec<&str> = i
+                    let keys: Vec<String> = i
                         .key_columns
                         .iter()
-                        .map(|k| k.as_deref().unwrap_or("(expression)"))
+                        .zip(i.key_options.iter().chain(std::iter::repeat(&0)))
+                        .map(|(k, &o)| {
+                            let name = k.as_deref().unwrap_or("(expression)");
+                            match (o & INDOPTION_DESC != 0, o & INDOPTION_NULLS_FIRST != 0) {
+                                (false, false) => name.to_string(),
+                                (false, true) => format!("{name} NULLS FIRST"),
+                                (true, true) => format!("{name} DESC"),
+                                (true, false) => format!("{name} DESC NULLS LAST"),
+                            }
+                        })
                         .collect();
-                    format!("{} ({} on {})", i.name, i.access_method, keys.join(", "))
+                    format!(
+                        "{} ({} on {}{})",
+                        i.name,
+                        i.access_method,
+                        keys.join(", "),
+                        if i.predicate.is_some() {
+                            ", partial"
+                        } else {
+                            ""
+                        }
+                    )
                 })
                 .collect()
         };
         let mut index_name = None;
         let mut index = None;
         let mut key_type = ColumnType::Int4;
+        let mut key_order = KeyOrder::default();
         if spec.kind != ScanKind::Seq || spec.index.is_some() {
+            let bad_index = |name: &str, problem: String| QueryError::BadIndex {
+                table: table_name.clone(),
+                index: name.into(),
+                problem,
+                indexes: describe_indexes(),
+            };
+            let usable = |i: &'r Index| index_problem(relation, &kinds, i, predicate.as_ref());
             let chosen = match spec.index {
                 Some(name) => {
                     let i = relation
                         .indexes
                         .iter()
                         .find(|i| i.name == name)
-                        .ok_or_else(|| QueryError::BadIndex {
-                            table: table_name.clone(),
-                            index: name.into(),
-                            problem: "does not exist on the table".into(),
-                            indexes: describe_indexes(),
-                        })?;
-                    let first = i.key_columns.first().cloned().flatten();
-                    let problem = if !i.is_btree() {
-                        Some(format!(
-                            "is a {} index, and only btrees are walked",
-                            i.access_method
-                        ))
-                    } else if !i.is_valid {
-                        Some("is not valid (indisvalid is false): REINDEX it".into())
-                    } else if let Some(p) = &predicate {
-                        (first.as_deref() != Some(relation.columns[p.column].name.as_str())).then(
-                            || {
-                                format!(
-                                    "has first key column {}, not the predicate's column \"{}\"",
-                                    first.as_deref().unwrap_or("(an expression)"),
-                                    relation.columns[p.column].name
-                                )
-                            },
-                        )
-                    } else {
-                        None
-                    };
-                    if let Some(problem) = problem {
-                        return Err(QueryError::BadIndex {
-                            table: table_name.clone(),
-                            index: name.into(),
-                            problem,
-                            indexes: describe_indexes(),
-                        });
-                    }
-                    i
+                        .ok_or_else(|| bad_index(name, "does not exist on the table".into()))?;
+                    usable(i).map_err(|problem| bad_index(name, problem))?
                 }
                 None => {
                     let Some(p) = &predicate else {
@@ -496,64 +622,33 @@ impl TableQuery {
                         )));
                     };
                     let column = &relation.columns[p.column].name;
-                    relation
-                        .btree_indexes()
-                        .find(|i| {
-                            i.is_valid
-                                && i.key_columns.first().cloned().flatten().as_deref()
-                                    == Some(column.as_str())
-                        })
-                        .ok_or_else(|| QueryError::NoIndex {
-                            table: table_name.clone(),
-                            column: column.clone(),
-                            indexes: describe_indexes(),
-                        })?
+                    // The first btree on the column that can answer the query, in name order;
+                    // the others on the column are named with the reason they cannot.
+                    let mut refused = Vec::new();
+                    let mut found = None;
+                    for i in relation.btree_indexes().filter(|i| {
+                        i.key_columns.first().cloned().flatten().as_deref() == Some(column.as_str())
+                    }) {
+                        match usable(i) {
+                            Ok(u) => {
+                                found = Some(u);
+                                break;
+                            }
+                            Err(problem) => refused.push(format!("\"{}\" {problem}", i.name)),
+                        }
+                    }
+                    found.ok_or_else(|| QueryError::NoIndex {
+                        table: table_name.clone(),
+                        column: column.clone(),
+                        indexes: describe_indexes(),
+                        refused,
+                    })?
                 }
             };
-            let first = chosen.key_columns.first().cloned().flatten();
-            let key_column = first
-                .as_deref()
-                .and_then(|f| relation.columns.iter().position(|c| c.name == f))
-                .ok_or_else(|| QueryError::BadIndex {
-                    table: table_name.clone(),
-                    index: chosen.name.clone(),
-                    problem: "has an expression as its first key".into(),
-                    indexes: describe_indexes(),
-                })?;
-            // A text btree is ordered by its column's collation; the walk compares bytes,
-            // which is that order only for "C" and "POSIX".
-            let collation = relation.columns[key_column].collation_oid;
-            if index_key_column_type(kinds[key_column]) == Some(ColumnType::Text)
-                && !BYTE_ORDER_COLLATIONS.contains(&collation)
-            {
-                return Err(QueryError::BadIndex {
-                    table: table_name.clone(),
-                    index: chosen.name.clone(),
-                    problem: format!(
-                        "orders its text keys by collation oid {collation}, and the btree walk compares bytes (the \"C\" collation): use --kind seq, or an index on the column COLLATE \"C\""
-                    ),
-                    indexes: describe_indexes(),
-                });
-            }
-            key_type = index_key_column_type(kinds[key_column]).ok_or_else(|| {
-                QueryError::BadIndex {
-                    table: table_name.clone(),
-                    index: chosen.name.clone(),
-                    problem: format!(
-                        "has keys of type {}, which the btree walk does not compare (it compares int2, int4, int8, float4, float8, date, timestamp, timestamptz, text, varchar and bpchar): use --kind seq",
-                        relation.columns[key_column].type_name.as_deref().unwrap_or("unknown")
-                    ),
-                    indexes: describe_indexes(),
-                }
-            })?;
-            let index_path = chosen.path.as_deref().ok_or_else(|| QueryError::BadIndex {
-                table: table_name.clone(),
-                index: chosen.name.clone(),
-                problem: "has no storage".into(),
-                indexes: describe_indexes(),
-            })?;
-            index = Some(RelFile::in_data_dir(pgdata, index_path, ForkNumber::Main));
-            index_name = Some(chosen.name.clone());
+            key_type = chosen.key_type;
+            key_order = chosen.order;
+            index = Some(RelFile::in_data_dir(pgdata, chosen.path, ForkNumber::Main));
+            index_name = Some(chosen.index.name.clone());
         }
         let toast = relation.toast.as_ref().and_then(|t| {
             t.path.as_deref().map(|p| {
@@ -601,6 +696,7 @@ impl TableQuery {
                 transactions: Some(Arc::new(TransactionLog::new(pgdata, relation.horizons))),
             },
             index_name,
+            key_order,
             kind: spec.kind,
             toast,
             desc,
@@ -928,7 +1024,14 @@ pub fn run_table_query(
             Some(p) => p,
             None => &all,
         };
-        let mut scan = run_with(pool, &query.table, &options, range, &mut sink)?;
+        let mut scan = run_with(
+            pool,
+            &query.table,
+            &options,
+            range,
+            query.key_order,
+            &mut sink,
+        )?;
         scan.rows = sink.rows;
         (scan, sink.accumulators)
     };
