@@ -34,7 +34,8 @@
 //! one pageio picks itself). The io_method rotates over sync, worker and io_uring from run
 //! to run, so every seed runs each of them; `PAGEIO_DIFF_ALL_METHODS=1` runs every query
 //! under all three. A partial btree whose predicate the query does not imply cannot answer
-//! it: pageio may refuse it (counted as "refused"), but an answer through it must be right.
+//! it: pageio may refuse it with a message naming the partial index or its predicate
+//! (counted as "refused"), but an answer through it must be right.
 //!
 //! Seeds: `PAGEIO_DIFF_SEED=N` runs seed N alone; `PAGEIO_DIFF_SEEDS=K` runs K seeds
 //! starting at `PAGEIO_DIFF_SEED_START` (default 1); the default is 20 seeds (about two
@@ -44,12 +45,14 @@
 //! PAGEIO_DIFF_SEEDS=200 cargo test --profile test-opt -p pageio-cli --test scan_differential_postgres -- --nocapture
 //! ```
 //!
-//! (About 20 minutes on two cores.) Every mismatch prints the seed, table, query, scan kind,
-//! index, io_method and both answers; the seed's whole SQL history is written to
+//! (About 30 minutes on two cores shared with other builds; the pageio scans are most of
+//! it.) Every mismatch prints the seed, table, query, scan kind, index (with the statement
+//! that made it), io_method and both answers; the seed's whole SQL history is written to
 //! `<target>/difftest/seed-N.sql`, every mismatch to `<target>/difftest/mismatches.txt`,
 //! and the command that reruns only that seed is printed. `PAGEIO_DIFF_KEEP=1` keeps the
 //! cluster and its copy (their paths are printed) to rerun `pageio scan` by hand. The test
-//! fails on any mismatch; `PAGEIO_DIFF_EXPECT_MISMATCHES=1` reports them without failing.
+//! fails on any mismatch or pageio error; `PAGEIO_DIFF_EXPECT_MISMATCHES=1` reports them
+//! without failing (for work in progress only: the suite runs without it).
 //!
 //! PostgreSQL comes from `bench/setup-postgres.sh` or `$PAGEIO_PG_BIN`; without it the test
 //! prints a skip line, except under `CI`, where it fails.
@@ -74,7 +77,7 @@ const RUN_BOUND_SECS: u64 = 120;
 const PSQL_BOUND_SECS: u64 = 60;
 
 /// The whole test's bound: a fixed part for initdb and the copy, and a part per seed
-/// (a seed takes about 6 s here; the bound is five times that).
+/// (a seed takes 5–9 s on two shared cores; the bound is several times that).
 fn test_bound_secs(seeds: u64) -> u64 {
     300 + 30 * seeds
 }
@@ -720,7 +723,14 @@ fn run_variant(
     }
     if !out.status.success() {
         let stderr = String::from_utf8_lossy(&out.stderr).trim().to_string();
-        if !v.answerable {
+        // A refusal of an index that cannot answer must say why; any other failure (a
+        // damaged-page error, say) is an error even there.
+        let lower = stderr.to_lowercase();
+        if !v.answerable
+            && ["partial", "predicate", "where"]
+                .iter()
+                .any(|w| lower.contains(w))
+        {
             totals.record(plan.seed, v, op, Outcome::Refused, aggregates);
             return;
         }
@@ -838,7 +848,9 @@ fn differential(bin: PathBuf, config: RunConfig) {
     let data = initdb(&bin, &root);
     let max_prepared = 10 + config.seeds.len();
     // fsync off: nothing here survives a machine crash anyway, and the clean shutdown
-    // writes every page; autovacuum off, so no vacuum or hint bit comes from elsewhere.
+    // writes every page. synchronous_commit off, as many production servers run: a reader
+    // may not set a hint bit for a commit whose WAL is not flushed yet, so more rows reach
+    // the files without hints. autovacuum off, so no vacuum comes from elsewhere.
     let mut conf = std::fs::OpenOptions::new()
         .append(true)
         .open(data.join("postgresql.conf"))
