@@ -753,6 +753,45 @@ fn assert_nothing_pending(backend: &Backend, aio: &Aio) {
 }
 
 /// The README's own example on a file that does not exist: it used to spin forever.
+fn block_numbers_past_max_block_number_are_refused_never_wrapped(method: IoMethodKind) {
+    let (_dir, _aio, mut backend, rel) = aio_with_rel(method, 4);
+    let before = rel_bytes(&rel);
+    // 1 << 49 is a multiple of the segment size whose low 32 bits are 0: wrapped, it is
+    // block 0. u64::MAX - 1 overflows any sum.
+    for block in [
+        1u64 << 49,
+        1 << 32,
+        pageio::storage::MAX_BLOCK_NUMBER,
+        u64::MAX - 1,
+    ] {
+        let buf = IoBuffer::zeroed(2 * BLCKSZ);
+        let e = backend
+            .read_blocks(&rel, block, buf)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("reaches past block 4294967294"),
+            "{method} read at {block}: {e}"
+        );
+        let buf = IoBuffer::from_slice(&[0xAB; 2 * BLCKSZ]);
+        let e = backend
+            .write_blocks(&rel, block, buf)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("reaches past block 4294967294"),
+            "{method} write at {block}: {e}"
+        );
+    }
+    assert_eq!(rel_bytes(&rel), before, "{method}: nothing was written");
+    assert_nothing_pending(&backend, &_aio);
+}
+
+/// Every byte of the relation's files, in segment order.
+fn rel_bytes(rel: &RelFile) -> Vec<u8> {
+    std::fs::read(rel.path()).unwrap()
+}
+
 fn read_of_a_missing_file_is_an_error_not_a_hang(method: IoMethodKind) {
     let dir = tempfile::tempdir().unwrap();
     let aio = aio(method);
@@ -1528,6 +1567,7 @@ conformance!(
     direct_io_rejects_misaligned_memory,
     concurrent_backend_registration_never_shares_a_slot,
     read_of_a_missing_file_is_an_error_not_a_hang,
+    block_numbers_past_max_block_number_are_refused_never_wrapped,
     write_into_an_unwritable_directory_is_an_error_not_a_hang,
     an_error_in_the_middle_of_a_long_request_stops_it_cleanly,
     partial_reads_in_a_long_request_are_reissued_or_named,

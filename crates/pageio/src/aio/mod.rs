@@ -905,6 +905,9 @@ impl Backend {
                 buf.len()
             )));
         }
+        // Before any arithmetic on the range: a block number past MaxBlockNumber would wrap
+        // onto another block.
+        rel.check_block_range(block, (buf.len() / BLCKSZ) as u64)?;
         let mut driver = BlocksIo {
             op,
             rel,

@@ -46,7 +46,9 @@ pub use direct::{
     DEFAULT_DIO_ALIGNMENT_BYTES,
 };
 pub use fd_cache::{FileCache, OpenMode, SegmentFile, RESERVED_FDS};
-pub use relation::{ForkNumber, OrphanSegment, RelFile, SegmentLayout, MAX_SEGMENTS};
+pub use relation::{
+    ForkNumber, OrphanSegment, RelFile, SegmentLayout, MAX_BLOCK_NUMBER, MAX_SEGMENTS,
+};
 pub use small_file::{file_type_name, read_small_file, SmallFileError};
 
 use std::path::{Path, PathBuf};
@@ -177,6 +179,20 @@ pub enum StorageError {
         block: u64,
         /// Block count.
         nblocks: u32,
+    },
+    /// An I/O reaches past the last block number a relation can have: PostgreSQL's block
+    /// numbers are 32 bits and `0xFFFFFFFF` is `InvalidBlockNumber`, so a larger number
+    /// would wrap onto another block — a read of the wrong page, a write over it.
+    #[error("I/O of {nblocks} blocks at block {block} of \"{path}\" reaches past block {max_block}, the last block number a relation can have: the block number is corrupt or out of range")]
+    BlockOutOfRange {
+        /// Relation fork path.
+        path: PathBuf,
+        /// First block.
+        block: u64,
+        /// Block count.
+        nblocks: u64,
+        /// `MaxBlockNumber`.
+        max_block: u64,
     },
     /// The whole page cache could not be dropped (not root, or a read-only `/proc/sys`).
     #[error("could not drop the page cache: writing 3 to \"{path}\" failed ({source}); this needs root and a writable /proc/sys")]

@@ -28,6 +28,11 @@ use super::{FileCache, OpenMode, SegmentFile, StorageError, BLCKSZ, RELSEG_SIZE_
 
 /// Most segment files one fork can have: PostgreSQL's block numbers are 32 bits
 /// (`MaxBlockNumber` = 0xFFFFFFFE), so a fork holds fewer than 2^32 blocks, i.e. at most
+/// `MaxBlockNumber`: the largest block number of a relation (`0xFFFFFFFF` is
+/// `InvalidBlockNumber`). Every I/O is checked against it before a segment number is derived,
+/// so a block number from a corrupt page or a caller can never wrap onto block 0.
+pub const MAX_BLOCK_NUMBER: u64 = 0xFFFF_FFFE;
+
 /// 2^32 / `RELSEG_SIZE` = 32768 segments. Every walk over segment files stops there.
 pub const MAX_SEGMENTS: u32 = ((1u64 << 32) / RELSEG_SIZE_BLOCKS as u64) as u32;
 
@@ -175,6 +180,7 @@ impl RelFile {
         nblocks: u32,
         mode: OpenMode,
     ) -> Result<(Arc<SegmentFile>, u64), StorageError> {
+        self.check_block_range(block, nblocks as u64)?;
         if nblocks > Self::blocks_in_segment(block) {
             return Err(StorageError::CrossesSegment {
                 path: self.base.clone(),
@@ -360,6 +366,20 @@ impl RelFile {
         })
     }
 
+    /// Whether `nblocks` blocks from `block` stay within [`MAX_BLOCK_NUMBER`]; an error naming
+    /// the relation if not.
+    pub fn check_block_range(&self, block: u64, nblocks: u64) -> Result<(), StorageError> {
+        match block.checked_add(nblocks) {
+            Some(end) if end <= MAX_BLOCK_NUMBER + 1 => Ok(()),
+            _ => Err(StorageError::BlockOutOfRange {
+                path: self.base.clone(),
+                block,
+                nblocks,
+                max_block: MAX_BLOCK_NUMBER,
+            }),
+        }
+    }
+
     /// Calls `f(first_block, nblocks, byte_range)` once per segment the range touches.
     fn for_each_run(
         &self,
@@ -369,6 +389,7 @@ impl RelFile {
     ) -> Result<(), StorageError> {
         debug_assert_eq!(len_bytes % BLCKSZ, 0, "whole blocks only");
         let total_blocks = (len_bytes / BLCKSZ) as u64;
+        self.check_block_range(block, total_blocks)?;
         let mut done = 0u64;
         while done < total_blocks {
             let blk = block + done;
@@ -447,6 +468,17 @@ mod tests {
         );
         let err = rel.locate(&cache, first, 4, OpenMode::Read).unwrap_err();
         assert!(matches!(err, StorageError::CrossesSegment { .. }));
+        // Block numbers past MaxBlockNumber are refused before they can wrap onto block 0.
+        for block in [1u64 << 49, MAX_BLOCK_NUMBER, u64::MAX] {
+            let err = rel.write_blocks_sync(&cache, block, &data).unwrap_err();
+            assert!(matches!(err, StorageError::BlockOutOfRange { .. }), "{err}");
+            let err = rel.read_blocks_sync(&cache, block, &mut back).unwrap_err();
+            assert!(matches!(err, StorageError::BlockOutOfRange { .. }), "{err}");
+            let err = rel.locate(&cache, block, 1, OpenMode::Read);
+            assert!(block == MAX_BLOCK_NUMBER || err.is_err());
+        }
+        rel.read_blocks_sync(&cache, first, &mut back).unwrap();
+        assert_eq!(back, data, "nothing was overwritten");
     }
 
     #[test]
