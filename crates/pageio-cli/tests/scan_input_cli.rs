@@ -196,3 +196,52 @@ fn predicates_follow_postgresql() {
     ]);
     assert_eq!(json_rows(&scan(&pgdata, &args)), 207);
 }
+
+/// A table read by name whose file has been replaced by a FIFO, a link to `/dev/zero` or a
+/// directory is refused by every scan kind within the bound (a seq scan once counted 0 rows
+/// and exited 0; a bitmap scan hung).
+#[test]
+fn tables_by_name_whose_files_are_not_regular_are_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let pgdata = common::unpack_fixture(tmp.path());
+    let file = pgdata.join(common::fixture_facts().path("uniform"));
+    let replace = |make: &dyn Fn(&Path)| {
+        if file.is_dir() {
+            std::fs::remove_dir(&file).unwrap();
+        } else {
+            std::fs::remove_file(&file).unwrap();
+        }
+        make(&file);
+    };
+    type Make<'a> = &'a dyn Fn(&Path);
+    let kinds: [(&str, Make); 3] = [
+        ("a FIFO", &|p: &Path| {
+            let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
+            // SAFETY: c is a valid NUL-terminated path.
+            assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        }),
+        ("a character device", &|p: &Path| {
+            std::os::unix::fs::symlink("/dev/zero", p).unwrap()
+        }),
+        ("a directory", &|p: &Path| std::fs::create_dir(p).unwrap()),
+    ];
+    for (what, make) in kinds {
+        replace(make);
+        for kind in ["seq", "bitmap", "index"] {
+            refused(
+                &pgdata,
+                &[
+                    "--table",
+                    "uniform",
+                    "--select",
+                    "count(*)",
+                    "--kind",
+                    kind,
+                    "--where",
+                    "a between 1 and 2",
+                ],
+                &[what, "not a regular file", "base/"],
+            );
+        }
+    }
+}

@@ -787,6 +787,43 @@ fn block_numbers_past_max_block_number_are_refused_never_wrapped(method: IoMetho
     assert_nothing_pending(&backend, &_aio);
 }
 
+fn non_regular_relation_files_are_refused_not_read(method: IoMethodKind) {
+    let dir = tempfile::tempdir().unwrap();
+    let aio = aio(method);
+    let mut backend = aio.backend().unwrap();
+    let fifo = dir.path().join("fifo");
+    let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: c is a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let zero = dir.path().join("zero");
+    std::os::unix::fs::symlink("/dev/zero", &zero).unwrap();
+    let subdir = dir.path().join("subdir");
+    std::fs::create_dir(&subdir).unwrap();
+    for (path, what) in [
+        (&fifo, "a FIFO"),
+        (&zero, "a character device"),
+        (&subdir, "a directory"),
+    ] {
+        let rel = RelFile::new(path.clone());
+        let e = backend
+            .read_blocks(&rel, 0, IoBuffer::zeroed(BLCKSZ))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains(what) && e.contains("not a regular file"),
+            "{method} read {what}: {e}"
+        );
+        let e = backend
+            .write_blocks(&rel, 0, IoBuffer::from_slice(&[1; BLCKSZ]))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(what), "{method} write {what}: {e}");
+        let e = rel.nblocks().unwrap_err().to_string();
+        assert!(e.contains(what), "{method} nblocks {what}: {e}");
+    }
+    assert_nothing_pending(&backend, &aio);
+}
+
 /// Every byte of the relation's files, in segment order.
 fn rel_bytes(rel: &RelFile) -> Vec<u8> {
     std::fs::read(rel.path()).unwrap()
@@ -1568,6 +1605,7 @@ conformance!(
     concurrent_backend_registration_never_shares_a_slot,
     read_of_a_missing_file_is_an_error_not_a_hang,
     block_numbers_past_max_block_number_are_refused_never_wrapped,
+    non_regular_relation_files_are_refused_not_read,
     write_into_an_unwritable_directory_is_an_error_not_a_hang,
     an_error_in_the_middle_of_a_long_request_stops_it_cleanly,
     partial_reads_in_a_long_request_are_reissued_or_named,

@@ -369,7 +369,10 @@ impl FileCache {
                 "path contains a NUL byte",
             ),
         })?;
-        let mut flags = libc::O_CLOEXEC;
+        // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever.
+        // It is cleared again once fstat shows a regular file (io_uring would otherwise
+        // answer EAGAIN instead of reading).
+        let mut flags = libc::O_CLOEXEC | libc::O_NONBLOCK;
         flags |= match mode {
             OpenMode::Read => libc::O_RDONLY,
             OpenMode::ReadWriteCreate => libc::O_RDWR | libc::O_CREAT,
@@ -403,6 +406,39 @@ impl FileCache {
         }
         // SAFETY: fd is a freshly opened descriptor we own.
         let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        // SAFETY: libc::stat is plain old data, for which all-zero bytes are a valid value.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: fd is a valid open descriptor and st a writable stat buffer.
+        if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
+            return Err(StorageError::Open {
+                path: path.to_path_buf(),
+                source: std::io::Error::last_os_error(),
+            });
+        }
+        if st.st_mode & libc::S_IFMT != libc::S_IFREG {
+            return Err(StorageError::NotRegularFile {
+                path: path.to_path_buf(),
+                what: match st.st_mode & libc::S_IFMT {
+                    libc::S_IFDIR => "a directory",
+                    libc::S_IFIFO => "a FIFO",
+                    libc::S_IFCHR => "a character device",
+                    libc::S_IFBLK => "a block device",
+                    libc::S_IFSOCK => "a socket",
+                    _ => "not a file",
+                },
+            });
+        }
+        // SAFETY: fd is a valid descriptor; F_GETFL/F_SETFL only change its status flags.
+        let cleared = unsafe {
+            let fl = libc::fcntl(fd.as_raw_fd(), libc::F_GETFL);
+            fl >= 0 && libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, fl & !libc::O_NONBLOCK) == 0
+        };
+        if !cleared {
+            return Err(StorageError::Open {
+                path: path.to_path_buf(),
+                source: std::io::Error::last_os_error(),
+            });
+        }
         let alignment = if self.direct {
             match dio_alignment(path)? {
                 Some(a) => a,

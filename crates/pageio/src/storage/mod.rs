@@ -92,6 +92,16 @@ pub enum StorageError {
         /// File path.
         path: PathBuf,
     },
+    /// A relation segment's path holds something other than a regular file: a FIFO (whose
+    /// reads would wait for a writer forever), a device (`/dev/zero` never ends), a socket or
+    /// a directory.
+    #[error("could not read relation file \"{path}\": it is {what}, not a regular file; a relation's segments are regular files: restore the file, or point at the right data directory")]
+    NotRegularFile {
+        /// File path.
+        path: PathBuf,
+        /// What it is ("a FIFO", "a character device", …).
+        what: &'static str,
+    },
     /// The file system refused `O_DIRECT`.
     #[error("could not open file \"{path}\" with O_DIRECT: the file system does not support direct I/O ({source}); set direct_io = off")]
     DirectIoUnsupported {

@@ -209,6 +209,14 @@ impl RelFile {
         for segno in 0..MAX_SEGMENTS {
             let path = self.segment_path(segno);
             let len = match std::fs::metadata(&path) {
+                // A FIFO or a device has no length worth counting: counting it as 0 blocks
+                // would report an empty relation, and reading it would hang or never end.
+                Ok(m) if !m.is_file() => {
+                    return Err(StorageError::NotRegularFile {
+                        path,
+                        what: super::file_type_name(m.file_type()),
+                    })
+                }
                 Ok(m) => m.len(),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound && segno > 0 => {
                     return Ok((total, segno, None, last_size_bytes))
