@@ -96,3 +96,34 @@ fn missing_config_file_is_named_without_line_zero() {
     );
     assert!(!err.contains("line 0"), "{err}");
 }
+
+/// A configuration file that includes `/dev/zero` (which once grew `advise` to 24 GB until
+/// the OOM killer ended it) is refused at once by every command that reads one.
+#[test]
+fn an_include_of_dev_zero_is_refused_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let conf = dir.path().join("z.conf");
+    std::fs::write(&conf, "include '/dev/zero'\n").unwrap();
+    let conf = conf.to_str().unwrap();
+    for args in [
+        vec!["advise", "--config", conf],
+        vec!["scan", "--dataset", "uniform", "--config", conf],
+    ] {
+        let start = std::time::Instant::now();
+        let out = common::pageio_bounded(&args, 60);
+        // advise reports the unreadable file as a BAD item of its report (stdout); scan
+        // stops with the error (stderr).
+        assert_ne!(out.status.code(), Some(0), "{args:?}: {}", stderr(&out));
+        let all = format!("{}{}", String::from_utf8_lossy(&out.stdout), stderr(&out));
+        let line = all
+            .lines()
+            .find(|l| l.contains("/dev/zero"))
+            .unwrap_or_else(|| panic!("{args:?}: no line names /dev/zero: {all}"));
+        assert!(line.contains("a character device"), "{args:?}: {line}");
+        assert!(
+            line.len() < 2000,
+            "{args:?}: a short message, not the file: {line}"
+        );
+        assert!(start.elapsed().as_secs() < 10, "{args:?}");
+    }
+}

@@ -565,6 +565,35 @@ impl IoConfig {
 /// when the cycle check is defeated (for example through bind mounts).
 pub const CONF_FILE_MAX_DEPTH: usize = 10;
 
+/// The largest configuration file read: PostgreSQL 18's own `postgresql.conf` is about
+/// 32 kB, so 16 MiB is 500 times any real one, and a path such as `/dev/zero` or a huge file
+/// named by `include` is refused before it is read instead of filling memory.
+pub const CONF_FILE_MAX_BYTES: u64 = 16 << 20;
+
+/// The most bytes read over a file and all its includes (each file is held while its
+/// includes are read, so this also bounds the reader's memory).
+pub const CONF_TOTAL_MAX_BYTES: u64 = 64 << 20;
+
+/// The longest configuration line accepted: a setting's value is a name, a number or a
+/// short list; a longer line is not a setting.
+pub const CONF_LINE_MAX_BYTES: usize = 64 << 10;
+
+/// How much of a line an error message quotes.
+const CONF_QUOTE_MAX_BYTES: usize = 200;
+
+/// At most [`CONF_QUOTE_MAX_BYTES`] of `line` (cut at a character boundary), with `…` when
+/// cut, for error messages.
+fn quoted_excerpt(line: &str) -> String {
+    if line.len() <= CONF_QUOTE_MAX_BYTES {
+        return line.to_string();
+    }
+    let mut end = CONF_QUOTE_MAX_BYTES;
+    while !line.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &line[..end])
+}
+
 /// One `name = value` line of a configuration file, with where it came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfEntry {
@@ -639,7 +668,8 @@ fn edit_distance(a: &str, b: &str) -> usize {
 pub fn read_conf_file(path: &Path) -> Result<Vec<ConfEntry>, ConfigError> {
     let mut out = Vec::new();
     let mut stack = Vec::new();
-    read_conf_recursive(path, None, &mut stack, &mut out)?;
+    let mut budget_bytes = CONF_TOTAL_MAX_BYTES;
+    read_conf_recursive(path, None, &mut stack, &mut budget_bytes, &mut out)?;
     Ok(out)
 }
 
@@ -647,6 +677,7 @@ fn read_conf_recursive(
     path: &Path,
     included_from: Option<(String, usize)>,
     stack: &mut Vec<std::path::PathBuf>,
+    budget_bytes: &mut u64,
     out: &mut Vec<ConfEntry>,
 ) -> Result<(), ConfigError> {
     let open_err = |reason: String| ConfigError::Open {
@@ -660,7 +691,23 @@ fn read_conf_recursive(
             "maximum nesting depth of {CONF_FILE_MAX_DEPTH} include levels exceeded"
         )));
     }
-    let text = std::fs::read_to_string(path).map_err(|e| open_err(e.to_string()))?;
+    let limit = CONF_FILE_MAX_BYTES.min(*budget_bytes);
+    let bytes = crate::storage::read_small_file(path, limit).map_err(|e| match e {
+        crate::storage::SmallFileError::Missing => {
+            open_err(std::io::Error::from_raw_os_error(libc::ENOENT).to_string())
+        }
+        crate::storage::SmallFileError::TooLarge { size_bytes, .. } => open_err(format!(
+            "it is {size_bytes} bytes, and a configuration file may have at most {CONF_FILE_MAX_BYTES} (CONF_FILE_MAX_BYTES), all files read through includes at most {CONF_TOTAL_MAX_BYTES} together (CONF_TOTAL_MAX_BYTES): is the path right?"
+        )),
+        other => open_err(other.to_string()),
+    })?;
+    *budget_bytes -= bytes.len() as u64;
+    let text = String::from_utf8(bytes).map_err(|e| {
+        open_err(format!(
+            "it is not UTF-8 text (invalid byte at offset {}): is it a configuration file?",
+            e.utf8_error().valid_up_to()
+        ))
+    })?;
     // The canonical path identifies the file however it was named, for the cycle check.
     let canonical = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
     if let Some(first) = stack.iter().position(|p| *p == canonical) {
@@ -684,15 +731,28 @@ fn read_conf_recursive(
             line: line_no,
             reason,
         };
+        if line.len() > CONF_LINE_MAX_BYTES {
+            return Err(file_err(format!(
+                "the line is {} bytes, longer than the {CONF_LINE_MAX_BYTES} a setting may take (CONF_LINE_MAX_BYTES); it starts \"{}\"",
+                line.len(),
+                quoted_excerpt(line)
+            )));
+        }
+        if line.contains('\0') {
+            return Err(file_err(format!(
+                "the line holds a NUL byte, which PostgreSQL cannot read either: \"{}\"",
+                quoted_excerpt(&line.replace('\0', "\\0"))
+            )));
+        }
         let Some((name, value)) = parse_conf_line(line).map_err(file_err)? else {
             continue;
         };
         let target = base.join(&value);
         match name.to_ascii_lowercase().as_str() {
-            "include" => read_conf_recursive(&target, here, stack, out)?,
+            "include" => read_conf_recursive(&target, here, stack, budget_bytes, out)?,
             "include_if_exists" => {
                 if target.exists() {
-                    read_conf_recursive(&target, here, stack, out)?;
+                    read_conf_recursive(&target, here, stack, budget_bytes, out)?;
                 }
             }
             "include_dir" => {
@@ -712,7 +772,7 @@ fn read_conf_recursive(
                 // PostgreSQL sorts by name with strcmp, so the order is byte order.
                 files.sort();
                 for file in files {
-                    read_conf_recursive(&file, here.clone(), stack, out)?;
+                    read_conf_recursive(&file, here.clone(), stack, budget_bytes, out)?;
                 }
             }
             _ => out.push(ConfEntry {
@@ -775,14 +835,20 @@ pub fn parse_conf_line(line: &str) -> Result<Option<(String, String)>, String> {
         let trailing: String = chars.collect();
         let trailing = trailing.trim_start();
         if name.is_empty() || !(trailing.is_empty() || trailing.starts_with('#')) {
-            return Err(format!("expected \"name = value\", got \"{line}\""));
+            return Err(format!(
+                "expected \"name = value\", got \"{}\"",
+                quoted_excerpt(line)
+            ));
         }
         return Ok(Some((name.to_string(), out)));
     } else {
         rest.split('#').next().unwrap_or("").trim().to_string()
     };
     if name.is_empty() || value.is_empty() {
-        return Err(format!("expected \"name = value\", got \"{line}\""));
+        return Err(format!(
+            "expected \"name = value\", got \"{}\"",
+            quoted_excerpt(line)
+        ));
     }
     Ok(Some((name.to_string(), value)))
 }
@@ -1177,5 +1243,83 @@ mod tests {
             parse_conf_line("x = ''").unwrap(),
             Some(("x".into(), String::new()))
         );
+    }
+}
+
+#[cfg(test)]
+mod bounded_input_tests {
+    use super::*;
+
+    fn err_of(dir: &Path, text: &[u8]) -> String {
+        let main = dir.join("main.conf");
+        std::fs::write(&main, text).unwrap();
+        read_conf_file(&main).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn includes_of_devices_fifos_and_huge_files_are_refused_before_reading() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = err_of(dir.path(), b"include '/dev/zero'\n");
+        assert!(
+            e.contains("/dev/zero") && e.contains("a character device"),
+            "{e}"
+        );
+        let fifo = dir.path().join("fifo.conf");
+        let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: c is a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let e = err_of(dir.path(), b"include 'fifo.conf'\n");
+        assert!(e.contains("a FIFO"), "{e}");
+        // A sparse 2 GB file: refused from its size, nothing read.
+        let huge = dir.path().join("huge.conf");
+        std::fs::File::create(&huge)
+            .unwrap()
+            .set_len(2 << 30)
+            .unwrap();
+        let e = err_of(dir.path(), b"include 'huge.conf'\n");
+        assert!(
+            e.contains("CONF_FILE_MAX_BYTES") && e.contains("2147483648"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn includes_share_one_total_budget() {
+        let dir = tempfile::tempdir().unwrap();
+        // Ten files of 7 MiB each, every one under the per-file bound, 70 MiB together.
+        let mut main = String::new();
+        for i in 0..10 {
+            let name = format!("part{i}.conf");
+            let mut text = String::new();
+            while text.len() < 7 << 20 {
+                text.push_str("# padding padding padding padding padding padding padding\n");
+            }
+            std::fs::write(dir.path().join(&name), text).unwrap();
+            main.push_str(&format!("include '{name}'\n"));
+        }
+        let e = err_of(dir.path(), main.as_bytes());
+        assert!(e.contains("CONF_TOTAL_MAX_BYTES"), "{e}");
+    }
+
+    #[test]
+    fn long_lines_and_nul_bytes_are_errors_quoting_at_most_200_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let long = format!("shared_buffers = '{}'\n", "x".repeat(100 << 10));
+        let e = err_of(dir.path(), long.as_bytes());
+        assert!(
+            e.contains("CONF_LINE_MAX_BYTES") && e.contains("line 1"),
+            "{e}"
+        );
+        assert!(
+            e.len() < 600,
+            "the message quotes at most 200 bytes: {} bytes",
+            e.len()
+        );
+        let e = err_of(dir.path(), b"io_method = 'sync'\nio_workers = 3\0\n");
+        assert!(e.contains("NUL") && e.contains("line 2"), "{e}");
+        // A bad line of any length is quoted short.
+        let junk = format!("{}\n", "= ".repeat(20 << 10));
+        let e = err_of(dir.path(), junk.as_bytes());
+        assert!(e.len() < 600, "{e}");
     }
 }

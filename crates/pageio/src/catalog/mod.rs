@@ -537,11 +537,7 @@ pub fn cluster_transaction_log(pgdata: &Path) -> Result<Arc<TransactionLog>, Cat
 /// `pg_control` whose version and CRC [`ControlFile::parse`] checked.
 fn read_control(pgdata: &Path) -> Result<(PageCheckOptions, u32, XidHorizons), CatalogError> {
     let path = pgdata.join("global").join("pg_control");
-    let bytes =
-        std::fs::read(&path).map_err(|source| crate::verify::VerifyError::ControlFileRead {
-            path: path.clone(),
-            source,
-        })?;
+    let bytes = crate::verify::control::read_control_bytes(&path)?;
     let control = ControlFile::parse(&bytes, &path)?;
     if !control.state.is_shut_down() {
         return Err(CatalogError::NotShutDown {

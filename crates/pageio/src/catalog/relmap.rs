@@ -37,12 +37,20 @@ pub struct RelMap {
     pub mappings: Vec<(u32, u32)>,
 }
 
+/// The most bytes read of a mapper file: a page, well above its 512 bytes, so a wrong size
+/// is reported by the parser with the size found.
+const RELMAP_READ_MAX_BYTES: u64 = 8192;
+
 impl RelMap {
     /// Reads and checks `path` (relative name `display` is used in messages).
     pub fn read(path: &Path, display: &str) -> Result<RelMap, CatalogError> {
-        let bytes = std::fs::read(path).map_err(|e| CatalogError::RelMap {
-            path: display.to_string(),
-            problem: format!("cannot be read: {e}"),
+        // The mapper file is 512 bytes; anything at its path that is not a small regular
+        // file (a FIFO would block the read forever) is refused before it is read.
+        let bytes = crate::storage::read_small_file(path, RELMAP_READ_MAX_BYTES).map_err(|e| {
+            CatalogError::RelMap {
+                path: display.to_string(),
+                problem: format!("cannot be read: {e}"),
+            }
         })?;
         RelMap::parse(&bytes, display)
     }

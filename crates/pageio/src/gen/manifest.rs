@@ -72,13 +72,28 @@ pub struct Manifest {
     pub created: String,
 }
 
+/// The largest manifest read: a data set's manifest is a few hundred bytes of JSON.
+const MANIFEST_MAX_BYTES: u64 = 1 << 20;
+
 impl Manifest {
     /// Reads `dir/manifest.json` (`dir` is a data-set directory, e.g. `OUT/uniform`).
     pub fn load(dir: &Path) -> Result<Manifest, GenError> {
         let path = dir.join(MANIFEST_FILE);
-        let text = std::fs::read_to_string(&path).map_err(|source| GenError::ManifestRead {
+        let bytes = crate::storage::read_small_file(&path, MANIFEST_MAX_BYTES).map_err(|e| {
+            GenError::ManifestRead {
+                path: path.clone(),
+                source: match e {
+                    crate::storage::SmallFileError::Missing => {
+                        std::io::Error::from_raw_os_error(libc::ENOENT)
+                    }
+                    crate::storage::SmallFileError::Io(e) => e,
+                    other => std::io::Error::other(other.to_string()),
+                },
+            }
+        })?;
+        let text = String::from_utf8(bytes).map_err(|e| GenError::ManifestParse {
             path: path.clone(),
-            source,
+            problem: format!("not UTF-8: {e}"),
         })?;
         serde_json::from_str(&text).map_err(|e| GenError::ManifestParse {
             path,

@@ -107,7 +107,7 @@ impl InstanceFacts {
         }
         if let Some(dir) = pgdata {
             facts.read_conf(&dir.join("postgresql.auto.conf"), false);
-            facts.pg_version = match std::fs::read_to_string(dir.join("PG_VERSION")) {
+            facts.pg_version = match read_small_text(&dir.join("PG_VERSION")) {
                 Ok(text) => match text.trim().parse() {
                     Ok(v) => Some(v),
                     Err(_) => {
@@ -171,9 +171,20 @@ impl InstanceFacts {
     }
 }
 
+/// The most bytes read of `PG_VERSION` or `postmaster.pid` (a few lines each).
+const SMALL_TEXT_MAX_BYTES: u64 = 4096;
+
+/// A small text file of a data directory, read without trusting its type or size (a FIFO
+/// there would block a plain read forever).
+fn read_small_text(path: &Path) -> Result<String, String> {
+    let bytes =
+        crate::storage::read_small_file(path, SMALL_TEXT_MAX_BYTES).map_err(|e| e.to_string())?;
+    String::from_utf8(bytes).map_err(|e| e.to_string())
+}
+
 /// Whether `postmaster.pid` names a live process.
 fn running_state(pgdata: &Path, control_state: Option<String>) -> RunningState {
-    let postmaster_pid = std::fs::read_to_string(pgdata.join("postmaster.pid"))
+    let postmaster_pid = read_small_text(&pgdata.join("postmaster.pid"))
         .ok()
         .and_then(|t| t.lines().next()?.trim().parse::<i32>().ok())
         .filter(|pid| *pid > 0);

@@ -146,15 +146,30 @@ pub struct ControlFile {
     pub horizons: crate::visibility::XidHorizons,
 }
 
+/// `PG_CONTROL_FILE_SIZE`: pg_control is one 8 kB block; a larger file is not one.
+pub const PG_CONTROL_FILE_SIZE: u64 = 8192;
+
+/// The bytes of the `pg_control` file at `path`, read without trusting what sits there: a
+/// FIFO, a device or a file larger than [`PG_CONTROL_FILE_SIZE`] is refused before a byte is
+/// read ([`crate::storage::read_small_file`]), never waited on.
+pub fn read_control_bytes(path: &Path) -> Result<Vec<u8>, VerifyError> {
+    use crate::storage::{read_small_file, SmallFileError};
+    read_small_file(path, PG_CONTROL_FILE_SIZE).map_err(|e| VerifyError::ControlFileRead {
+        path: path.to_path_buf(),
+        source: match e {
+            SmallFileError::Missing => std::io::Error::from_raw_os_error(libc::ENOENT),
+            SmallFileError::Io(e) => e,
+            other => std::io::Error::other(other.to_string()),
+        },
+    })
+}
+
 impl ControlFile {
     /// Reads and validates `<pgdata>/global/pg_control`: version 1800, then the CRC. The file
     /// is opened read-only.
     pub fn read(pgdata: &Path) -> Result<ControlFile, VerifyError> {
         let path = pgdata.join("global").join("pg_control");
-        let bytes = std::fs::read(&path).map_err(|source| VerifyError::ControlFileRead {
-            path: path.clone(),
-            source,
-        })?;
+        let bytes = read_control_bytes(&path)?;
         ControlFile::parse(&bytes, &path)
     }
 

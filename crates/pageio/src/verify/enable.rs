@@ -619,10 +619,7 @@ fn sync_path(path: &Path, syncfs: bool) -> Result<(), VerifyError> {
 /// another program changed since it was checked is parsed again, not overwritten blindly.
 pub fn write_control_file(pgdata: &Path, version: u32, sync: bool) -> Result<(), VerifyError> {
     let path = pgdata.join("global").join("pg_control");
-    let mut bytes = std::fs::read(&path).map_err(|source| VerifyError::ControlFileRead {
-        path: path.clone(),
-        source,
-    })?;
+    let mut bytes = super::control::read_control_bytes(&path)?;
     ControlFile::parse(&bytes, &path)?;
     bytes[OFFSET_DATA_CHECKSUM_VERSION..OFFSET_DATA_CHECKSUM_VERSION + 4]
         .copy_from_slice(&version.to_le_bytes());
