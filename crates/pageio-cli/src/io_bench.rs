@@ -51,11 +51,6 @@ const RELATION_FILE: &str = "16384";
 /// `--force`) can tell a directory it made from one holding someone else's data.
 const MARKER_FILE: &str = ".pageio-io-bench";
 
-/// Deepest directory walk when looking for a PostgreSQL cluster above `--dir` (path depth is
-/// bounded by PATH_MAX, 4096 bytes, so at most 2048 components; this is far beyond any real
-/// path and keeps the walk finite).
-const MAX_ANCESTORS: usize = 2048;
-
 /// Names shown when refusing a directory for its contents: enough to recognise it.
 const NAMES_SHOWN: usize = 5;
 
@@ -65,7 +60,7 @@ const NAMES_SHOWN: usize = 5;
 ///   --dir D, D missing                → create D, marker          → remove D at the end
 ///   --dir D, D empty                  → create D/pageio-io-bench-<pid>, marker → remove it
 ///   --dir D, D has the marker         → refuse, or with --force reuse → remove D at the end
-///   --dir D inside a PostgreSQL cluster (PG_VERSION in D or above)  → refuse
+///   --dir D inside a PostgreSQL cluster or tablespace (storage::enclosing_cluster) → refuse
 ///   --dir D holding anything else (relation files, other data)      → refuse
 /// ```
 struct Workspace {
@@ -74,9 +69,9 @@ struct Workspace {
 
 impl Workspace {
     fn claim(dir: &std::path::Path, force: bool) -> Result<Workspace, Box<dyn std::error::Error>> {
-        if let Some(cluster) = enclosing_cluster(dir) {
+        if let Some(cluster) = pageio::storage::enclosing_cluster(dir) {
             return Err(format!(
-                "--dir {}: refusing to write inside a PostgreSQL cluster ({} holds PG_VERSION); io-bench writes relation files of its own and would overwrite the cluster's: choose a directory outside any cluster",
+                "--dir {}: refusing to write inside a PostgreSQL cluster or tablespace ({}, known by its PG_VERSION or a tablespace's PG_<major>_<catversion> directory); io-bench writes relation files of its own and would overwrite the cluster's: choose a directory outside any cluster",
                 dir.display(),
                 cluster.display()
             )
@@ -206,21 +201,6 @@ fn is_relation_like(name: &str) -> bool {
         .or_else(|| base.strip_suffix("_init"))
         .unwrap_or(base);
     !node.is_empty() && node.bytes().all(|b| b.is_ascii_digit())
-}
-
-/// The PostgreSQL data directory `dir` lies in (PG_VERSION in `dir` or an ancestor), looked
-/// up from the nearest existing directory after resolving symlinks.
-fn enclosing_cluster(dir: &std::path::Path) -> Option<PathBuf> {
-    let absolute = std::path::absolute(dir).ok()?;
-    let mut existing = absolute.as_path();
-    while !existing.exists() {
-        existing = existing.parent()?;
-    }
-    let real = std::fs::canonicalize(existing).ok()?;
-    real.ancestors()
-        .take(MAX_ANCESTORS)
-        .find(|a| a.join("PG_VERSION").is_file())
-        .map(|a| a.to_path_buf())
 }
 
 /// Rows per page of the published data sets: `WITH (fillfactor=25)` leaves room for 18.

@@ -1,5 +1,7 @@
 //! `pageio gen` end to end: JSON manifests, files on disk, refusal to overwrite.
 
+mod common;
+
 use std::process::Command;
 
 fn pageio() -> Command {
@@ -82,4 +84,66 @@ fn unknown_dataset_lists_the_valid_names() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("zipf") && err.contains("cyclic_25"), "{err}");
+}
+
+/// `gen --out` anywhere inside a cluster — its data directory, a database directory,
+/// `pg_tblspc` and a tablespace reached through its link, a tablespace location — is refused
+/// before anything is written: the cluster's files stay byte-identical.
+#[test]
+fn gen_refuses_to_write_inside_a_cluster() {
+    let tmp = tempfile::tempdir().unwrap();
+    let pgdata = common::unpack_fixture(tmp.path());
+    let location = tmp.path().join("ts1");
+    std::fs::create_dir_all(location.join("PG_18_202506291")).unwrap();
+    std::os::unix::fs::symlink(&location, pgdata.join("pg_tblspc/16400")).unwrap();
+    let listing = |dir: &std::path::Path| {
+        let mut out = Vec::new();
+        let mut stack = vec![dir.to_path_buf()];
+        while let Some(d) = stack.pop() {
+            for e in std::fs::read_dir(&d).unwrap().flatten() {
+                let t = e.file_type().unwrap();
+                if t.is_dir() {
+                    stack.push(e.path());
+                } else if t.is_file() {
+                    out.push((e.path(), std::fs::read(e.path()).unwrap()));
+                }
+            }
+        }
+        out.sort();
+        out
+    };
+    let before = (listing(&pgdata), listing(&location));
+    for out in [
+        pgdata.clone(),
+        pgdata.join("base/5"),
+        pgdata.join("pg_tblspc"),
+        pgdata.join("pg_tblspc/16400"),
+        location.clone(),
+        location.join("PG_18_202506291"),
+        pgdata.join("base/5/new"),
+    ] {
+        let o = common::pageio_bounded(
+            &[
+                "gen",
+                "--dataset",
+                "uniform",
+                "--rows",
+                "100",
+                "--out",
+                out.to_str().unwrap(),
+            ],
+            60,
+        );
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{}: {err}", out.display());
+        assert!(
+            err.contains("inside the PostgreSQL cluster or tablespace"),
+            "{}: {err}",
+            out.display()
+        );
+    }
+    assert!(
+        before == (listing(&pgdata), listing(&location)),
+        "the cluster was written to"
+    );
 }

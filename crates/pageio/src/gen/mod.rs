@@ -98,6 +98,14 @@ pub enum GenError {
         /// The name given.
         name: String,
     },
+    /// The output directory lies inside a PostgreSQL cluster or tablespace.
+    #[error("refusing to write a data set into \"{out}\": it lies inside the PostgreSQL cluster or tablespace \"{cluster}\", whose own files pg_checksums and verify would then fail on; choose an --out directory outside any cluster")]
+    InsideCluster {
+        /// The output directory asked for.
+        out: PathBuf,
+        /// The cluster or tablespace it lies in.
+        cluster: PathBuf,
+    },
     /// An option out of range.
     #[error("{problem}")]
     InvalidOptions {
@@ -429,6 +437,12 @@ pub fn generate(
     opts: &GenOptions,
     progress: &dyn Fn(u64),
 ) -> Result<Manifest, GenError> {
+    if let Some(cluster) = crate::storage::enclosing_cluster(out_dir) {
+        return Err(GenError::InsideCluster {
+            out: out_dir.to_path_buf(),
+            cluster,
+        });
+    }
     let rows = dataset.row_count(opts);
     if rows > MAX_ROWS {
         return Err(GenError::InvalidOptions {

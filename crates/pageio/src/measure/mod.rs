@@ -808,41 +808,7 @@ fn validate(options: &MeasureOptions) -> Result<(), MeasureError> {
     Ok(())
 }
 
-/// The cluster or tablespace `dir` lies in, if any: the data directory above it (`PG_VERSION`
-/// and `global/pg_control`), else an ancestor holding `PG_VERSION` (a database directory
-/// copied out of one) or named like a tablespace's version directory (`PG_18_202506291`).
-pub fn enclosing_cluster(dir: &Path) -> Option<PathBuf> {
-    let absolute = std::path::absolute(dir).ok()?;
-    let mut existing = absolute.as_path();
-    while !existing.exists() {
-        existing = existing.parent()?;
-    }
-    let real = std::fs::canonicalize(existing).ok()?;
-    // Path depth is bounded by PATH_MAX, so these walks are finite. A database directory
-    // (base/5) holds a PG_VERSION of its own: name the cluster itself when there is one.
-    real.ancestors()
-        .find(|a| a.join("PG_VERSION").is_file() && a.join("global/pg_control").is_file())
-        .or_else(|| {
-            real.ancestors()
-                .find(|a| a.join("PG_VERSION").is_file() || is_tablespace_version_dir(a))
-        })
-        .map(|a| a.to_path_buf())
-}
-
-fn is_tablespace_version_dir(dir: &Path) -> bool {
-    let Some(name) = dir.file_name().and_then(OsStr::to_str) else {
-        return false;
-    };
-    let mut parts = name.split('_');
-    parts.next() == Some("PG")
-        && parts
-            .next()
-            .is_some_and(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
-        && parts
-            .next()
-            .is_some_and(|c| !c.is_empty() && c.bytes().all(|b| b.is_ascii_digit()))
-        && parts.next().is_none()
-}
+pub use crate::storage::enclosing_cluster;
 
 /// The largest segment files of the cluster (for the device probe) and its largest heap's
 /// first segment (for the engine reads).
@@ -1120,6 +1086,7 @@ mod tests {
 
     #[test]
     fn tablespace_version_directories_are_recognised() {
+        use crate::storage::is_tablespace_version_dir;
         assert!(is_tablespace_version_dir(Path::new("/ts/PG_18_202506291")));
         assert!(!is_tablespace_version_dir(Path::new("/ts/PG_18")));
         assert!(!is_tablespace_version_dir(Path::new("/ts/PG_18_x")));

@@ -35,12 +35,14 @@
 //! [`RelFile::evict_from_page_cache`] (one relation, `POSIX_FADV_DONTNEED` per segment) and
 //! [`page_cache::drop_page_cache`] (everything, root only).
 
+mod cluster_guard;
 mod direct;
 mod fd_cache;
 pub mod page_cache;
 mod relation;
 mod small_file;
 
+pub use cluster_guard::{enclosing_cluster, is_tablespace_version_dir};
 pub use direct::{
     check_direct_io, dio_alignment, open_direct, DioAlignment, IoBuffer,
     DEFAULT_DIO_ALIGNMENT_BYTES,
