@@ -615,3 +615,51 @@ fn an_unknown_start_time_is_stale_only_when_the_pid_is_gone() {
     let gone = header(dead_pid(), 0);
     assert_eq!(publish::stale_reason(&gone), Some(StaleReason::ProcessGone));
 }
+
+/// A look-alike area that another writer truncates and restores over and over while it is
+/// read: every read is a valid area or a typed error (short, garbled, busy), never a SIGBUS
+/// (which a mapping of the file would raise, killing this test process).
+#[test]
+fn an_area_truncated_under_the_reader_is_an_error_never_a_signal() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("pageio-aios.999999.0");
+    let image = valid_image();
+    std::fs::write(&path, &image).unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let (path, stop) = (path.clone(), stop.clone());
+        std::thread::spawn(move || {
+            use std::os::unix::fs::FileExt;
+            let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+            let mut rounds = 0u32;
+            while rounds < 1000 || !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                f.set_len(0).unwrap();
+                f.set_len(image.len() as u64 / 2).unwrap();
+                f.write_all_at(&image, 0).unwrap();
+                rounds += 1;
+                if rounds > 100_000 {
+                    break;
+                }
+            }
+            rounds
+        })
+    };
+    let (mut ok, mut errors) = (0u32, 0u32);
+    for _ in 0..2000 {
+        match read_area(&path) {
+            Ok(_) => ok += 1,
+            Err(
+                PublishError::WrongSize { .. }
+                | PublishError::BadMagic { .. }
+                | PublishError::Garbled { .. }
+                | PublishError::UnsupportedVersion { .. }
+                | PublishError::Busy { .. },
+            ) => errors += 1,
+            Err(other) => panic!("unexpected error: {other}"),
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let rounds = writer.join().unwrap();
+    assert!(rounds >= 1000, "the file was truncated {rounds} times");
+    assert_eq!(ok + errors, 2000);
+}

@@ -3,7 +3,9 @@
 //! [`Aio::snapshot`] shows the handles in use, but only inside the process. To let a DBA see
 //! what a running `pageio verify` or `pageio scan` is doing — how deep its queue is, which
 //! blocks of which file are in flight, whether it waits on the disk — every [`Aio`] publishes
-//! its state in a small file-backed shared-memory area that other processes map read-only.
+//! its state in a small file-backed shared-memory area that other processes read (copied
+//! with `pread`, never mapped: a file truncated under a mapping would kill the reader with
+//! SIGBUS).
 //!
 //! [`Aio`]: super::Aio
 //! [`Aio::snapshot`]: super::Aio::snapshot
@@ -25,7 +27,7 @@
 //! ```text
 //!   Aio ──(Weak)── publisher thread ── every 1 ms: depth → histogram[bucket]++
 //!                          │            every 10 ms: seqlock write ─►  pageio-aios.<pid>.<n>
-//!                          ▼                                                 ▲ mmap(PROT_READ)
+//!                          ▼                                                 ▲ pread (a copy)
 //!          snapshot(), counters(), io_worker_pool()           pageio aios (any process)
 //! ```
 //!
@@ -939,12 +941,54 @@ pub fn read_area(path: &Path) -> Result<PublishedArea, PublishError> {
             expected_bytes: AREA_BYTES as u64,
         });
     }
-    let map = Mapping::map(&file, false).map_err(io)?;
-    read_mapping(&map, path)
-}
-
-fn read_mapping(map: &Mapping, path: &Path) -> Result<PublishedArea, PublishError> {
-    read_words(map.words(), path)
+    // Copied with pread, never mapped: a file that another user (or anyone who can write
+    // the directory) truncates under a mapping raises SIGBUS in the reader, while a read
+    // only comes up short. The seqlock works on the copy as on a mapping: the sequence word
+    // is copied before the sample (pread copies in offset order), then read again after
+    // it; the copy is consistent when both are the same even number.
+    use std::os::unix::fs::FileExt;
+    let start = Instant::now();
+    let mut bytes = vec![0u8; AREA_BYTES];
+    let seq_at = (WORD_SEQUENCE * 8) as u64;
+    for attempt in 0u32.. {
+        if attempt > 0 {
+            if start.elapsed() >= MAX_READ_WAIT {
+                break;
+            }
+            if attempt < READ_RETRIES_YIELDING {
+                std::thread::yield_now();
+            } else {
+                std::thread::sleep(READ_RETRY_SLEEP);
+            }
+        }
+        let read = |buf: &mut [u8], at: u64| {
+            file.read_exact_at(buf, at).map_err(|e| {
+                if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                    PublishError::WrongSize {
+                        path: path.to_path_buf(),
+                        size_bytes: file.metadata().map(|m| m.len()).unwrap_or(0),
+                        expected_bytes: AREA_BYTES as u64,
+                    }
+                } else {
+                    io(e)
+                }
+            })
+        };
+        read(&mut bytes, 0)?;
+        let copied = &bytes[seq_at as usize..seq_at as usize + 8];
+        if copied[0] % 2 == 1 {
+            continue;
+        }
+        let mut now = [0u8; 8];
+        read(&mut now, seq_at)?;
+        if now != copied {
+            continue;
+        }
+        return decode_area_bytes(&bytes, path);
+    }
+    Err(PublishError::Busy {
+        path: path.to_path_buf(),
+    })
 }
 
 /// Reads an area's words: preamble checks, the header, then the sample under the seqlock.
