@@ -96,23 +96,7 @@ fn gen_refuses_to_write_inside_a_cluster() {
     let location = tmp.path().join("ts1");
     std::fs::create_dir_all(location.join("PG_18_202506291")).unwrap();
     std::os::unix::fs::symlink(&location, pgdata.join("pg_tblspc/16400")).unwrap();
-    let listing = |dir: &std::path::Path| {
-        let mut out = Vec::new();
-        let mut stack = vec![dir.to_path_buf()];
-        while let Some(d) = stack.pop() {
-            for e in std::fs::read_dir(&d).unwrap().flatten() {
-                let t = e.file_type().unwrap();
-                if t.is_dir() {
-                    stack.push(e.path());
-                } else if t.is_file() {
-                    out.push((e.path(), std::fs::read(e.path()).unwrap()));
-                }
-            }
-        }
-        out.sort();
-        out
-    };
-    let before = (listing(&pgdata), listing(&location));
+    let before = (common::snapshot(&pgdata), common::snapshot(&location));
     for out in [
         pgdata.clone(),
         pgdata.join("base/5"),
@@ -143,7 +127,7 @@ fn gen_refuses_to_write_inside_a_cluster() {
         );
     }
     assert!(
-        before == (listing(&pgdata), listing(&location)),
+        before == (common::snapshot(&pgdata), common::snapshot(&location)),
         "the cluster was written to"
     );
 }

@@ -14,30 +14,11 @@ fn io_bench(dir: &std::path::Path, extra: &[&str]) -> std::process::Output {
     common::pageio_bounded(&args, 120)
 }
 
-/// Every file under `dir` with its bytes, to prove nothing changed.
-fn snapshot(dir: &std::path::Path) -> Vec<(std::path::PathBuf, Vec<u8>)> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap() {
-            let e = e.unwrap();
-            let t = e.file_type().unwrap();
-            if t.is_dir() {
-                stack.push(e.path());
-            } else if t.is_file() {
-                out.push((e.path(), std::fs::read(e.path()).unwrap()));
-            }
-        }
-    }
-    out.sort();
-    out
-}
-
 #[test]
 fn refuses_a_cluster_and_leaves_its_files_byte_identical() {
     let tmp = tempfile::tempdir().unwrap();
     let pgdata = common::unpack_fixture(tmp.path());
-    let before = snapshot(&pgdata);
+    let before = common::snapshot(&pgdata);
     for target in ["base/5", "base/5/new", "global", "."] {
         let out = io_bench(&pgdata.join(target), &["--force"]);
         assert_eq!(out.status.code(), Some(2), "{target}: {}", stderr(&out));
@@ -48,7 +29,7 @@ fn refuses_a_cluster_and_leaves_its_files_byte_identical() {
         );
     }
     assert!(!pgdata.join("base/5/new").exists());
-    assert!(before == snapshot(&pgdata), "the cluster changed");
+    assert!(before == common::snapshot(&pgdata), "the cluster changed");
 }
 
 #[test]

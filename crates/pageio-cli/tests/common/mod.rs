@@ -355,3 +355,22 @@ impl Drop for SmallTmpfs {
         let _ = Command::new("umount").arg(self.dir.path()).status();
     }
 }
+
+/// Every file under `dir` with its bytes, to prove nothing changed.
+pub fn snapshot(dir: &std::path::Path) -> Vec<(std::path::PathBuf, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let e = e.unwrap();
+            let t = e.file_type().unwrap();
+            if t.is_dir() {
+                stack.push(e.path());
+            } else if t.is_file() {
+                out.push((e.path(), std::fs::read(e.path()).unwrap()));
+            }
+        }
+    }
+    out.sort();
+    out
+}

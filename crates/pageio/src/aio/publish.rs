@@ -908,6 +908,24 @@ impl AreaWriter {
     }
 }
 
+/// Waits before retry `attempt` of a seqlock read — yielding at first, then sleeping
+/// briefly — and says whether to go on: false once [`MAX_READ_WAIT`] has passed since
+/// `start` (a writer that never finishes cannot hold a reader).
+fn pause_before_retry(attempt: u32, start: Instant) -> bool {
+    if attempt == 0 {
+        return true;
+    }
+    if start.elapsed() >= MAX_READ_WAIT {
+        return false;
+    }
+    if attempt < READ_RETRIES_YIELDING {
+        std::thread::yield_now();
+    } else {
+        std::thread::sleep(READ_RETRY_SLEEP);
+    }
+    true
+}
+
 /// Reads the area in `path`.
 pub fn read_area(path: &Path) -> Result<PublishedArea, PublishError> {
     let io = |source| PublishError::Io {
@@ -951,15 +969,8 @@ pub fn read_area(path: &Path) -> Result<PublishedArea, PublishError> {
     let mut bytes = vec![0u8; AREA_BYTES];
     let seq_at = (WORD_SEQUENCE * 8) as u64;
     for attempt in 0u32.. {
-        if attempt > 0 {
-            if start.elapsed() >= MAX_READ_WAIT {
-                break;
-            }
-            if attempt < READ_RETRIES_YIELDING {
-                std::thread::yield_now();
-            } else {
-                std::thread::sleep(READ_RETRY_SLEEP);
-            }
+        if !pause_before_retry(attempt, start) {
+            break;
         }
         let read = |buf: &mut [u8], at: u64| {
             file.read_exact_at(buf, at).map_err(|e| {
@@ -1039,15 +1050,8 @@ fn read_sample(
 ) -> Result<AreaSample, PublishError> {
     let start = Instant::now();
     for attempt in 0u32.. {
-        if attempt > 0 {
-            if start.elapsed() >= MAX_READ_WAIT {
-                break;
-            }
-            if attempt < READ_RETRIES_YIELDING {
-                std::thread::yield_now();
-            } else {
-                std::thread::sleep(READ_RETRY_SLEEP);
-            }
+        if !pause_before_retry(attempt, start) {
+            break;
         }
         let before = words[WORD_SEQUENCE].load(Ordering::Acquire);
         if before % 2 == 1 {
