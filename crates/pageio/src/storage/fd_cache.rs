@@ -369,10 +369,20 @@ impl FileCache {
                 "path contains a NUL byte",
             ),
         })?;
-        // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever.
-        // It is cleared again once fstat shows a regular file (io_uring would otherwise
-        // answer EAGAIN instead of reading).
-        let mut flags = libc::O_CLOEXEC | libc::O_NONBLOCK;
+        // Opening a FIFO for reading waits for a writer forever, so whatever sits at the
+        // path is looked at before it is opened, and the open descriptor is checked again
+        // below. (Opening with O_NONBLOCK and clearing it afterwards would close the race
+        // between the two, but a descriptor opened that way read differently afterwards:
+        // the read-ahead advice of seq scans found pieces cached that it had not asked for.)
+        if let Ok(meta) = std::fs::metadata(path) {
+            if !meta.is_file() {
+                return Err(StorageError::NotRegularFile {
+                    path: path.to_path_buf(),
+                    what: super::file_type_name(meta.file_type()),
+                });
+            }
+        }
+        let mut flags = libc::O_CLOEXEC;
         flags |= match mode {
             OpenMode::Read => libc::O_RDONLY,
             OpenMode::ReadWriteCreate => libc::O_RDWR | libc::O_CREAT,
@@ -426,17 +436,6 @@ impl FileCache {
                     libc::S_IFSOCK => "a socket",
                     _ => "not a file",
                 },
-            });
-        }
-        // SAFETY: fd is a valid descriptor; F_GETFL/F_SETFL only change its status flags.
-        let cleared = unsafe {
-            let fl = libc::fcntl(fd.as_raw_fd(), libc::F_GETFL);
-            fl >= 0 && libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, fl & !libc::O_NONBLOCK) == 0
-        };
-        if !cleared {
-            return Err(StorageError::Open {
-                path: path.to_path_buf(),
-                source: std::io::Error::last_os_error(),
             });
         }
         let alignment = if self.direct {
