@@ -753,3 +753,120 @@ fn other_users_areas_are_counted_not_reported_as_damaged() {
     assert_eq!(doc["processes"].as_array().unwrap().len(), 1, "{doc}");
     assert_eq!(doc["not_permitted"], 0);
 }
+
+/// In a shared directory (mode 1777, as /dev/shm), another user makes a file named like this
+/// process's area and truncates and rewrites it 1,000 times while `pageio aios` reads the
+/// directory: every run exits 0 (never a signal), and the file is reported as untrusted and
+/// skipped; with `--trust-others` it is read, as a live area or a damaged one.
+#[test]
+fn another_users_look_alike_area_never_crashes_the_reader() {
+    if !common::have_root("another_users_look_alike_area_never_crashes_the_reader") {
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    with_watchdog("look-alike", WATCHDOG_SECS, || {
+        let publish = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(publish.path(), std::fs::Permissions::from_mode(0o1777)).unwrap();
+        let me = std::process::id() as i32;
+        let header = pageio::aio::publish::AreaHeader {
+            pid: me,
+            start_time_ticks: pageio::aio::publish::process_start_time(me).unwrap(),
+            program: "aios_cli".into(),
+            io_method: "sync".into(),
+            effective_io_concurrency: 16,
+            io_combine_limit_blocks: 16,
+            io_max_concurrency: 64,
+            direct_io: false,
+            io_workers: 0,
+            instance: 0,
+        };
+        let elsewhere = tempfile::tempdir().unwrap();
+        let writer =
+            pageio::aio::publish::TestAreaWriter::create(elsewhere.path(), &header).unwrap();
+        let image = publish.path().join("image");
+        std::fs::copy(writer.path(), &image).unwrap();
+        std::fs::set_permissions(&image, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let area = publish.path().join(format!("pageio-aios.{me}.0"));
+        // As nobody: create the look-alike, then truncate it and write it back 1,000 times.
+        let script = format!(
+            "cat '{img}' > '{area}' && echo ready && i=0; while [ $i -lt 1000 ]; do \
+             truncate -s 100 '{area}'; truncate -s 0 '{area}'; cat '{img}' > '{area}'; i=$((i+1)); done",
+            img = image.display(),
+            area = area.display()
+        );
+        let mut other = Command::new("setpriv")
+            .args([
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                "sh",
+                "-c",
+            ])
+            .arg(&script)
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut ready = String::new();
+        use std::io::BufRead;
+        std::io::BufReader::new(other.stdout.take().unwrap())
+            .read_line(&mut ready)
+            .unwrap();
+        assert_eq!(ready.trim(), "ready");
+        let dir = publish.path().to_str().unwrap();
+        let (mut runs, mut live, mut damaged) = (0u32, 0u32, 0u32);
+        loop {
+            let finished = other.try_wait().unwrap().is_some();
+            for trust in [false, true] {
+                let mut args = vec!["aios", "--json", "--aio-publish-dir", dir];
+                if trust {
+                    args.push("--trust-others");
+                }
+                let out = pageio_bounded(&args, 30);
+                runs += 1;
+                assert_eq!(
+                    out.status.code(),
+                    Some(0),
+                    "run {runs} {args:?}: {:?} {}",
+                    out.status,
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+                if trust {
+                    let seen = doc["processes"].as_array().unwrap().len();
+                    let bad = doc["unreadable"].as_array().unwrap().len();
+                    assert_eq!(seen + bad, 1, "{doc}");
+                    live += seen as u32;
+                    damaged += bad as u32;
+                } else {
+                    assert_eq!(doc["processes"], serde_json::json!([]), "{doc}");
+                    let untrusted = doc["untrusted"].as_array().unwrap();
+                    assert_eq!(untrusted.len(), 1, "{doc}");
+                    assert_eq!(untrusted[0]["owner_uid"], 65534, "{doc}");
+                    assert_eq!(untrusted[0]["path"], area.to_str().unwrap(), "{doc}");
+                    let error = untrusted[0]["error"].as_str().unwrap();
+                    assert!(error.contains("skipped unread"), "{error}");
+                }
+            }
+            if finished {
+                break;
+            }
+        }
+        assert!(other.wait().unwrap().success());
+        assert!(runs >= 4, "{runs} runs");
+        // The last run came after the writer's last full write.
+        assert!(live >= 1, "{live} live of {runs} runs ({damaged} damaged)");
+        // In text, one warning naming the file, its owner and the flag.
+        let out = pageio_bounded(&["aios", "--aio-publish-dir", dir], 30);
+        assert_eq!(out.status.code(), Some(0));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        for part in [
+            area.to_str().unwrap(),
+            "owned by uid 65534",
+            "--trust-others reads it",
+        ] {
+            assert!(stderr.contains(part), "{part}: {stderr}");
+        }
+        drop(writer);
+    });
+}

@@ -663,3 +663,151 @@ fn an_area_truncated_under_the_reader_is_an_error_never_a_signal() {
     assert!(rounds >= 1000, "the file was truncated {rounds} times");
     assert_eq!(ok + errors, 2000);
 }
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// A valid area named for `pid`, with mode `mode`, in `dir`.
+fn area_file(dir: &Path, pid: i32, mode: u32) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    // Written by a writer elsewhere, then copied: the header's pid is the name's.
+    let tmp = tempfile::tempdir().unwrap();
+    let w = TestAreaWriter::create(tmp.path(), &header(pid, 99)).unwrap();
+    w.publish(1, IoCounters::default(), &[0; DEPTH_BUCKETS], &[row(1)]);
+    let image = std::fs::read(w.path()).unwrap();
+    let path = dir.join(format!("{AREA_FILE_PREFIX}{pid}.0"));
+    std::fs::write(&path, &image).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+    path
+}
+
+/// The default trust skips an area anyone but its owner can write, with the rule it broke;
+/// `AreaTrust::Anyone` reads it.
+#[test]
+fn a_group_or_world_writable_area_is_skipped_unless_others_are_trusted() {
+    use publish::AreaTrust;
+    let dir = tempfile::tempdir().unwrap();
+    for (mode, who) in [
+        (0o666, "every user"),
+        (0o620, "its group"),
+        (0o602, "every user"),
+    ] {
+        let path = area_file(dir.path(), 4242, mode);
+        match read_area(&path) {
+            Err(PublishError::Untrusted {
+                mode: found, why, ..
+            }) => {
+                assert_eq!(found, mode);
+                assert_eq!(why, format!("its mode {mode:04o} lets {who} write it"));
+            }
+            other => panic!("mode {mode:o}: {other:?}"),
+        }
+        let area = publish::read_area_trusting(&path, AreaTrust::Anyone).unwrap();
+        assert_eq!(area.header.pid, 4242);
+        let listed = publish::list_areas(dir.path()).unwrap();
+        assert!(
+            matches!(
+                listed.as_slice(),
+                [AreaEntry::Unreadable {
+                    error: PublishError::Untrusted { .. },
+                    ..
+                }]
+            ),
+            "{listed:?}"
+        );
+        let listed = publish::list_areas_trusting(dir.path(), AreaTrust::Anyone).unwrap();
+        assert!(
+            matches!(listed.as_slice(), [AreaEntry::Stale { .. }]),
+            "{listed:?}"
+        );
+        std::fs::remove_file(&path).unwrap();
+    }
+    // The owner's own 0600 and 0644 areas are read.
+    for mode in [0o600, 0o644] {
+        let path = area_file(dir.path(), 4242, mode);
+        assert_eq!(read_area(&path).unwrap().header.pid, 4242);
+        std::fs::remove_file(&path).unwrap();
+    }
+}
+
+/// An area owned by another user is read only when that user runs the process it names; a
+/// stale one of another user is never removed, even when others are trusted.
+#[test]
+fn another_users_area_is_skipped_unless_it_runs_the_process_it_names() {
+    use publish::AreaTrust;
+    use std::os::unix::fs::MetadataExt;
+    if !is_root() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "this test needs root to give a file to another user; CI is set, so this is a failure"
+        );
+        eprintln!("SKIP: needs root to give a file to another user");
+        return;
+    }
+    let nobody = 65534u32;
+    let dir = tempfile::tempdir().unwrap();
+    let me = std::process::id() as i32;
+    // Named for this (root's) process, owned by nobody: a look-alike.
+    let path = area_file(dir.path(), me, 0o644);
+    std::os::unix::fs::chown(&path, Some(nobody), Some(nobody)).unwrap();
+    match read_area(&path) {
+        Err(PublishError::Untrusted { owner_uid, why, .. }) => {
+            assert_eq!(owner_uid, nobody);
+            assert_eq!(
+                why,
+                format!("it is owned by uid {nobody}, but process {me} runs as uid 0 and this reader as uid 0")
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    std::fs::remove_file(&path).unwrap();
+    // Named for a process that is gone: stale, but not this user's to remove.
+    let dead = dead_pid();
+    let path = area_file(dir.path(), dead, 0o600);
+    std::os::unix::fs::chown(&path, Some(nobody), Some(nobody)).unwrap();
+    match read_area(&path) {
+        Err(PublishError::Untrusted { why, .. }) => assert_eq!(
+            why,
+            format!("it is owned by uid {nobody}, not this reader's uid 0, and process {dead} is not running")
+        ),
+        other => panic!("{other:?}"),
+    }
+    let listed = publish::list_areas_trusting(dir.path(), AreaTrust::Anyone).unwrap();
+    let [AreaEntry::Stale { area, .. }] = listed.as_slice() else {
+        panic!("{listed:?}")
+    };
+    assert!(matches!(
+        publish::remove_stale(area),
+        Err(PublishError::Untrusted { .. })
+    ));
+    assert_eq!(std::fs::metadata(&path).unwrap().uid(), nobody);
+    // Named for a process nobody runs: trusted.
+    let mut sleeper = std::process::Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "sleep",
+            "30",
+        ])
+        .spawn()
+        .unwrap();
+    let pid = sleeper.id() as i32;
+    let start = Instant::now();
+    // Wait until the child has dropped root (its /proc entry is then nobody's).
+    while std::fs::metadata(format!("/proc/{pid}")).unwrap().uid() != nobody {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "setpriv did not switch user"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let path = area_file(dir.path(), pid, 0o600);
+    std::os::unix::fs::chown(&path, Some(nobody), Some(nobody)).unwrap();
+    let area = read_area(&path);
+    sleeper.kill().unwrap();
+    sleeper.wait().unwrap();
+    assert_eq!(area.unwrap().header.pid, pid);
+}

@@ -16,7 +16,10 @@
 //! * a stale area (its process is gone, or the pid was reused): reported as stale and
 //!   removed — only files with the exact name pattern and the area's magic;
 //! * an unreadable one (truncated, garbled, another layout version): one warning naming the
-//!   file and what is wrong, and the view goes on.
+//!   file and what is wrong, and the view goes on;
+//! * an untrusted one (owned by another user who does not run the process it names, or
+//!   writable by others than its owner): reported and skipped, read only with
+//!   `--trust-others`; another user's stale area is never removed.
 //!
 //! `--watch` samples every `--interval` seconds through [`term::watch`]: per process, I/Os
 //! per second, MB/s, in-flight depth now and its histogram over the interval, average I/O
@@ -33,7 +36,8 @@ use std::time::Duration;
 
 use clap::Args;
 use pageio::aio::publish::{
-    self, depth_bucket_label, AreaEntry, AreaSample, PublishedArea, PublishedRow, DEPTH_BUCKETS,
+    self, depth_bucket_label, AreaEntry, AreaSample, AreaTrust, PublishedArea, PublishedRow,
+    DEPTH_BUCKETS,
 };
 use ratatui::layout::{Constraint, Layout};
 use ratatui::style::{Modifier, Style};
@@ -48,7 +52,9 @@ use crate::CliResult;
 Every pageio process publishes its AIO state in a small shared-memory file
 (aio_publish_dir/pageio-aios.<pid>.<n>, default /dev/shm; aio_publish = off turns it off).
 pageio aios reads them all: one summary per process and its I/Os in pg_aios's columns.
-A file left by a process that died is reported as stale and removed.
+A file left by a process that died is reported as stale and removed. A file owned by
+another user (unless that user runs the process it names) or writable by anyone but its
+owner is reported and skipped: --trust-others reads it anyway.
 
 Examples:
   pageio aios                      every pageio process, once
@@ -106,6 +112,15 @@ pub struct AiosArgs {
     /// Where pageio processes publish (their aio_publish_dir setting)
     #[arg(long, value_name = "DIR", default_value = pageio::config::DEFAULT_AIO_PUBLISH_DIR)]
     pub aio_publish_dir: PathBuf,
+    /// Also read areas owned by other users, or writable by others than their owner
+    ///
+    /// By default an area is read only when it is owned by this user or by the user running
+    /// the process it names, and only its owner can write it: anyone can put a file named
+    /// like an area in a shared directory such as /dev/shm. The others are reported and
+    /// skipped. Reading them is safe either way (every field is checked); what they say may
+    /// be made up. Stale areas of other users are never removed.
+    #[arg(long)]
+    pub trust_others: bool,
 }
 
 /// Runs the subcommand.
@@ -123,19 +138,23 @@ pub fn run(args: AiosArgs) -> CliResult {
     if args.watch && args.json {
         return Err("--json prints one snapshot; use it without --watch (or --watch without --json for plain lines)".into());
     }
-    let scan = Scan::take(&args.aio_publish_dir, args.pid)?;
+    let trust = if args.trust_others {
+        AreaTrust::Anyone
+    } else {
+        AreaTrust::OwnerOnly
+    };
+    let scan = Scan::take(&args.aio_publish_dir, args.pid, trust)?;
     if let Some(pid) = args.pid {
         if scan.processes.is_empty() {
             return Err(nothing_published(pid, &args.aio_publish_dir).into());
         }
     }
     if args.watch {
-        for (path, error) in &scan.unreadable {
-            eprintln!("pageio: warning: {error} (\"{}\")", path.display());
-        }
+        scan.print_warnings();
         let mut watcher = Watcher {
             dir: args.aio_publish_dir.clone(),
             pid: args.pid,
+            trust,
             interval: Duration::from_secs_f64(args.interval),
             previous: HashMap::new(),
             refreshes: 0,
@@ -151,9 +170,7 @@ pub fn run(args: AiosArgs) -> CliResult {
         println!("{}", serde_json::to_string_pretty(&scan.to_json())?);
     } else {
         print!("{}", scan.to_text(&args.aio_publish_dir));
-        for (path, error) in &scan.unreadable {
-            eprintln!("pageio: warning: {error} (\"{}\")", path.display());
-        }
+        scan.print_warnings();
     }
     Ok(0)
 }
@@ -181,13 +198,25 @@ struct Scan {
     processes: Vec<PublishedArea>,
     stale: Vec<StaleArea>,
     unreadable: Vec<(PathBuf, String)>,
+    /// Areas skipped unread because their owner or mode is not trusted.
+    untrusted: Vec<Untrusted>,
     /// Areas this user may not read (another user's processes: the files are 0600).
     not_permitted: usize,
 }
 
+/// An area skipped unread (see `--trust-others`).
+#[derive(serde::Serialize)]
+struct Untrusted {
+    path: PathBuf,
+    owner_uid: u32,
+    mode: String,
+    why: String,
+    error: String,
+}
+
 impl Scan {
-    fn take(dir: &Path, pid: Option<i32>) -> Result<Scan, String> {
-        let entries = publish::list_areas(dir).map_err(|e| {
+    fn take(dir: &Path, pid: Option<i32>, trust: AreaTrust) -> Result<Scan, String> {
+        let entries = publish::list_areas_trusting(dir, trust).map_err(|e| {
             format!(
                 "could not list \"{}\": {e}; give the directory pageio processes publish in with --aio-publish-dir DIR",
                 dir.display()
@@ -197,6 +226,7 @@ impl Scan {
             processes: Vec::new(),
             stale: Vec::new(),
             unreadable: Vec::new(),
+            untrusted: Vec::new(),
             not_permitted: 0,
         };
         for entry in entries {
@@ -226,6 +256,27 @@ impl Scan {
                 } if source.kind() == std::io::ErrorKind::PermissionDenied => {
                     scan.not_permitted += 1;
                 }
+                AreaEntry::Unreadable {
+                    path,
+                    error: error @ publish::PublishError::Untrusted { .. },
+                } => {
+                    let text = error.to_string();
+                    if let publish::PublishError::Untrusted {
+                        owner_uid,
+                        mode,
+                        why,
+                        ..
+                    } = error
+                    {
+                        scan.untrusted.push(Untrusted {
+                            path,
+                            owner_uid,
+                            mode: format!("{mode:04o}"),
+                            why,
+                            error: text,
+                        });
+                    }
+                }
                 AreaEntry::Unreadable { path, error } => {
                     scan.unreadable.push((path, error.to_string()));
                 }
@@ -242,8 +293,20 @@ impl Scan {
             "unreadable": self.unreadable.iter().map(|(path, error)| {
                 serde_json::json!({"path": path, "error": error})
             }).collect::<Vec<_>>(),
+            "untrusted": self.untrusted,
             "not_permitted": self.not_permitted,
         })
+    }
+
+    /// The unreadable and untrusted areas, one warning each on stderr (the error names the
+    /// file).
+    fn print_warnings(&self) {
+        for (_, error) in &self.unreadable {
+            eprintln!("pageio: warning: {error}");
+        }
+        for u in &self.untrusted {
+            eprintln!("pageio: warning: {} (--trust-others reads it)", u.error);
+        }
     }
 
     fn to_text(&self, dir: &Path) -> String {
@@ -670,6 +733,7 @@ impl term::View for WatchView {
 struct Watcher {
     dir: PathBuf,
     pid: Option<i32>,
+    trust: AreaTrust,
     interval: Duration,
     previous: HashMap<PathBuf, AreaSample>,
     refreshes: u64,
@@ -690,7 +754,7 @@ impl Watcher {
                 self.refreshes
             );
         }
-        let scan = Scan::take(&self.dir, self.pid)?;
+        let scan = Scan::take(&self.dir, self.pid, self.trust)?;
         let mut notes = Vec::new();
         for s in &scan.stale {
             notes.push(format!(
@@ -701,8 +765,17 @@ impl Watcher {
                 if s.removed { ": removed" } else { "" }
             ));
         }
-        for (path, error) in &scan.unreadable {
-            notes.push(format!("unreadable: \"{}\": {error}", path.display()));
+        for (_, error) in &scan.unreadable {
+            notes.push(format!("unreadable: {error}"));
+        }
+        for u in &scan.untrusted {
+            notes.push(format!(
+                "untrusted, skipped: \"{}\" (uid {}, mode {}): {}",
+                u.path.display(),
+                u.owner_uid,
+                u.mode,
+                u.why
+            ));
         }
         if let Some(pid) = self.pid {
             if scan.processes.is_empty() {

@@ -246,6 +246,85 @@ pub enum PublishError {
         /// The file.
         path: PathBuf,
     },
+    /// Owned by a user the reader does not trust, or writable by others than its owner: not
+    /// read (see [`AreaTrust`]).
+    #[error("AIO area \"{path}\" was skipped unread: {why}; a file someone else can write may hold anything, so it is read only when its owner is trusted")]
+    Untrusted {
+        /// The file.
+        path: PathBuf,
+        /// Its owner's uid.
+        owner_uid: u32,
+        /// Its permission bits.
+        mode: u32,
+        /// Which rule it failed, in words.
+        why: String,
+    },
+}
+
+/// Whose areas a reader reads. A publish directory such as `/dev/shm` is shared with every
+/// user of the machine, and anyone can put a file there named like another process's area.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum AreaTrust {
+    /// The default: an area is read only when it is owned by the reader's effective uid, or
+    /// by the owner of the running process its name claims (only that user, or root, can
+    /// have made it), and no one but its owner can write it (no group or other write bit).
+    #[default]
+    OwnerOnly,
+    /// Any area, whoever owns it and whoever can write it. Reading it is still safe (it is
+    /// copied and every field is checked); what it says may be made up.
+    Anyone,
+}
+
+/// Why `meta` (an area's `fstat`) fails `trust`, if it does.
+fn distrust(trust: AreaTrust, meta: &std::fs::Metadata, path: &Path) -> Option<PublishError> {
+    use std::os::unix::fs::MetadataExt;
+    if trust == AreaTrust::Anyone {
+        return None;
+    }
+    let (owner_uid, mode) = (meta.uid(), meta.mode() & 0o7777);
+    let untrusted = |why: String| PublishError::Untrusted {
+        path: path.to_path_buf(),
+        owner_uid,
+        mode,
+        why,
+    };
+    if mode & 0o022 != 0 {
+        return Some(untrusted(format!(
+            "its mode {mode:04o} lets {} write it",
+            if mode & 0o002 != 0 {
+                "every user"
+            } else {
+                "its group"
+            }
+        )));
+    }
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let me = unsafe { libc::geteuid() };
+    if owner_uid == me {
+        return None;
+    }
+    let claimed_pid = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(parse_area_name)
+        .map(|(pid, _)| pid);
+    let process_owner = claimed_pid.and_then(|pid| {
+        std::fs::metadata(format!("/proc/{pid}"))
+            .ok()
+            .map(|m| m.uid())
+    });
+    match (claimed_pid, process_owner) {
+        (_, Some(uid)) if uid == owner_uid => None,
+        (Some(pid), Some(uid)) => Some(untrusted(format!(
+            "it is owned by uid {owner_uid}, but process {pid} runs as uid {uid} and this reader as uid {me}"
+        ))),
+        (Some(pid), None) => Some(untrusted(format!(
+            "it is owned by uid {owner_uid}, not this reader's uid {me}, and process {pid} is not running"
+        ))),
+        (None, _) => Some(untrusted(format!(
+            "it is owned by uid {owner_uid}, not this reader's uid {me}"
+        ))),
+    }
 }
 
 /// The header: who publishes, with which settings. Written once.
@@ -926,8 +1005,14 @@ fn pause_before_retry(attempt: u32, start: Instant) -> bool {
     true
 }
 
-/// Reads the area in `path`.
+/// Reads the area in `path` if it is trusted by default ([`AreaTrust::OwnerOnly`]).
 pub fn read_area(path: &Path) -> Result<PublishedArea, PublishError> {
+    read_area_trusting(path, AreaTrust::OwnerOnly)
+}
+
+/// Reads the area in `path`, first checking its owner and mode against `trust` on the open
+/// descriptor (so a file swapped in after the check is not the one read).
+pub fn read_area_trusting(path: &Path, trust: AreaTrust) -> Result<PublishedArea, PublishError> {
     let io = |source| PublishError::Io {
         path: path.to_path_buf(),
         source,
@@ -951,6 +1036,9 @@ pub fn read_area(path: &Path) -> Result<PublishedArea, PublishError> {
         return Err(PublishError::NotRegular {
             path: path.to_path_buf(),
         });
+    }
+    if let Some(error) = distrust(trust, &meta, path) {
+        return Err(error);
     }
     if meta.len() != AREA_BYTES as u64 {
         return Err(PublishError::WrongSize {
@@ -1170,9 +1258,16 @@ pub fn parse_area_name(name: &str) -> Option<(i32, u64)> {
 /// `pageio aios` into a long walk.
 pub const MAX_DIR_ENTRIES: usize = 100_000;
 
-/// Every area in `dir`: live, stale or unreadable, sorted by pid and instance. Files whose
-/// names do not match the pattern are not looked at.
+/// Every area in `dir`: live, stale or unreadable, sorted by pid and instance, with the
+/// default trust ([`AreaTrust::OwnerOnly`]). Files whose names do not match the pattern are
+/// not looked at.
 pub fn list_areas(dir: &Path) -> std::io::Result<Vec<AreaEntry>> {
+    list_areas_trusting(dir, AreaTrust::OwnerOnly)
+}
+
+/// [`list_areas`] reading the areas `trust` accepts; the others are
+/// [`AreaEntry::Unreadable`] with [`PublishError::Untrusted`].
+pub fn list_areas_trusting(dir: &Path, trust: AreaTrust) -> std::io::Result<Vec<AreaEntry>> {
     let mut found: Vec<((i32, u64), PathBuf)> = Vec::new();
     for entry in std::fs::read_dir(dir)?.take(MAX_DIR_ENTRIES) {
         let entry = entry?;
@@ -1185,7 +1280,7 @@ pub fn list_areas(dir: &Path) -> std::io::Result<Vec<AreaEntry>> {
     found.sort();
     Ok(found
         .into_iter()
-        .map(|((pid, _), path)| match read_area(&path) {
+        .map(|((pid, _), path)| match read_area_trusting(&path, trust) {
             Err(error) => AreaEntry::Unreadable { path, error },
             Ok(area) if area.header.pid != pid => AreaEntry::Unreadable {
                 error: PublishError::Garbled {
@@ -1206,8 +1301,9 @@ pub fn list_areas(dir: &Path) -> std::io::Result<Vec<AreaEntry>> {
 }
 
 /// Removes a stale area, checking again first that the file has an area's name, starts with
-/// the magic, holds the same publisher as `area`, and that this publisher is still gone.
-/// Returns whether it removed the file.
+/// the magic, holds the same publisher as `area`, that this publisher is still gone, and that
+/// the file passes the default trust ([`AreaTrust::OwnerOnly`]: another user's file is
+/// never removed). Returns whether it removed the file.
 pub fn remove_stale(area: &PublishedArea) -> Result<bool, PublishError> {
     let path = &area.path;
     let name_ok = path
