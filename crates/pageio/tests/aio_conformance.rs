@@ -799,10 +799,26 @@ fn non_regular_relation_files_are_refused_not_read(method: IoMethodKind) {
     std::os::unix::fs::symlink("/dev/zero", &zero).unwrap();
     let subdir = dir.path().join("subdir");
     std::fs::create_dir(&subdir).unwrap();
+    let socket = dir.path().join("socket");
+    let _listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    let dangling = dir.path().join("dangling");
+    std::os::unix::fs::symlink(dir.path().join("nowhere"), &dangling).unwrap();
+    let looping = dir.path().join("looping");
+    std::os::unix::fs::symlink(&looping, &looping).unwrap();
+    // A sparse file of 2^40 bytes: more than a segment can be.
+    let huge = dir.path().join("huge");
+    std::fs::File::create(&huge)
+        .unwrap()
+        .set_len(1 << 40)
+        .unwrap();
     for (path, what) in [
-        (&fifo, "a FIFO"),
-        (&zero, "a character device"),
-        (&subdir, "a directory"),
+        (&fifo, "it is a FIFO, not a regular file"),
+        (&zero, "it is a character device, not a regular file"),
+        (&subdir, "it is a directory, not a regular file"),
+        (&socket, "it is a socket, not a regular file"),
+        (&dangling, "No such file or directory"),
+        (&looping, "Too many levels of symbolic links"),
+        (&huge, "is 1099511627776 bytes, more than a segment's"),
     ] {
         let rel = RelFile::new(path.clone());
         let e = backend
@@ -810,18 +826,82 @@ fn non_regular_relation_files_are_refused_not_read(method: IoMethodKind) {
             .unwrap_err()
             .to_string();
         assert!(
-            e.contains(what) && e.contains("not a regular file"),
+            e.contains(what) && e.contains(path.to_str().unwrap()),
             "{method} read {what}: {e}"
         );
-        let e = backend
-            .write_blocks(&rel, 0, IoBuffer::from_slice(&[1; BLCKSZ]))
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains(what), "{method} write {what}: {e}");
+        if path != &dangling {
+            // (A write through a dangling link creates its target, as PostgreSQL's would.)
+            let e = backend
+                .write_blocks(&rel, 0, IoBuffer::from_slice(&[1; BLCKSZ]))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(what), "{method} write {what}: {e}");
+        }
         let e = rel.nblocks().unwrap_err().to_string();
         assert!(e.contains(what), "{method} nblocks {what}: {e}");
     }
+    assert_eq!(std::fs::metadata(&huge).unwrap().len(), 1 << 40);
     assert_nothing_pending(&backend, &aio);
+}
+
+/// A relation path that another process swaps between a regular file and a FIFO (by
+/// rename, so each is whole) is read or refused, never waited on: the type is checked on
+/// the descriptor, which was opened without blocking.
+fn a_file_swapped_for_a_fifo_is_refused_not_waited_on(method: IoMethodKind) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("16384");
+    let regular = dir.path().join("regular");
+    std::fs::write(&regular, vec![7u8; BLCKSZ]).unwrap();
+    let fifo = dir.path().join("fifo");
+    let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: c is a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    std::fs::hard_link(&regular, &path).unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let swapper = {
+        let (path, regular, fifo, stop) =
+            (path.clone(), regular.clone(), fifo.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let staged = path.with_extension("staged");
+            let mut swaps = 0u32;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let from = if swaps.is_multiple_of(2) {
+                    &fifo
+                } else {
+                    &regular
+                };
+                let _ = std::fs::remove_file(&staged);
+                std::fs::hard_link(from, &staged).unwrap();
+                std::fs::rename(&staged, &path).unwrap();
+                swaps += 1;
+            }
+            swaps
+        })
+    };
+    let (mut read, mut refused) = (0u32, 0u32);
+    for _ in 0..200 {
+        // A new engine each time: the file cache would otherwise keep the first descriptor.
+        let aio = aio(method);
+        let mut backend = aio.backend().unwrap();
+        let rel = RelFile::new(path.clone());
+        match backend.read_blocks(&rel, 0, IoBuffer::zeroed(BLCKSZ)) {
+            Ok(buf) => {
+                assert!(buf.as_slice().iter().all(|&b| b == 7), "{method}");
+                read += 1;
+            }
+            Err(e) => {
+                assert!(e.to_string().contains("it is a FIFO"), "{method}: {e}");
+                refused += 1;
+            }
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let swaps = swapper.join().unwrap();
+    // Both kinds were met (the swapper runs all the time, so 200 opens see each often).
+    assert!(
+        swaps > 0 && read > 0 && refused > 0 && read + refused == 200,
+        "{method}: {swaps} swaps, {read} read, {refused} refused"
+    );
 }
 
 /// Every byte of the relation's files, in segment order.
@@ -1606,6 +1686,7 @@ conformance!(
     read_of_a_missing_file_is_an_error_not_a_hang,
     block_numbers_past_max_block_number_are_refused_never_wrapped,
     non_regular_relation_files_are_refused_not_read,
+    a_file_swapped_for_a_fifo_is_refused_not_waited_on,
     write_into_an_unwritable_directory_is_an_error_not_a_hang,
     an_error_in_the_middle_of_a_long_request_stops_it_cleanly,
     partial_reads_in_a_long_request_are_reissued_or_named,

@@ -53,9 +53,15 @@ pub struct SegmentFile {
     direct: bool,
     writable: bool,
     alignment: DioAlignment,
+    size_at_open: u64,
 }
 
 impl SegmentFile {
+    /// The file's size in bytes when it was opened (`fstat`).
+    pub fn size_at_open(&self) -> u64 {
+        self.size_at_open
+    }
+
     /// The raw descriptor (valid while this value lives).
     pub fn raw_fd(&self) -> i32 {
         self.fd.as_raw_fd()
@@ -369,20 +375,10 @@ impl FileCache {
                 "path contains a NUL byte",
             ),
         })?;
-        // Opening a FIFO for reading waits for a writer forever, so whatever sits at the
-        // path is looked at before it is opened, and the open descriptor is checked again
-        // below. (Opening with O_NONBLOCK and clearing it afterwards would close the race
-        // between the two, but a descriptor opened that way read differently afterwards:
-        // the read-ahead advice of seq scans found pieces cached that it had not asked for.)
-        if let Ok(meta) = std::fs::metadata(path) {
-            if !meta.is_file() {
-                return Err(StorageError::NotRegularFile {
-                    path: path.to_path_buf(),
-                    what: super::file_type_name(meta.file_type()),
-                });
-            }
-        }
-        let mut flags = libc::O_CLOEXEC;
+        // Opening a FIFO for reading waits for a writer forever, so the file is opened
+        // non-blocking, checked on the descriptor (below: a regular file, whatever was
+        // swapped in at the path meanwhile), and only then made blocking again.
+        let mut flags = libc::O_CLOEXEC | libc::O_NONBLOCK;
         flags |= match mode {
             OpenMode::Read => libc::O_RDONLY,
             OpenMode::ReadWriteCreate => libc::O_RDWR | libc::O_CREAT,
@@ -394,6 +390,18 @@ impl FileCache {
         let fd = unsafe { libc::open(c_path.as_ptr(), flags, 0o600 as libc::c_uint) };
         if fd < 0 {
             let err = std::io::Error::last_os_error();
+            // Something that is not a regular file may refuse the open itself (a directory
+            // opened for writing: EISDIR; a socket: ENXIO): name what it is.
+            if !matches!(err.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) {
+                if let Ok(meta) = std::fs::metadata(path) {
+                    if !meta.is_file() {
+                        return Err(StorageError::NotRegularFile {
+                            path: path.to_path_buf(),
+                            what: super::file_type_name(meta.file_type()),
+                        });
+                    }
+                }
+            }
             return Err(match err.raw_os_error() {
                 Some(libc::ENOENT) => StorageError::NotFound {
                     path: path.to_path_buf(),
@@ -438,6 +446,20 @@ impl FileCache {
                 },
             });
         }
+        // A regular file: clear O_NONBLOCK, which would otherwise make io_uring and
+        // preadv2 reads of uncached data fail with EAGAIN instead of waiting for the device.
+        // SAFETY: fd is a valid open descriptor; F_GETFL takes no argument.
+        let fl = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) };
+        let cleared = fl >= 0 && {
+            // SAFETY: fd is a valid open descriptor; F_SETFL takes the flags as an int.
+            unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, fl & !libc::O_NONBLOCK) == 0 }
+        };
+        if !cleared {
+            return Err(StorageError::Open {
+                path: path.to_path_buf(),
+                source: std::io::Error::last_os_error(),
+            });
+        }
         let alignment = if self.direct {
             match dio_alignment(path)? {
                 Some(a) => a,
@@ -458,6 +480,7 @@ impl FileCache {
             direct: self.direct,
             writable: mode == OpenMode::ReadWriteCreate,
             alignment,
+            size_at_open: u64::try_from(st.st_size).unwrap_or(0),
         })
     }
 }

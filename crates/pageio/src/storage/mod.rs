@@ -104,6 +104,15 @@ pub enum StorageError {
         /// What it is ("a FIFO", "a character device", …).
         what: &'static str,
     },
+    /// A segment file larger than a segment (PostgreSQL's `mdnblocks` stops with "segment
+    /// too big"): not a relation segment, or damaged.
+    #[error("relation segment \"{path}\" is {size_bytes} bytes, more than a segment's 1073741824 (RELSEG_SIZE 131072 blocks of 8192): it is not a relation segment, or it was damaged; restore it from a backup, or point at the right file")]
+    SegmentTooBig {
+        /// File path.
+        path: PathBuf,
+        /// Its size.
+        size_bytes: u64,
+    },
     /// The file system refused `O_DIRECT`.
     #[error("could not open file \"{path}\" with O_DIRECT: the file system does not support direct I/O ({source}); set direct_io = off")]
     DirectIoUnsupported {

@@ -33,6 +33,9 @@ use super::{FileCache, OpenMode, SegmentFile, StorageError, BLCKSZ, RELSEG_SIZE_
 /// so a block number from a corrupt page or a caller can never wrap onto block 0.
 pub const MAX_BLOCK_NUMBER: u64 = 0xFFFF_FFFE;
 
+/// Bytes in a full segment (1 GB): no segment file of a relation is larger.
+pub const SEGMENT_BYTES: u64 = RELSEG_SIZE_BLOCKS as u64 * BLCKSZ as u64;
+
 /// 2^32 / `RELSEG_SIZE` = 32768 segments. Every walk over segment files stops there.
 pub const MAX_SEGMENTS: u32 = ((1u64 << 32) / RELSEG_SIZE_BLOCKS as u64) as u32;
 
@@ -190,6 +193,12 @@ impl RelFile {
         }
         let (segno, in_seg) = Self::segment_of(block);
         let file = cache.open(&self.segment_path(segno), self.segment_display(segno), mode)?;
+        if file.size_at_open() > SEGMENT_BYTES {
+            return Err(StorageError::SegmentTooBig {
+                path: self.segment_path(segno),
+                size_bytes: file.size_at_open(),
+            });
+        }
         Ok((file, in_seg as u64 * BLCKSZ as u64))
     }
 
@@ -226,6 +235,12 @@ impl RelFile {
                 }
                 Err(source) => return Err(StorageError::Open { path, source }),
             };
+            if len > SEGMENT_BYTES {
+                return Err(StorageError::SegmentTooBig {
+                    path,
+                    size_bytes: len,
+                });
+            }
             last_size_bytes = len;
             let blocks = len / BLCKSZ as u64;
             total += blocks;
