@@ -324,9 +324,20 @@ pub fn run(args: AdviseArgs) -> CliResult {
         }
     }
     if let Some(file) = &args.config {
-        if !file.is_file() {
+        let problem = match std::fs::metadata(file) {
+            Ok(m) if m.is_file() => None,
+            Ok(m) => Some(format!(
+                "it is {}, not a regular file",
+                pageio::storage::file_type_name(m.file_type())
+            )),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                Some("it does not exist".to_string())
+            }
+            Err(e) => Some(e.to_string()),
+        };
+        if let Some(problem) = problem {
             return Err(format!(
-                "--config {}: not a file; give a postgresql.conf",
+                "--config {}: {problem}; give a postgresql.conf",
                 file.display()
             )
             .into());

@@ -53,7 +53,11 @@ fn bad_flags_exit_2_with_the_fix() {
     fails_with(&["advise", "--pgdata", &empty], "no PG_VERSION");
     fails_with(
         &["advise", "--config", "/nonexistent.conf"],
-        "not a file; give a postgresql.conf",
+        "--config /nonexistent.conf: it does not exist; give a postgresql.conf",
+    );
+    fails_with(
+        &["advise", "--config", "/dev/null"],
+        "--config /dev/null: it is a character device, not a regular file; give a postgresql.conf",
     );
     fails_with(
         &["advise", "--pg-bin", "/nonexistent/bin"],

@@ -692,7 +692,7 @@ fn read_conf_recursive(
         )));
     }
     let limit = CONF_FILE_MAX_BYTES.min(*budget_bytes);
-    let bytes = crate::storage::read_small_file(path, limit).map_err(|e| match e {
+    let bytes = crate::storage::read_small_file_through_links(path, limit).map_err(|e| match e {
         crate::storage::SmallFileError::Missing => {
             open_err(std::io::Error::from_raw_os_error(libc::ENOENT).to_string())
         }

@@ -15,6 +15,7 @@
 //!   "data_checksums": true, "pageio_version": "0.1.0", "created": "2025-01-01T00:00:00Z" }
 //! ```
 
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -145,7 +146,16 @@ impl Manifest {
                 } else {
                     0
                 };
-                let actual_bytes = match std::fs::metadata(&path) {
+                let actual_bytes = match std::fs::symlink_metadata(&path) {
+                    Ok(m) if !m.is_file() => {
+                        return Err(mismatch(
+                            path,
+                            format!(
+                                "it is {}, not a regular file",
+                                crate::storage::file_type_name(m.file_type())
+                            ),
+                        ))
+                    }
                     Ok(m) => Some(m.len()),
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
                     Err(source) => {
@@ -178,8 +188,19 @@ impl Manifest {
         }
         let index = dir.join(self.index_relfilenode.to_string());
         let mut page = vec![0u8; BLCKSZ];
-        std::fs::File::open(&index)
-            .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut page))
+        // Opened without blocking or following a link (checked above to be a regular file;
+        // the descriptor is checked again, so a FIFO swapped in since is not waited on).
+        std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&index)
+            .and_then(|f| {
+                if f.metadata()?.is_file() {
+                    std::os::unix::fs::FileExt::read_exact_at(&f, &mut page, 0)
+                } else {
+                    Err(std::io::Error::other("it is no longer a regular file"))
+                }
+            })
             .map_err(|source| GenError::Io {
                 op: "read the metapage of",
                 path: index.clone(),

@@ -24,6 +24,7 @@
 //! carries a 16-byte `BTPageOpaqueData`. An all-zero block 0 (a new page) and an empty file
 //! are an empty heap, as PostgreSQL reads them.
 
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Component, Path, PathBuf};
 
 use thiserror::Error;
@@ -116,18 +117,48 @@ pub fn resolve_relation_path(
             pgdata: real_pgdata,
         });
     }
-    // symlink_metadata of the canonical path is the file itself; checked before any open,
-    // because opening a FIFO blocks until a writer appears.
-    let meta = std::fs::symlink_metadata(&real).map_err(|source| RelPathError::Resolve {
+    // The canonical path is the file itself (no link left to follow). It is opened without
+    // blocking (a FIFO would otherwise wait for a writer forever) and checked on the open
+    // descriptor, so what is read is what was checked.
+    let cannot = |source| RelPathError::Resolve {
         path: real.clone(),
         source,
-    })?;
+    };
+    let file = match std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(&real)
+    {
+        Ok(file) => file,
+        Err(e) => {
+            // Some kinds refuse the open itself (a socket: ENXIO): name what it is.
+            if let Ok(meta) = std::fs::symlink_metadata(&real) {
+                if !meta.file_type().is_file() {
+                    let what = crate::storage::file_type_name(meta.file_type());
+                    return Err(RelPathError::NotRegularFile { path: real, what });
+                }
+            }
+            return Err(cannot(e));
+        }
+    };
+    let meta = file.metadata().map_err(cannot)?;
     let file_type = meta.file_type();
     if !file_type.is_file() {
         let what = crate::storage::file_type_name(file_type);
         return Err(RelPathError::NotRegularFile { path: real, what });
     }
-    check_kind(&real, meta.len(), kind)?;
+    if meta.len() > crate::storage::SEGMENT_BYTES {
+        return Err(RelPathError::WrongKind {
+            path: real,
+            expected: kind.as_str(),
+            reason: format!(
+                "it is {} bytes, more than a relation segment's {} (1 GB): it is not a relation segment, or it was damaged",
+                meta.len(),
+                crate::storage::SEGMENT_BYTES
+            ),
+        });
+    }
+    check_kind(&real, &file, meta.len(), kind)?;
     Ok(real)
 }
 
@@ -147,7 +178,12 @@ fn through_tablespace(pgdata: &Path, relpath: &str, real: &Path) -> bool {
 
 /// Looks at block 0 of a regular file of `len_bytes` to tell a heap from a btree from
 /// something else.
-fn check_kind(path: &Path, len_bytes: u64, kind: RelationKind) -> Result<(), RelPathError> {
+fn check_kind(
+    path: &Path,
+    file: &std::fs::File,
+    len_bytes: u64,
+    kind: RelationKind,
+) -> Result<(), RelPathError> {
     let wrong = |reason: String| RelPathError::WrongKind {
         path: path.to_path_buf(),
         expected: kind.as_str(),
@@ -165,12 +201,12 @@ fn check_kind(path: &Path, len_bytes: u64, kind: RelationKind) -> Result<(), Rel
         };
     }
     let mut page = vec![0u8; BLCKSZ];
-    std::fs::File::open(path)
-        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut page))
-        .map_err(|source| RelPathError::Resolve {
+    std::os::unix::fs::FileExt::read_exact_at(file, &mut page, 0).map_err(|source| {
+        RelPathError::Resolve {
             path: path.to_path_buf(),
             source,
-        })?;
+        }
+    })?;
     if page.iter().all(|&b| b == 0) {
         // A new page: PostgreSQL treats it as empty.
         return match kind {

@@ -50,8 +50,11 @@ pub use direct::{
 pub use fd_cache::{FileCache, OpenMode, SegmentFile, RESERVED_FDS};
 pub use relation::{
     ForkNumber, OrphanSegment, RelFile, SegmentLayout, MAX_BLOCK_NUMBER, MAX_SEGMENTS,
+    SEGMENT_BYTES,
 };
-pub use small_file::{file_type_name, read_small_file, SmallFileError};
+pub use small_file::{
+    file_type_name, read_small_file, read_small_file_through_links, SmallFileError,
+};
 
 use std::path::{Path, PathBuf};
 

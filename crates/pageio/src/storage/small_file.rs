@@ -4,7 +4,8 @@
 //! A path inside a data directory may hold anything: a FIFO (a plain `open` for reading
 //! blocks until a writer appears, forever), a character device such as `/dev/zero` (reads
 //! never end), a link to a huge sparse file, or a file someone truncates while it is read.
-//! So the file is opened non-blocking and without following a final symbolic link, its type
+//! So the file is opened non-blocking and without following a final symbolic link (for a
+//! configuration file, [`read_small_file_through_links`] follows it), its type
 //! is checked with `fstat` on the open descriptor (no race between the check and the read),
 //! and at most `max_bytes` are read: a file larger than its format allows is refused before
 //! a byte of it is read.
@@ -63,20 +64,57 @@ pub fn file_type_name(t: std::fs::FileType) -> &'static str {
     }
 }
 
-/// Reads the regular file at `path`, at most `max_bytes` long (see the module docs).
+/// Reads the regular file at `path`, at most `max_bytes` long (see the module docs). A
+/// symbolic link at `path` is refused: for the files of a data directory, where PostgreSQL
+/// never makes one.
 pub fn read_small_file(path: &Path, max_bytes: u64) -> Result<Vec<u8>, SmallFileError> {
+    read_small(path, max_bytes, false)
+}
+
+/// [`read_small_file`] following a symbolic link at `path`, for files a link may lead to
+/// (configuration files, which installations often link from `/etc`); what the link leads
+/// to is checked as the file itself would be.
+pub fn read_small_file_through_links(
+    path: &Path,
+    max_bytes: u64,
+) -> Result<Vec<u8>, SmallFileError> {
+    read_small(path, max_bytes, true)
+}
+
+fn read_small(path: &Path, max_bytes: u64, follow: bool) -> Result<Vec<u8>, SmallFileError> {
+    let mut flags = libc::O_NONBLOCK | libc::O_CLOEXEC;
+    if !follow {
+        flags |= libc::O_NOFOLLOW;
+    }
     let file = match std::fs::OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .custom_flags(flags)
         .open(path)
     {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(SmallFileError::Missing),
-        // O_NOFOLLOW on a final symbolic link fails with ELOOP.
+        // O_NOFOLLOW on a final symbolic link fails with ELOOP (followed, a link loop does).
         Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
-            return Err(SmallFileError::NotRegular("a symbolic link"))
+            return Err(SmallFileError::NotRegular(if follow {
+                "a loop of symbolic links"
+            } else {
+                "a symbolic link"
+            }))
         }
-        Err(e) => return Err(SmallFileError::Io(e)),
+        Err(e) => {
+            // Some kinds refuse the open itself (a socket: ENXIO): name what it is.
+            let meta = if follow {
+                std::fs::metadata(path)
+            } else {
+                std::fs::symlink_metadata(path)
+            };
+            if let Ok(meta) = meta {
+                if !meta.file_type().is_file() {
+                    return Err(SmallFileError::NotRegular(file_type_name(meta.file_type())));
+                }
+            }
+            return Err(SmallFileError::Io(e));
+        }
     };
     let meta = file.metadata().map_err(SmallFileError::Io)?;
     if !meta.file_type().is_file() {
@@ -144,5 +182,90 @@ mod tests {
             read_small_file(dir.path(), 9),
             Err(SmallFileError::NotRegular("a directory"))
         ));
+    }
+
+    /// Every kind of path, read without and with following a final link: the named error at
+    /// once (a FIFO or a socket never waited on), a regular file through a link read only
+    /// when links are followed.
+    #[test]
+    fn every_path_kind_is_named_with_and_without_following_links() {
+        let dir = tempfile::tempdir().unwrap();
+        let at = |name: &str| dir.path().join(name);
+        std::fs::write(at("regular"), b"abc").unwrap();
+        let c = std::ffi::CString::new(at("fifo").as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: c is a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let _socket = std::os::unix::net::UnixListener::bind(at("socket")).unwrap();
+        std::fs::create_dir(at("dir")).unwrap();
+        std::os::unix::fs::symlink(at("nowhere"), at("dangling")).unwrap();
+        std::os::unix::fs::symlink(at("loop"), at("loop")).unwrap();
+        std::os::unix::fs::symlink("/dev/zero", at("zero")).unwrap();
+        std::os::unix::fs::symlink(at("fifo"), at("to-fifo")).unwrap();
+        std::os::unix::fs::symlink(at("regular"), at("to-regular")).unwrap();
+        std::fs::File::create(at("sparse"))
+            .unwrap()
+            .set_len(1 << 40)
+            .unwrap();
+        let name = |r: Result<Vec<u8>, SmallFileError>| match r {
+            Ok(bytes) => format!("read {} bytes", bytes.len()),
+            Err(e) => e.to_string(),
+        };
+        let too_large = "it is 1099511627776 bytes, more than the 4096 its format allows";
+        let cases: [(&str, &str, &str); 10] = [
+            ("regular", "read 3 bytes", "read 3 bytes"),
+            (
+                "fifo",
+                "it is a FIFO, not a regular file",
+                "it is a FIFO, not a regular file",
+            ),
+            (
+                "socket",
+                "it is a socket, not a regular file",
+                "it is a socket, not a regular file",
+            ),
+            (
+                "dir",
+                "it is a directory, not a regular file",
+                "it is a directory, not a regular file",
+            ),
+            (
+                "dangling",
+                "it is a symbolic link, not a regular file",
+                "it does not exist",
+            ),
+            (
+                "loop",
+                "it is a symbolic link, not a regular file",
+                "it is a loop of symbolic links, not a regular file",
+            ),
+            (
+                "zero",
+                "it is a symbolic link, not a regular file",
+                "it is a character device, not a regular file",
+            ),
+            (
+                "to-fifo",
+                "it is a symbolic link, not a regular file",
+                "it is a FIFO, not a regular file",
+            ),
+            (
+                "to-regular",
+                "it is a symbolic link, not a regular file",
+                "read 3 bytes",
+            ),
+            ("sparse", too_large, too_large),
+        ];
+        for (file, not_following, following) in cases {
+            assert_eq!(
+                name(read_small_file(&at(file), 4096)),
+                not_following,
+                "{file}"
+            );
+            assert_eq!(
+                name(read_small_file_through_links(&at(file), 4096)),
+                following,
+                "{file} (links followed)"
+            );
+        }
     }
 }

@@ -213,6 +213,26 @@ pub enum VerifyError {
         /// The file.
         path: PathBuf,
     },
+    /// Something other than a regular file, a directory or a link sits where a relation
+    /// file can be (pg_checksums skips it without a word; its pages cannot be checked).
+    #[error("\"{}\" is {what}, not a regular file: its pages cannot be checked; a relation's files are regular files: restore it from a backup, or remove it if it does not belong to the cluster", path.display())]
+    NotRegularFile {
+        /// The entry.
+        path: PathBuf,
+        /// What it is ("a FIFO", "a socket", "a symbolic link to a character device", …).
+        what: String,
+    },
+    /// A relation segment larger than a segment can be (PostgreSQL stops with "segment too
+    /// big" on it): not read, since its size is not bounded.
+    #[error("relation segment \"{}\" is {size_bytes} bytes, more than a segment's {max_bytes}: it is not a relation segment, or it was damaged; restore it from a backup", path.display())]
+    SegmentTooBig {
+        /// The file.
+        path: PathBuf,
+        /// Its size.
+        size_bytes: u64,
+        /// A segment's size (1 GB).
+        max_bytes: u64,
+    },
     /// A file ends in a partial block.
     #[error(
         "could not read block {block} in file \"{path}\": read {bytes_read} of {expected_bytes}"
@@ -279,6 +299,8 @@ impl VerifyError {
             }
             VerifyError::Stat { .. } => "stat_failed",
             VerifyError::InvalidSegmentNumber { .. } => "invalid_segment_number",
+            VerifyError::NotRegularFile { .. } => "not_a_regular_file",
+            VerifyError::SegmentTooBig { .. } => "segment_too_big",
             VerifyError::ShortRead { .. } => "short_read",
             VerifyError::ReadFailed { .. } => "read_failed",
             VerifyError::Aio(_) => "io",

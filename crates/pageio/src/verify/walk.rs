@@ -39,6 +39,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::VerifyError;
+use crate::storage::SEGMENT_BYTES;
 
 /// Names `pg_checksums` never checks (exact matches).
 const SKIP_EXACT: [&str; 3] = ["pg_control", "pg_filenode.map", "PG_VERSION"];
@@ -156,6 +157,13 @@ fn scan_directory(
                     continue;
                 }
             }
+            if meta.len() > SEGMENT_BYTES {
+                return Err(VerifyError::SegmentTooBig {
+                    path: PathBuf::from(&fn_path),
+                    size_bytes: meta.len(),
+                    max_bytes: SEGMENT_BYTES,
+                });
+            }
             out.push(ClusterFile {
                 display: PathBuf::from(&fn_path).display().to_string().into(),
                 path: PathBuf::from(fn_path),
@@ -163,6 +171,22 @@ fn scan_directory(
                 size_bytes: meta.len(),
             });
         } else if ft.is_dir() || ft.is_symlink() {
+            // A link that leads to something other than a directory would fail below as
+            // "could not open directory … Not a directory" (as in pg_checksums): say what
+            // it leads to instead.
+            if ft.is_symlink() {
+                if let Ok(target) = std::fs::metadata(&fn_path) {
+                    if !target.is_dir() {
+                        return Err(VerifyError::NotRegularFile {
+                            path: PathBuf::from(&fn_path),
+                            what: format!(
+                                "a symbolic link to {}",
+                                crate::storage::file_type_name(target.file_type())
+                            ),
+                        });
+                    }
+                }
+            }
             if in_tblspc {
                 // A tablespace link: only this major version's directory inside it holds our
                 // data (other versions' directories may sit beside it after pg_upgrade).
@@ -171,6 +195,13 @@ fn scan_directory(
             } else {
                 scan_directory(&path, &name, only_filenode, out)?;
             }
+        } else if !skip_file(name_bytes) {
+            // A FIFO, socket or device where a relation file can be: pg_checksums passes it
+            // over silently, which would report a cluster as checked with a file unread.
+            return Err(VerifyError::NotRegularFile {
+                path: PathBuf::from(&fn_path),
+                what: crate::storage::file_type_name(ft).to_string(),
+            });
         }
     }
     Ok(())
