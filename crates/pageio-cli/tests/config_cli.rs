@@ -127,3 +127,120 @@ fn an_include_of_dev_zero_is_refused_at_once() {
         assert!(start.elapsed().as_secs() < 10, "{args:?}");
     }
 }
+
+/// Runs pageio under `prlimit --as=1G` (prlimit execs it, so the child is pageio itself)
+/// and returns its output and its peak resident memory in bytes (`wait4`'s `ru_maxrss`).
+fn under_1g_with_peak(args: &[&str]) -> (std::process::Output, u64) {
+    use std::io::Read;
+    use std::os::unix::process::ExitStatusExt;
+    let mut child = std::process::Command::new("prlimit")
+        .arg("--as=1073741824")
+        .arg(env!("CARGO_BIN_EXE_pageio"))
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (mut out, mut err) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
+    let reader = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        out.read_to_end(&mut v).unwrap();
+        v
+    });
+    let mut stderr_bytes = Vec::new();
+    err.read_to_end(&mut stderr_bytes).unwrap();
+    let stdout_bytes = reader.join().unwrap();
+    let mut status = 0;
+    // SAFETY: rusage is plain old data, for which all-zero bytes are a valid value.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: the pid is our unreaped child; status and usage are writable.
+    let pid = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
+    assert_eq!(
+        pid,
+        child.id() as i32,
+        "wait4: {}",
+        std::io::Error::last_os_error()
+    );
+    let output = std::process::Output {
+        status: std::process::ExitStatus::from_raw(status),
+        stdout: stdout_bytes,
+        stderr: stderr_bytes,
+    };
+    (output, usage.ru_maxrss as u64 * 1024)
+}
+
+/// A configuration file (or an include) of 2 GB, one with a 100 MB line, one of 10 MB that
+/// is a single line, and an include of `/dev/zero`: `advise --config` under a 1 GB
+/// address-space limit exits 2 with the limit named, a short message, and a peak resident
+/// memory under 100 MB.
+#[test]
+fn oversized_configuration_input_is_refused_within_a_memory_bound() {
+    let dir = tempfile::tempdir().unwrap();
+    let at = |name: &str| dir.path().join(name);
+    // 2 GB, sparse: nothing to write, everything to read if the size were not checked.
+    std::fs::File::create(at("two-gb.conf"))
+        .unwrap()
+        .set_len(2 << 30)
+        .unwrap();
+    std::fs::write(
+        at("includes-two-gb.conf"),
+        format!("include '{}'\n", at("two-gb.conf").display()),
+    )
+    .unwrap();
+    // Written a MB at a time: the peak measured below includes this process's own at the
+    // time pageio starts (the kernel carries it over the exec), so it must stay small.
+    let one_line = |name: &str, head: &str, mb: usize| {
+        use std::io::Write;
+        let mut f = std::io::BufWriter::new(std::fs::File::create(at(name)).unwrap());
+        f.write_all(head.as_bytes()).unwrap();
+        let chunk = vec![b'x'; 1 << 20];
+        for _ in 0..mb {
+            f.write_all(&chunk).unwrap();
+        }
+        f.write_all(b"'\n").unwrap();
+    };
+    one_line("long-line.conf", "shared_buffers = '", 100);
+    one_line("ten-mb-line.conf", "work_mem = '", 10);
+    std::fs::write(at("zero.conf"), "include '/dev/zero'\n").unwrap();
+    let cases: [(&str, &[&str]); 5] = [
+        ("two-gb.conf", &["2147483648 bytes", "CONF_FILE_MAX_BYTES"]),
+        (
+            "includes-two-gb.conf",
+            &["2147483648 bytes", "CONF_FILE_MAX_BYTES"],
+        ),
+        (
+            "long-line.conf",
+            &["104857620 bytes", "CONF_FILE_MAX_BYTES"],
+        ),
+        ("ten-mb-line.conf", &["CONF_LINE_MAX_BYTES"]),
+        ("zero.conf", &["/dev/zero", "a character device"]),
+    ];
+    for (file, wanted) in cases {
+        let path = at(file);
+        let start = std::time::Instant::now();
+        let (out, peak_bytes) = under_1g_with_peak(&["advise", "--config", path.to_str().unwrap()]);
+        let all = format!("{}{}", String::from_utf8_lossy(&out.stdout), stderr(&out));
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{file}: {:?}\n{all}",
+            out.status
+        );
+        for w in wanted {
+            assert!(all.contains(w), "{file}: want {w:?} in:\n{all}");
+        }
+        assert!(
+            all.lines().all(|l| l.len() < 2000),
+            "{file}: every line short, the input never quoted whole"
+        );
+        assert!(
+            peak_bytes < 100 << 20,
+            "{file}: peak resident memory {peak_bytes} bytes"
+        );
+        assert!(
+            start.elapsed().as_secs() < 10,
+            "{file}: {:?}",
+            start.elapsed()
+        );
+    }
+}
