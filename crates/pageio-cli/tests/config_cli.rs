@@ -130,6 +130,8 @@ fn an_include_of_dev_zero_is_refused_at_once() {
 
 /// Runs pageio under `prlimit --as=1G` (prlimit execs it, so the child is pageio itself)
 /// and returns its output and its peak resident memory in bytes (`wait4`'s `ru_maxrss`).
+// The child is reaped by `wait4` below, which also gives its resource usage.
+#[allow(clippy::zombie_processes)]
 fn under_1g_with_peak(args: &[&str]) -> (std::process::Output, u64) {
     use std::io::Read;
     use std::os::unix::process::ExitStatusExt;

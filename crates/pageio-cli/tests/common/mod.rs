@@ -226,11 +226,82 @@ const NOBODY_ID: u32 = 65534;
 
 /// [`pageio_bounded`] as a user file permissions apply to: root ignores them, so as root
 /// the child runs as `nobody`.
+///
+/// The clone may sit in a directory only root can enter (mode 0700, as `mktemp -d` and
+/// `/root` make), where `nobody` could not reach the binary by its path. So the binary is
+/// opened here, as root, and the child executes that open file (`fexecve`) once it is
+/// `nobody`, without looking its path up.
 pub fn pageio_bounded_unprivileged(args: &[&str], bound_secs: u64) -> Output {
+    use std::ffi::CString;
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::io::AsRawFd;
     use std::os::unix::process::CommandExt;
-    pageio_bounded_with(args, bound_secs, |command| {
-        if is_root() {
-            command.uid(NOBODY_ID).gid(NOBODY_ID);
+    if !is_root() {
+        return pageio_bounded(args, bound_secs);
+    }
+    /// What the child needs to call `fexecve`, made before the fork (nothing may be
+    /// allocated between fork and exec).
+    struct Exec {
+        exe: std::fs::File,
+        _strings: Vec<CString>,
+        argv: Vec<*const libc::c_char>,
+        envp: Vec<*const libc::c_char>,
+    }
+    impl Exec {
+        /// Executes the binary; returns only on failure, with the error.
+        fn run(&self) -> std::io::Error {
+            // SAFETY: the descriptor is open; argv and envp are NULL-terminated arrays of
+            // pointers into `_strings`, alive as long as `self`.
+            unsafe {
+                libc::fexecve(
+                    self.exe.as_raw_fd(),
+                    self.argv.as_ptr(),
+                    self.envp.as_ptr(),
+                )
+            };
+            std::io::Error::last_os_error()
+        }
+    }
+    // SAFETY: the pointers point into `_strings`, owned by the same value and never
+    // changed; the child only reads them.
+    unsafe impl Send for Exec {}
+    // SAFETY: as above: shared references only read.
+    unsafe impl Sync for Exec {}
+    let exe = std::fs::File::open(env!("CARGO_BIN_EXE_pageio")).unwrap();
+    let argv_strings: Vec<CString> = std::iter::once("pageio")
+        .chain(args.iter().copied())
+        .map(|a| CString::new(a).unwrap())
+        .collect();
+    let env_strings: Vec<CString> = std::env::vars_os()
+        .map(|(k, v)| {
+            let mut kv = k.as_bytes().to_vec();
+            kv.push(b'=');
+            kv.extend_from_slice(v.as_bytes());
+            CString::new(kv).unwrap()
+        })
+        .collect();
+    let pointers = |strings: &[CString]| {
+        strings
+            .iter()
+            .map(|c| c.as_ptr())
+            .chain(std::iter::once(std::ptr::null()))
+            .collect::<Vec<_>>()
+    };
+    let argv = pointers(&argv_strings);
+    let envp = pointers(&env_strings);
+    let exec = Exec {
+        exe,
+        argv,
+        envp,
+        _strings: argv_strings.into_iter().chain(env_strings).collect(),
+    };
+    pageio_bounded_with(args, bound_secs, move |command| {
+        command.uid(NOBODY_ID).gid(NOBODY_ID);
+        // SAFETY: the closure runs in the child after the user switch and only calls
+        // fexecve (async-signal-safe) with pointers prepared above; it returns only when
+        // fexecve failed, with that error.
+        unsafe {
+            command.pre_exec(move || Err(exec.run()));
         }
     })
 }
