@@ -236,6 +236,13 @@ fn main() {
     };
     match result {
         Ok(code) => std::process::exit(code),
+        // The reader of stdout went away (`| head`): it has what it wanted; end quietly.
+        Err(e)
+            if e.downcast_ref::<std::io::Error>()
+                .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe) =>
+        {
+            std::process::exit(0)
+        }
         Err(e) => {
             let message = e.to_string();
             eprintln!("pageio: error: {message}{}", flag_hint(&message));

@@ -5,7 +5,8 @@
 //! shows the columns and changing values, and `q` / Ctrl-C leave the terminal clean.
 //!
 //! The child is this test binary itself, started with [`CHILD_ENV`] set: it runs only
-//! [`child_process_entry`], which reads forever until killed.
+//! [`child_process_entry`], which reads forever until killed; in the normal run that test
+//! runs the same body for two passes and checks what it read.
 
 mod common;
 
@@ -41,14 +42,32 @@ const PG_AIOS_STATES: [&str; 7] = [
     "COMPLETED_LOCAL",
 ];
 
-/// The child's body: when this binary runs as the child, write a relation, then read it
-/// cold over and over until killed. In the normal test run (no [`CHILD_ENV`]) it does
-/// nothing.
+/// The child's entry: when this binary runs as the child ([`CHILD_ENV`] set), [`child_body`]
+/// reads until killed. In the normal test run the same body runs here for two passes, and
+/// must publish its area and read every byte of both.
 #[test]
 fn child_process_entry() {
-    let Ok(spec) = std::env::var(CHILD_ENV) else {
-        return;
-    };
+    if let Ok(spec) = std::env::var(CHILD_ENV) {
+        child_body(&spec, None);
+        unreachable!("the child reads until it is killed");
+    }
+    let publish = tempfile::tempdir().unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let spec = format!(
+        "worker:{}:{}",
+        publish.path().display(),
+        data.path().display()
+    );
+    let bytes = child_body(&spec, Some(2));
+    assert_eq!(bytes, 2 * CHILD_RELATION_BLOCKS * BLCKSZ as u64);
+    // Its area was removed when its engine was dropped.
+    assert_eq!(std::fs::read_dir(publish.path()).unwrap().count(), 0);
+}
+
+/// The child's body for `spec` (`<io_method>:<publish dir>:<data dir>`, or `exit:<publish
+/// dir>`): write a relation, then read it cold `passes` times (for ever when `None`);
+/// returns the bytes read. Fails unless the engine publishes its area.
+fn child_body(spec: &str, passes: Option<u64>) -> u64 {
     if let Some(publish_dir) = spec.strip_prefix("exit:") {
         // Publish, then leave through exit(3) without dropping the Aio.
         let aio = Aio::new(IoConfig {
@@ -71,17 +90,23 @@ fn child_process_entry() {
     })
     .unwrap();
     assert!(aio.publish_error().is_none(), "{:?}", aio.publish_error());
+    assert!(aio.publish_path().unwrap().exists());
     let rel = RelFile::new(data_dir.join("16384"));
     let bytes = CHILD_RELATION_BLOCKS as usize * BLCKSZ;
     let mut backend = aio.backend().unwrap();
     backend
-        .write_blocks(&rel, 0, IoBuffer::zeroed(bytes))
+        .write_blocks(&rel, 0, IoBuffer::from_slice(&vec![0x5a; bytes]))
         .unwrap();
     let mut buf = IoBuffer::zeroed(bytes);
-    loop {
+    let mut read = 0u64;
+    for _ in 0..passes.unwrap_or(u64::MAX) {
         rel.evict_from_page_cache().unwrap();
+        buf.as_mut_slice().fill(0);
         buf = backend.read_blocks(&rel, 0, buf).unwrap();
+        assert!(buf.as_slice().iter().all(|&b| b == 0x5a));
+        read += bytes as u64;
     }
+    read
 }
 
 /// The child process, killed when dropped (a failing test leaves no reader behind).

@@ -252,13 +252,7 @@ pub fn pageio_bounded_unprivileged(args: &[&str], bound_secs: u64) -> Output {
         fn run(&self) -> std::io::Error {
             // SAFETY: the descriptor is open; argv and envp are NULL-terminated arrays of
             // pointers into `_strings`, alive as long as `self`.
-            unsafe {
-                libc::fexecve(
-                    self.exe.as_raw_fd(),
-                    self.argv.as_ptr(),
-                    self.envp.as_ptr(),
-                )
-            };
+            unsafe { libc::fexecve(self.exe.as_raw_fd(), self.argv.as_ptr(), self.envp.as_ptr()) };
             std::io::Error::last_os_error()
         }
     }
