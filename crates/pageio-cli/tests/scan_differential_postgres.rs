@@ -750,7 +750,12 @@ fn run_variant(
                 .as_array()
                 .map(|a| {
                     a.iter()
-                        .map(|x| x["text"].as_str().unwrap_or(NULL_TEXT).to_string())
+                        .map(|x| match (&x["value"], x["text"].as_str()) {
+                            // "value" null is SQL NULL; "text" then is psql's empty string.
+                            (serde_json::Value::Null, Some("")) => NULL_TEXT.to_string(),
+                            (_, Some(text)) => text.to_string(),
+                            (_, None) => format!("no \"text\" in {x}"),
+                        })
                         .collect()
                 })
                 .ok_or_else(|| format!("no \"aggregates\": {}", shorten(&stdout)))
