@@ -97,9 +97,39 @@ fn pow10(exp: u32) -> Option<i128> {
     10i128.checked_pow(exp)
 }
 
-/// `10^exp` as a BigInt.
+/// Powers of ten kept per thread: a column of huge values (1e131000 has one stored digit
+/// and a weight of 32750) needs the same few large powers for every row, and computing one
+/// costs far more than multiplying by it.
+const POW10_CACHE_ENTRIES: usize = 64;
+
+thread_local! {
+    static POW10_CACHE: std::cell::RefCell<Vec<(u32, BigInt)>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// `10^exp` as a BigInt (small powers computed, large ones cached).
 fn big_pow10(exp: u32) -> BigInt {
-    num_traits::pow(BigInt::from(10u8), exp as usize)
+    if exp <= 38 {
+        return BigInt::from(10u128.pow(exp.min(38)));
+    }
+    POW10_CACHE.with(|cache| {
+        let mut cache = cache.borrow_mut();
+        if let Some((_, p)) = cache.iter().find(|(e, _)| *e == exp) {
+            return p.clone();
+        }
+        let p = num_traits::pow(BigInt::from(10u8), exp as usize);
+        if cache.len() >= POW10_CACHE_ENTRIES {
+            cache.remove(0);
+        }
+        cache.push((exp, p.clone()));
+        p
+    })
+}
+
+/// An upper bound of the decimal digits of `|m|`, from its bit length.
+fn digits_upper_bound(m: &BigInt) -> u64 {
+    // log10(2) < 0.30103; one more for the rounding.
+    m.bits() * 30_103 / 100_000 + 1
 }
 
 impl Numeric {
@@ -362,12 +392,18 @@ impl Numeric {
 
     /// Decimal digits before the point (0 for a value below 1 and for the special values).
     fn integer_digits(&self) -> u64 {
-        match self.to_big() {
-            Some((m, scale)) => {
-                let len = m.magnitude().to_string().len() as u64;
-                len.saturating_sub(scale as u64)
+        match self {
+            Numeric::Big(b) => {
+                // Printing a number of 100,000 digits is slow; its bit length tells almost
+                // always that it is far from the limit.
+                let bound = digits_upper_bound(&b.mantissa).saturating_sub(b.scale as u64);
+                if bound <= NUMERIC_MAX_INTEGER_DIGITS {
+                    return bound;
+                }
+                let len = b.mantissa.magnitude().to_string().len() as u64;
+                len.saturating_sub(b.scale as u64)
             }
-            None => 0,
+            _ => 0,
         }
     }
 
@@ -408,6 +444,26 @@ impl Numeric {
     fn big_cmp(&self, other: &Numeric) -> Ordering {
         match (self.to_big(), other.to_big()) {
             (Some((a, sa)), Some((b, sb))) => {
+                // Signs first, then magnitudes far apart, before scaling to one scale.
+                let sign = |m: &BigInt| m.sign() as i8;
+                if sign(&a) != sign(&b) {
+                    return sign(&a).cmp(&sign(&b));
+                }
+                let magnitude =
+                    |m: &BigInt, s: u32| (m.bits() as f64 * std::f64::consts::LOG10_2) - s as f64;
+                let (ma, mb) = (magnitude(&a, sa), magnitude(&b, sb));
+                if !a.is_zero() && !b.is_zero() && (ma - mb).abs() > 2.0 {
+                    let larger = if ma > mb {
+                        Ordering::Greater
+                    } else {
+                        Ordering::Less
+                    };
+                    return if a.is_negative() {
+                        larger.reverse()
+                    } else {
+                        larger
+                    };
+                }
                 let scale = sa.max(sb);
                 (a * big_pow10(scale - sa)).cmp(&(b * big_pow10(scale - sb)))
             }
