@@ -48,6 +48,11 @@ pub const NUMERIC_MAX_DISPLAY_SCALE: u32 = 1000;
 /// `NUMERIC_MIN_SIG_DIGITS`: a quotient keeps at least this many significant digits.
 const NUMERIC_MIN_SIG_DIGITS: i64 = 16;
 
+/// Most base-10000 digits a stored numeric holds: 32768 before the point (weight up to
+/// `NUMERIC_WEIGHT_MAX`) and 4096 after (dscale up to 16383). More is a damaged value, and
+/// refusing it bounds the work a hostile one can ask for.
+const NUMERIC_MAX_STORED_DIGITS: usize = 32_768 + 4_096;
+
 /// Most significant digits the i128 fast path holds for every value (i128::MAX has 39
 /// digits, not all 39-digit numbers fit).
 const I128_SAFE_DIGITS: usize = 38;
@@ -204,6 +209,12 @@ impl Numeric {
         let digits = &payload[digits_at.min(payload.len())..];
         if !digits.len().is_multiple_of(2) {
             return Err(format!("numeric digits take an odd {} bytes", digits.len()));
+        }
+        if digits.len() / 2 > NUMERIC_MAX_STORED_DIGITS {
+            return Err(format!(
+                "numeric of {} base-10000 digits is longer than PostgreSQL stores ({NUMERIC_MAX_STORED_DIGITS}): the value is corrupt",
+                digits.len() / 2
+            ));
         }
         // The fast path: every digit's contribution fits an i128.
         let mut mantissa: i128 = 0;
@@ -690,6 +701,11 @@ mod tests {
         assert_eq!(text.len(), 1 + 131_072);
         assert!(text.starts_with("-1000"));
         assert_eq!(Numeric::parse(&text).unwrap(), n);
+        // More digits than PostgreSQL ever stores: corruption, refused before any work.
+        let long_digits = vec![1u16; NUMERIC_MAX_STORED_DIGITS + 1];
+        assert!(Numeric::decode(&long(false, 0, 0, &long_digits))
+            .unwrap_err()
+            .contains("longer than PostgreSQL stores"));
         // A stored digit below the display scale is corruption, not a value.
         assert!(Numeric::decode(&long(false, -25, 10, &[1]))
             .unwrap_err()
