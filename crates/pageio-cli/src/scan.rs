@@ -146,7 +146,8 @@ pub struct ScanArgs {
     /// {"expr", "type", "value", "text"} in the order asked: "value" is a JSON number when
     /// JSON holds it exactly (integers up to 2^53 in magnitude, finite floats), else
     /// PostgreSQL's text as a string (larger bigint/numeric sums, fractions of numeric,
-    /// NaN, Infinity, text, dates), null for NULL; "text" is what psql prints
+    /// NaN, Infinity, text, dates), null for NULL; "text" is what psql prints (an empty
+    /// string for NULL)
     #[arg(long)]
     json: bool,
     #[command(flatten)]
@@ -579,7 +580,7 @@ fn run_table(args: ScanArgs) -> CliResult {
                             "expr": a.expr,
                             "type": a.type_name,
                             "value": a.json_value(),
-                            "text": a.value.as_ref().map(|_| a.text()),
+                            "text": a.text(),
                         })
                     })
                     .collect::<Vec<_>>()

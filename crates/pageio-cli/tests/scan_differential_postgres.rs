@@ -3,8 +3,10 @@
 //! what psql prints for the same query.
 //!
 //! For each seed the generator (`difftest/mod.rs`) makes 1–3 tables of int2/int4/int8,
-//! text and varchar (collation "C"), date and timestamp columns — some NULL-heavy, some with
-//! few distinct values, some TOAST-able — with btrees ASC and DESC, NULLS FIRST and LAST,
+//! text and varchar (collation "C"), date and timestamp, float4/float8 and numeric columns —
+//! some NULL-heavy, some with few distinct values, some TOAST-able; floats with NaN,
+//! ±Infinity, -0 and denormals, numerics from 1e-16383 to 1e131000 and equal values of
+//! different scales (`1.0`, `1.00`) — with btrees ASC and DESC, NULLS FIRST and LAST,
 //! partial, multi-column, unique and primary keys, built before or in the middle of the
 //! writes; then a history of inserts, HOT and non-HOT updates, deletes, rollbacks,
 //! savepoints, row locks that make MultiXacts (a row locked in a transaction and updated in
@@ -214,6 +216,12 @@ impl Server {
             .arg(&self.root)
             .args(["-c", "SET DateStyle = 'ISO, MDY'"])
             .args(["-c", "SET max_parallel_workers_per_gather = 0"])
+            // A sequential scan: rows in block and line-pointer order, the order pageio's
+            // seq scans add them in (a bitmap heap scan returns a HOT chain's row at its
+            // root's place): float sums and min/max ties depend on it.
+            .args(["-c", "SET enable_bitmapscan = off"])
+            .args(["-c", "SET enable_indexscan = off"])
+            .args(["-c", "SET enable_indexonlyscan = off"])
             .args(["-c", sql]);
         let out = run_bounded(cmd, &format!("psql -c {sql:?}"), PSQL_BOUND_SECS);
         if !out.status.success() {
@@ -512,6 +520,8 @@ fn plan_predicates(
     let mut columns: Vec<usize> = t.indexes.iter().map(|i| i.first_column()).collect();
     let mut others: Vec<usize> = (0..t.columns.len())
         .filter(|c| !columns.contains(c))
+        // A numeric of 131,000 digits does not fit a command line as a literal.
+        .filter(|&c| !t.columns[c].has_huge_values())
         .filter(|&c| {
             !matches!(
                 t.columns[c].text_shape,
@@ -685,6 +695,25 @@ fn run_variant(
     let op = q.predicate.as_ref().map_or(Op::None, |p| p.op);
     let expected = match &q.expected {
         Ok(e) => e,
+        // PostgreSQL's float aggregates raise "value out of range: overflow" where a sum
+        // or float8_accum's sum of squares overflows: pageio must fail with it too.
+        Err(e) if e.contains("value out of range") => {
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            if !out.status.success() && stderr.contains("value out of range") {
+                totals.record(plan.seed, v, op, Outcome::Matched, 1);
+            } else {
+                totals.record(plan.seed, v, op, Outcome::Mismatched, 1);
+                totals.details.push(format!(
+                    "MISMATCH seed {} table {}: PostgreSQL {} pageio exit {:?} {}",
+                    plan.seed,
+                    t.qualified,
+                    e.trim(),
+                    out.status.code(),
+                    shorten(&String::from_utf8_lossy(&out.stdout))
+                ));
+            }
+            return;
+        }
         Err(_) => return,
     };
     let aggregates = expected.len() as u64;
@@ -750,7 +779,12 @@ fn run_variant(
                 .as_array()
                 .map(|a| {
                     a.iter()
-                        .map(|x| x["text"].as_str().unwrap_or(NULL_TEXT).to_string())
+                        .map(|x| match (&x["value"], x["text"].as_str()) {
+                            // "value" null is SQL NULL; "text" then is psql's empty string.
+                            (serde_json::Value::Null, Some("")) => NULL_TEXT.to_string(),
+                            (_, Some(text)) => text.to_string(),
+                            (_, None) => format!("no \"text\" in {x}"),
+                        })
                         .collect()
                 })
                 .ok_or_else(|| format!("no \"aggregates\": {}", shorten(&stdout)))
@@ -776,7 +810,13 @@ fn run_variant(
         );
     }
     for (i, (g, e)) in got.iter().zip(expected).enumerate() {
-        if g != e {
+        // PostgreSQL's answer comes from a sequential scan; a bitmap or index scan feeds
+        // rows in another order (key order; a HOT chain's row at its root's place), which
+        // changes a float sum's rounding and which of two tied values (`-0`/`0`,
+        // `1.0`/`1.00`) min and max return: those are compared for seq scans only.
+        let order_bound =
+            v.kind != "seq" && exprs.get(i).is_some_and(|x| t.depends_on_row_order(x));
+        if g != e && !order_bound {
             let _ = write!(
                 diffs,
                 "\n  {}: PostgreSQL {} pageio {}",

@@ -68,8 +68,7 @@ impl Rng {
     }
 }
 
-/// The column types the test draws from. (An extension point for float4/float8/numeric
-/// values later: a new variant with its value expression, literal and aggregates.)
+/// The column types the test draws from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ColType {
     Int2,
@@ -79,6 +78,13 @@ pub enum ColType {
     Varchar,
     Date,
     Timestamp,
+    /// `real`, values from [`Column::float_expr`].
+    Float4,
+    /// `double precision`, values from [`Column::float_expr`].
+    Float8,
+    /// `numeric` (no typmod, so each value keeps its own scale), from
+    /// [`Column::numeric_expr`].
+    Numeric,
 }
 
 impl ColType {
@@ -93,7 +99,15 @@ impl ColType {
             ColType::Varchar => "varchar(40) COLLATE \"C\"",
             ColType::Date => "date",
             ColType::Timestamp => "timestamp",
+            ColType::Float4 => "float4",
+            ColType::Float8 => "float8",
+            ColType::Numeric => "numeric",
         }
+    }
+
+    /// True for float4, float8 and numeric: summed and averaged like the integers.
+    pub fn is_inexact_or_numeric(self) -> bool {
+        matches!(self, ColType::Float4 | ColType::Float8 | ColType::Numeric)
     }
 
     /// True for int2/int4/int8.
@@ -175,6 +189,8 @@ impl Column {
             ColType::Timestamp => format!(
                 "(timestamp '2020-01-01 00:00:00' + ({b} - {half}) * interval '17 minutes 3.25 seconds')"
             ),
+            ColType::Float4 | ColType::Float8 => self.float_expr(b),
+            ColType::Numeric => self.numeric_expr(b),
         }
     }
 
@@ -214,7 +230,7 @@ impl Column {
     pub fn aggregates(&self) -> Vec<String> {
         let c = &self.name;
         let mut list = vec![format!("count({c})")];
-        if self.ty.is_integer() {
+        if self.ty.is_integer() || self.ty.is_inexact_or_numeric() {
             list.push(format!("sum({c})"));
             list.push(format!("avg({c})"));
         }
@@ -224,6 +240,98 @@ impl Column {
             list.push(format!("sum(octet_length({c}))"));
         }
         list
+    }
+}
+
+/// The value generators of float4, float8 and numeric columns: the classes of values whose
+/// printed digits, ties and special values PostgreSQL's functions decide.
+impl Column {
+    /// Which kind of values a float or numeric column holds, fixed by the column's own
+    /// random `add` (so the generator's random stream is the same with or without it).
+    pub fn value_flavor(&self) -> u64 {
+        self.add % 5
+    }
+
+    /// True for a numeric column whose values are too long to pass as a `--where` literal
+    /// on a command line (up to 131,000 digits).
+    pub fn has_huge_values(&self) -> bool {
+        self.ty == ColType::Numeric && self.value_flavor() == 3
+    }
+
+    /// float4/float8 values of base number `b`, by flavor: (0) plain fractions, whose
+    /// shortest digits are long (`968.1604614257812`); (1) halves-and-quarters, ties for
+    /// the printed rounding (`345285.125::real`); (2) magnitudes from 1e-30 to 1e30, whose
+    /// sums depend on the order of addition; (3) NaN, ±Infinity, -0, 0 and denormals among
+    /// plain values; (4) only -0 and 0, whose min, max and sum keep the sign of the row
+    /// PostgreSQL's functions keep.
+    pub fn float_expr(&self, b: &str) -> String {
+        let half = self.modulus / 2;
+        let t = if self.ty == ColType::Float4 {
+            "float4"
+        } else {
+            "float8"
+        };
+        let (denormal, tiny) = if self.ty == ColType::Float4 {
+            ("1e-45", "-2.5e-40")
+        } else {
+            ("5e-324", "-2.5e-320")
+        };
+        match self.value_flavor() {
+            0 => format!("((({b} - {half})::float8 / 7.3)::{t})"),
+            1 => format!("((({b} - {half}) * 1000 + 0.125 * ({b} % 8))::{t})"),
+            2 => format!(
+                "((({b} - {half})::float8 * power(10::float8, (({b} % 61) - 30)::float8))::{t})"
+            ),
+            3 => format!(
+                "(CASE {b} % 12 WHEN 0 THEN 'NaN'::{t} WHEN 1 THEN 'Infinity'::{t} \
+                 WHEN 2 THEN '-Infinity'::{t} WHEN 3 THEN '-0'::{t} WHEN 4 THEN 0::{t} \
+                 WHEN 5 THEN '{denormal}'::{t} WHEN 6 THEN '{tiny}'::{t} \
+                 ELSE (({b} - {half})::float8 / 3.0)::{t} END)"
+            ),
+            _ => format!("(CASE WHEN {b} % 3 = 1 THEN 0::{t} ELSE '-0'::{t} END)"),
+        }
+    }
+
+    /// numeric values of base number `b`, by flavor: (0) cents (scale 2); (1) equal values
+    /// of different scales (`1`, `1.0`, `1.00`, `1.000`), ties in min and max; (2)
+    /// magnitudes from 1e-60 to 1e60 (sums beyond 38 digits); (3) now and then a value of
+    /// 131,000 digits before the point or of scale 16383, among small ones; (4) NaN and
+    /// ±Infinity among eighths.
+    pub fn numeric_expr(&self, b: &str) -> String {
+        let half = self.modulus / 2;
+        match self.value_flavor() {
+            0 => format!("((({b} - {half}) * 0.01)::numeric)"),
+            1 => format!("round((({b} % 7) - 3)::numeric, (({b} / 7) % 4)::int)"),
+            2 => format!("((({b} - {half})::text || 'e' || (({b} % 121) - 60)::text)::numeric)"),
+            3 => format!(
+                "((({b} - {half})::text || 'e' || (CASE {b} % 9 WHEN 0 THEN 131000 \
+                 WHEN 1 THEN -16383 ELSE ({b} % 200) - 100 END)::text)::numeric)"
+            ),
+            _ => format!(
+                "(CASE {b} % 10 WHEN 0 THEN 'NaN'::numeric WHEN 1 THEN 'Infinity'::numeric \
+                 WHEN 2 THEN '-Infinity'::numeric ELSE ({b} - {half})::numeric / 8 END)"
+            ),
+        }
+    }
+}
+
+impl TableSpec {
+    /// Whether the aggregate `expr` (`sum(c2)`) answers differently when the same rows
+    /// come in another order: a float sum or average (rounding), a float or numeric min or
+    /// max (which of two equal values, `-0`/`0` or `1.0`/`1.00`, is returned).
+    pub fn depends_on_row_order(&self, expr: &str) -> bool {
+        let Some((func, rest)) = expr.split_once('(') else {
+            return false;
+        };
+        let column = rest.trim_end_matches(')');
+        let Some(col) = self.columns.iter().find(|c| c.name == column) else {
+            return false;
+        };
+        match func {
+            "sum" | "avg" => matches!(col.ty, ColType::Float4 | ColType::Float8),
+            "min" | "max" => col.ty.is_inexact_or_numeric(),
+            _ => false,
+        }
     }
 }
 
@@ -420,6 +528,11 @@ const TYPES: &[ColType] = &[
     ColType::Varchar,
     ColType::Date,
     ColType::Timestamp,
+    ColType::Float4,
+    ColType::Float8,
+    ColType::Float8,
+    ColType::Numeric,
+    ColType::Numeric,
 ];
 
 fn random_column(rng: &mut Rng, name: String, allow_wide: bool) -> Column {
@@ -468,6 +581,7 @@ fn random_index(rng: &mut Rng, table: &TableSpec, name: String) -> IndexSpec {
                 TextShape::WideCompressible | TextShape::WideIncompressible
             ) || !table.columns[c].ty.is_text()
         })
+        .filter(|&c| key_type_scanned(table.columns[c].ty))
         .collect();
     let first = *rng.pick(&indexable);
     let mut keys = vec![random_key(rng, first)];
@@ -499,6 +613,12 @@ fn random_index(rng: &mut Rng, table: &TableSpec, name: String) -> IndexSpec {
         partial,
         before_writes: rng.chance(40),
     }
+}
+
+/// Whether pageio's bitmap and index scans walk a btree with a first key of this type
+/// (numeric keys are not among them, so no btree on a numeric column is made).
+fn key_type_scanned(ty: ColType) -> bool {
+    ty != ColType::Numeric
 }
 
 fn random_key(rng: &mut Rng, column: usize) -> IndexKey {
@@ -561,11 +681,12 @@ fn random_table(rng: &mut Rng, schema: &str, k: usize) -> TableSpec {
             let mut keys = vec![random_key(rng, 0)];
             if rng.chance(40) && table.columns.len() > 1 {
                 let c = rng.range(1, table.columns.len() as u64 - 1) as usize;
-                if !table.columns[c].ty.is_text()
+                if (!table.columns[c].ty.is_text()
                     || matches!(
                         table.columns[c].text_shape,
                         TextShape::Padded | TextShape::Md5
-                    )
+                    ))
+                    && key_type_scanned(table.columns[c].ty)
                 {
                     keys.push(random_key(rng, c));
                 }

@@ -274,6 +274,10 @@ pub struct Column {
     /// `attcollation`: the collation text comparisons use (0: not collatable, 100: the
     /// database default, 950: "C", 951: "POSIX").
     pub collation_oid: u32,
+    /// `pg_collation.collname` of `attcollation` (`default`, `C`, `en_US`, …); `None` for
+    /// a type without collations.
+    #[serde(skip)]
+    pub collation_name: Option<String>,
     /// The stored form of `attmissingval`'s one element (fixed bytes, or a varlena with
     /// its header), decoded from the `anyarray` in the row's variable-length tail; `None`
     /// when `atthasmissing` is false or the missing value is NULL.
@@ -1232,6 +1236,15 @@ impl DatabaseCatalog {
         check_unique(&file, types.iter().map(|t| t.0))?;
         cat.type_names = types.into_iter().collect();
 
+        let file = file_of(&cat, "pg_collation", rows::pg_collation::OID)?;
+        let mut collations = Vec::new();
+        cluster.read_rows(&file, rows::pg_collation::FIXED_BYTES, |d| {
+            collations.push((u32_at(d, 0), name_at(d, rows::pg_collation::COLLNAME)));
+            Ok(())
+        })?;
+        check_unique(&file, collations.iter().map(|c| c.0))?;
+        let collation_names: HashMap<u32, String> = collations.into_iter().collect();
+
         let file = file_of(&cat, "pg_am", rows::pg_am::OID)?;
         let mut ams = Vec::new();
         cluster.read_rows(&file, rows::pg_am::FIXED_BYTES, |d| {
@@ -1281,6 +1294,7 @@ impl DatabaseCatalog {
                         atthasmissing: d[ATTHASMISSING] != 0,
                         missing_value: None,
                         collation_oid: u32_at(d, ATTCOLLATION),
+                        collation_name: collation_names.get(&u32_at(d, ATTCOLLATION)).cloned(),
                     },
                 });
             Ok(())

@@ -100,6 +100,14 @@ pub(crate) mod pg_type {
     pub const TYPNAME: usize = 4;
 }
 
+/// `pg_collation` (oid 3456, not mapped): oid, collname, collnamespace; the fixed part
+/// ends with `collencoding` (int4 at 80).
+pub(crate) mod pg_collation {
+    pub const OID: u32 = 3456;
+    pub const FIXED_BYTES: usize = 84;
+    pub const COLLNAME: usize = 4;
+}
+
 /// `pg_index` (oid 2610, not mapped).
 pub(crate) mod pg_index {
     pub const OID: u32 = 2610;

@@ -17,13 +17,20 @@
 //!      count(*) / count(col)         i64 count                      → bigint
 //!      sum(int2|int4)                i128, checked into i64         → bigint
 //!      sum(int8)                     i128                           → numeric
-//!      sum(float4) / sum(float8)     f32 / f64 in scan order        → real / double precision
-//!      sum(numeric)                  exact decimal                  → numeric
+//!      sum(float4) / sum(float8)     f32 / f64 in scan order, the   → real / double precision
+//!                                    first row's value as it is
+//!                                    (`-0` stays `-0`), overflow an
+//!                                    error as float4pl/float8pl
+//!      sum(numeric)                  exact decimal of any size      → numeric
 //!      sum(octet_length(col))        i128, checked into i64         → bigint
 //!      avg(int2|int4|int8|numeric)   exact sum / count, scale as     → numeric
 //!                                    select_div_scale picks it
-//!      avg(float4|float8)            f64 sum / count (float8_accum)  → double precision
-//!      min(col) / max(col)           the column's Value, PostgreSQL order ("C" collation)
+//!      avg(float4|float8)            float8_accum's N, Sx, Sxx and   → double precision
+//!                                    its overflow errors; Sx / N
+//!      min(col) / max(col)           the column's Value, PostgreSQL order ("C" collation);
+//!                                    on a tie the later row's value, as float8larger,
+//!                                    numeric_larger, … return their second argument
+//!                                    (bpchar_larger/smaller keep the first)
 //! ```
 //!
 //! # Worked example
@@ -32,6 +39,7 @@
 //! column is the `numeric` 5000050000, which JSON carries as a number because it is an
 //! integer below 2^53 (see [`AggregateResult::json_value`]).
 
+use super::signatures::Function;
 use super::value::{Numeric, TypeKind, Value};
 
 /// The aggregate functions understood.
@@ -50,6 +58,21 @@ pub enum AggFunc {
     SumOctetLength,
     /// `avg(col)`.
     Avg,
+}
+
+impl AggFunc {
+    /// The function PostgreSQL resolves against the column's type: `octet_length` for
+    /// `sum(octet_length(col))` (its `sum` takes the integer octet_length returns).
+    pub fn function(self) -> Function {
+        match self {
+            AggFunc::Count => Function::Count,
+            AggFunc::Sum => Function::Sum,
+            AggFunc::Min => Function::Min,
+            AggFunc::Max => Function::Max,
+            AggFunc::SumOctetLength => Function::OctetLength,
+            AggFunc::Avg => Function::Avg,
+        }
+    }
 }
 
 /// One item of a select list, its column not yet resolved.
@@ -164,14 +187,8 @@ pub enum Accumulator {
         /// Rows summed.
         count: i64,
     },
-    /// `avg` of float4 or float8 (result `double precision`), summed in float8 as
-    /// `float8_accum` does.
-    AvgFloat {
-        /// The sum so far.
-        sum: f64,
-        /// Rows summed.
-        count: i64,
-    },
+    /// `avg` of float4 or float8 (result `double precision`): `float8_accum`'s state.
+    AvgFloat(Float8Accum),
     /// `min` (`max` false) or `max`.
     Extreme {
         /// The extreme so far.
@@ -184,28 +201,23 @@ pub enum Accumulator {
 impl Accumulator {
     /// The accumulator for `func` over a column of `kind` (`None`: `count(*)`), or the
     /// error PostgreSQL gives (`function sum(text) does not exist`).
-    pub fn new(
-        func: AggFunc,
-        kind: Option<TypeKind>,
-        varlena: bool,
-    ) -> Result<Accumulator, String> {
+    pub fn new(func: AggFunc, kind: Option<TypeKind>) -> Result<Accumulator, String> {
+        let function = func.function();
         let missing = |k: Option<TypeKind>| {
-            let f = match func {
-                AggFunc::Count => "count",
-                AggFunc::Sum => "sum",
-                AggFunc::Min => "min",
-                AggFunc::Max => "max",
-                AggFunc::SumOctetLength => "octet_length",
-                AggFunc::Avg => "avg",
-            };
-            format!(
-                "function {f}({}) does not exist, or is not one pageio evaluates",
-                k.map_or("*", |k| k.sql_name())
-            )
+            match k {
+            Some(TypeKind::Other) | None => format!(
+                "{}(other) is not evaluated by pageio, which reads smallint, integer, bigint, real, double precision, numeric, boolean, date, timestamp, timestamptz, text, varchar, character and bytea columns",
+                function.name()
+            ),
+            Some(k) => format!("function {}({}) does not exist", function.name(), k.sql_name()),
+        }
         };
         Ok(match (func, kind) {
             (AggFunc::Count, _) => Accumulator::Count(0),
-            (AggFunc::SumOctetLength, _) if varlena => Accumulator::SumInt {
+            (
+                AggFunc::SumOctetLength,
+                Some(TypeKind::Text | TypeKind::Varchar | TypeKind::Bpchar | TypeKind::Bytea),
+            ) => Accumulator::SumInt {
                 sum: None,
                 numeric_result: false,
             },
@@ -228,7 +240,7 @@ impl Accumulator {
                 count: 0,
             },
             (AggFunc::Avg, Some(TypeKind::Float4 | TypeKind::Float8)) => {
-                Accumulator::AvgFloat { sum: 0.0, count: 0 }
+                Accumulator::AvgFloat(Float8Accum::default())
             }
             (AggFunc::Min | AggFunc::Max, Some(k))
                 if !matches!(k, TypeKind::Bool | TypeKind::Other) =>
@@ -263,55 +275,61 @@ impl Accumulator {
             }
             Accumulator::SumFloat4(sum) => {
                 if let Some(Value::Float4(v)) = value {
-                    let a = sum.unwrap_or(0.0);
-                    *sum = Some(float_add(a, *v)?);
+                    // The first value is the state as it is (a strict transition function
+                    // with no initial value), so a sum over `-0` alone is `-0`.
+                    *sum = Some(match *sum {
+                        None => *v,
+                        Some(a) => float_add(a, *v)?,
+                    });
                 }
             }
             Accumulator::SumFloat8(sum) => {
                 if let Some(Value::Float8(v)) = value {
-                    let a = sum.unwrap_or(0.0);
-                    *sum = Some(float_add(a, *v)?);
+                    *sum = Some(match *sum {
+                        None => *v,
+                        Some(a) => float_add(a, *v)?,
+                    });
                 }
             }
             Accumulator::SumNumeric(sum) => {
                 if let Some(Value::Numeric(v)) = value {
-                    *sum = Some(sum.unwrap_or(Numeric::from_i128(0)).checked_add(*v).ok_or(
-                        "numeric sum needs more than 38 digits, beyond what pageio keeps exactly",
-                    )?);
+                    match sum {
+                        None => *sum = Some(v.clone()),
+                        Some(s) => s.add_assign(v)?,
+                    }
                 }
             }
             Accumulator::AvgNumeric { sum, count } => {
-                let v = match value {
-                    Some(Value::Int2(v)) => Numeric::from_i128(*v as i128),
-                    Some(Value::Int4(v)) => Numeric::from_i128(*v as i128),
-                    Some(Value::Int8(v)) => Numeric::from_i128(*v as i128),
-                    Some(Value::Numeric(n)) => *n,
+                match value {
+                    Some(Value::Int2(v)) => sum.add_assign(&Numeric::from_i128(*v as i128))?,
+                    Some(Value::Int4(v)) => sum.add_assign(&Numeric::from_i128(*v as i128))?,
+                    Some(Value::Int8(v)) => sum.add_assign(&Numeric::from_i128(*v as i128))?,
+                    Some(Value::Numeric(n)) => sum.add_assign(n)?,
                     _ => return Ok(()),
                 };
-                *sum = sum.checked_add(v).ok_or(
-                    "numeric sum needs more than 38 digits, beyond what pageio keeps exactly",
-                )?;
-                *count += 1;
+                *count = count.checked_add(1).ok_or("bigint out of range")?;
             }
-            Accumulator::AvgFloat { sum, count } => {
-                match value {
-                    Some(Value::Float4(v)) => *sum += *v as f64,
-                    Some(Value::Float8(v)) => *sum += v,
-                    _ => return Ok(()),
-                }
-                *count += 1;
-            }
+            Accumulator::AvgFloat(state) => match value {
+                Some(Value::Float4(v)) => state.accum(*v as f64)?,
+                Some(Value::Float8(v)) => state.accum(*v)?,
+                _ => {}
+            },
             Accumulator::Extreme { best, max } => {
                 if let Some(v) = value {
-                    let better = match best {
+                    // PostgreSQL's transition functions (float8larger, numeric_larger,
+                    // text_larger, …) return the new value unless the state is strictly
+                    // better; bpchar_larger/smaller keep the state on a tie.
+                    let keep_on_tie = matches!(v, Value::Bpchar(_));
+                    let replace = match best {
                         None => true,
-                        Some(b) => match v.pg_cmp(b) {
-                            Some(std::cmp::Ordering::Greater) => *max,
-                            Some(std::cmp::Ordering::Less) => !*max,
-                            _ => false,
+                        Some(b) => match b.pg_cmp(v) {
+                            Some(std::cmp::Ordering::Greater) => !*max,
+                            Some(std::cmp::Ordering::Less) => *max,
+                            Some(std::cmp::Ordering::Equal) => !keep_on_tie,
+                            None => false,
                         },
                     };
-                    if better {
+                    if replace {
                         *best = Some(v.clone());
                     }
                 }
@@ -328,11 +346,16 @@ impl Accumulator {
     pub fn is_order_independent(&self) -> bool {
         !matches!(
             self,
-            Accumulator::SumFloat4(_) | Accumulator::SumFloat8(_) | Accumulator::AvgFloat { .. }
+            Accumulator::SumFloat4(_) | Accumulator::SumFloat8(_) | Accumulator::AvgFloat(_)
         )
     }
 
-    /// Combines another worker's state for the same aggregate into this one.
+    /// Combines another worker's state for the same aggregate into this one, as
+    /// PostgreSQL's combine functions do (`float8pl`, `float8_combine`, `numeric_add`,
+    /// `float8larger`, …). `other` must hold rows that come after this state's rows in
+    /// scan order: then a tie in min/max resolves as in a serial scan (the later row's
+    /// value), and the answer equals the serial one for every order-independent
+    /// aggregate.
     pub fn merge(&mut self, other: &Accumulator) -> Result<(), String> {
         match (self, other) {
             (Accumulator::Count(a), Accumulator::Count(b)) => *a += b,
@@ -347,23 +370,25 @@ impl Accumulator {
             }
             (Accumulator::SumFloat4(a), Accumulator::SumFloat4(b)) => {
                 if let Some(b) = b {
-                    *a = Some(float_add(a.unwrap_or(0.0), *b)?);
+                    *a = Some(match *a {
+                        None => *b,
+                        Some(x) => float_add(x, *b)?,
+                    });
                 }
             }
             (Accumulator::SumFloat8(a), Accumulator::SumFloat8(b)) => {
                 if let Some(b) = b {
-                    *a = Some(float_add(a.unwrap_or(0.0), *b)?);
+                    *a = Some(match *a {
+                        None => *b,
+                        Some(x) => float_add(x, *b)?,
+                    });
                 }
             }
-            (Accumulator::SumNumeric(a), Accumulator::SumNumeric(b)) => {
-                if let Some(b) = b {
-                    *a = Some(
-                        a.unwrap_or(Numeric::from_i128(0))
-                            .checked_add(*b)
-                            .ok_or("numeric sum needs more than 38 digits")?,
-                    );
-                }
-            }
+            (Accumulator::SumNumeric(a), Accumulator::SumNumeric(b)) => match (a.as_mut(), b) {
+                (_, None) => {}
+                (None, Some(b)) => *a = Some(b.clone()),
+                (Some(a), Some(b)) => a.add_assign(b)?,
+            },
             (
                 Accumulator::AvgNumeric { sum, count },
                 Accumulator::AvgNumeric {
@@ -371,21 +396,12 @@ impl Accumulator {
                     count: other_count,
                 },
             ) => {
-                *sum = sum
-                    .checked_add(*other_sum)
-                    .ok_or("numeric sum needs more than 38 digits")?;
-                *count += other_count;
+                sum.add_assign(other_sum)?;
+                *count = count
+                    .checked_add(*other_count)
+                    .ok_or("bigint out of range")?;
             }
-            (
-                Accumulator::AvgFloat { sum, count },
-                Accumulator::AvgFloat {
-                    sum: other_sum,
-                    count: other_count,
-                },
-            ) => {
-                *sum += other_sum;
-                *count += other_count;
-            }
+            (Accumulator::AvgFloat(a), Accumulator::AvgFloat(b)) => a.combine(b)?,
             (me @ Accumulator::Extreme { .. }, Accumulator::Extreme { best: Some(v), .. }) => {
                 me.add(Some(v), None)?;
             }
@@ -424,18 +440,16 @@ impl Accumulator {
             ),
             Accumulator::SumFloat4(s) => (s.map(Value::Float4), "real"),
             Accumulator::SumFloat8(s) => (s.map(Value::Float8), "double precision"),
-            Accumulator::SumNumeric(s) => (s.map(Value::Numeric), "numeric"),
+            Accumulator::SumNumeric(s) => (s.clone().map(Value::Numeric), "numeric"),
             Accumulator::AvgNumeric { count: 0, .. } => (None, "numeric"),
             Accumulator::AvgNumeric { sum, count } => (
-                Some(Value::Numeric(numeric_div_by_count(*sum, *count).ok_or(
-                    "avg needs more than 38 digits, beyond what pageio keeps exactly",
-                )?)),
+                Some(Value::Numeric(
+                    sum.div_by_count(*count)
+                        .ok_or("avg of a negative count of rows")?,
+                )),
                 "numeric",
             ),
-            Accumulator::AvgFloat { count: 0, .. } => (None, "double precision"),
-            Accumulator::AvgFloat { sum, count } => {
-                (Some(Value::Float8(sum / *count as f64)), "double precision")
-            }
+            Accumulator::AvgFloat(state) => (state.avg().map(Value::Float8), "double precision"),
             Accumulator::Extreme { best, .. } => {
                 (best.clone(), column.map_or("unknown", |k| k.sql_name()))
             }
@@ -451,61 +465,76 @@ where
 {
     let sum = a + b;
     if sum.into().is_infinite() && a.into().is_finite() && b.into().is_finite() {
-        return Err("value out of range: overflow".into());
+        return Err(FLOAT_OVERFLOW.into());
     }
     Ok(sum)
 }
 
-/// `NUMERIC_MIN_SIG_DIGITS`: a quotient keeps at least this many significant digits.
-const NUMERIC_MIN_SIG_DIGITS: i32 = 16;
-
-/// The weight (base-10000 exponent) and first base-10000 digit of `|m| / 10^scale`, as
-/// PostgreSQL's `NumericVar` holds it: (0, 0) for zero. `None` if the digits overflow.
-fn weight_and_first_digit(m: i128, scale: u32) -> Option<(i32, u128)> {
-    if m == 0 {
-        return Some((0, 0));
-    }
-    // Align the fraction to whole base-10000 digits.
-    let pad = (4 - scale % 4) % 4;
-    let mut x = m.unsigned_abs().checked_mul(10u128.checked_pow(pad)?)?;
-    let fraction_digits = ((scale + pad) / 4) as i32;
-    let mut groups = 0i32;
-    while x >= 10_000 {
-        x /= 10_000;
-        groups += 1;
-    }
-    Some((groups - fraction_digits, x))
+/// `float8_accum`'s transition state: the count `N`, the sum `Sx` and the sum of squared
+/// deviations `Sxx` (Youngs-Cramer). `avg` needs only `Sx / N`, but PostgreSQL computes
+/// `Sxx` for every row and raises "value out of range: overflow" when it or `Sx` becomes
+/// infinite from finite inputs, so `avg` of `1e200` and `-1e200` is that error, not `0`.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Float8Accum {
+    /// Rows accumulated (a float8 in PostgreSQL, exact up to 2^53 rows).
+    n: f64,
+    /// The sum.
+    sx: f64,
+    /// The sum of squared deviations from the mean.
+    sxx: f64,
 }
 
-/// `sum / count` as PostgreSQL's `numeric_div` computes an average: the result scale from
-/// `select_div_scale` (at least 16 significant digits, at least either input's scale),
-/// rounded half away from zero. Special values pass through (NaN, ±Infinity).
-pub fn numeric_div_by_count(sum: Numeric, count: i64) -> Option<Numeric> {
-    let Numeric::Finite { mantissa, scale } = sum else {
-        return Some(sum);
-    };
-    let (weight1, first1) = weight_and_first_digit(mantissa, scale)?;
-    let (weight2, first2) = weight_and_first_digit(count as i128, 0)?;
-    let mut qweight = weight1 - weight2;
-    if first1 <= first2 {
-        qweight -= 1;
+/// PostgreSQL's `float_overflow_error` text.
+const FLOAT_OVERFLOW: &str = "value out of range: overflow";
+
+impl Float8Accum {
+    /// `float8_accum` with one value.
+    pub fn accum(&mut self, value: f64) -> Result<(), String> {
+        let old_n = self.n;
+        let old_sx = self.sx;
+        self.n += 1.0;
+        self.sx += value;
+        if old_n > 0.0 {
+            let tmp = value * self.n - self.sx;
+            self.sxx += tmp * tmp / (self.n * old_n);
+            // An overflow is an error only when finite inputs lead to an infinite result;
+            // an infinite input makes Sxx NaN, as PostgreSQL keeps it.
+            if self.sx.is_infinite() || self.sxx.is_infinite() {
+                if !old_sx.is_infinite() && !value.is_infinite() {
+                    return Err(FLOAT_OVERFLOW.into());
+                }
+                self.sxx = f64::NAN;
+            }
+        } else if value.is_nan() || value.is_infinite() {
+            self.sxx = f64::NAN;
+        }
+        Ok(())
     }
-    let rscale = (NUMERIC_MIN_SIG_DIGITS - qweight * 4)
-        .max(scale as i32)
-        .max(0) as u32;
-    let scaled = mantissa.checked_mul(10i128.checked_pow(rscale - scale)?)?;
-    let n = count as i128;
-    let (q, r) = (scaled / n, scaled % n);
-    // Round half away from zero: |r| * 2 >= n.
-    let q = if r.unsigned_abs() * 2 >= n as u128 {
-        q + scaled.signum()
-    } else {
-        q
-    };
-    Some(Numeric::Finite {
-        mantissa: q,
-        scale: rscale,
-    })
+
+    /// `float8_combine`: another state's rows added to this one's.
+    pub fn combine(&mut self, other: &Float8Accum) -> Result<(), String> {
+        if other.n == 0.0 {
+            return Ok(());
+        }
+        if self.n == 0.0 {
+            *self = *other;
+            return Ok(());
+        }
+        let n = self.n + other.n;
+        let sx = float_add(self.sx, other.sx)?;
+        let tmp = self.sx / self.n - other.sx / other.n;
+        let sxx = self.sxx + other.sxx + self.n * other.n * tmp * tmp / n;
+        if sxx.is_infinite() && !self.sxx.is_infinite() && !other.sxx.is_infinite() {
+            return Err(FLOAT_OVERFLOW.into());
+        }
+        *self = Float8Accum { n, sx, sxx };
+        Ok(())
+    }
+
+    /// `float8_avg`: `Sx / N`, NULL for no rows.
+    pub fn avg(&self) -> Option<f64> {
+        (self.n > 0.0).then(|| self.sx / self.n)
+    }
 }
 
 /// Integers up to this magnitude are exact JSON numbers for every reader (2^53: the
@@ -589,25 +618,8 @@ mod tests {
     }
 
     #[test]
-    fn averages_have_postgresqls_scale() {
-        let avg = |sum: &str, n: i64| {
-            numeric_div_by_count(Numeric::parse(sum).unwrap(), n)
-                .unwrap()
-                .to_string()
-        };
-        // SELECT avg(x) FROM (VALUES (1), (2)) v(x) → 1.5000000000000000
-        assert_eq!(avg("3", 2), "1.5000000000000000");
-        assert_eq!(avg("1", 3), "0.33333333333333333333");
-        assert_eq!(avg("2", 3), "0.66666666666666666667");
-        assert_eq!(avg("-2", 3), "-0.66666666666666666667");
-        assert_eq!(avg("5000050000", 100000), "50000.500000000000");
-        assert_eq!(avg("0", 5), "0.00000000000000000000");
-        assert_eq!(avg("12.345", 1), "12.3450000000000000");
-    }
-
-    #[test]
     fn result_types_follow_postgresql() {
-        let mut s = Accumulator::new(AggFunc::Sum, Some(TypeKind::Int4), false).unwrap();
+        let mut s = Accumulator::new(AggFunc::Sum, Some(TypeKind::Int4)).unwrap();
         assert_eq!(s.finish(None).unwrap().0, None, "sum of no rows is NULL");
         s.add(Some(&Value::Int4(i32::MAX)), None).unwrap();
         s.add(Some(&Value::Int4(i32::MAX)), None).unwrap();
@@ -615,7 +627,7 @@ mod tests {
             s.finish(None).unwrap(),
             (Some(Value::Int8(2 * i32::MAX as i64)), "bigint")
         );
-        let mut s8 = Accumulator::new(AggFunc::Sum, Some(TypeKind::Int8), false).unwrap();
+        let mut s8 = Accumulator::new(AggFunc::Sum, Some(TypeKind::Int8)).unwrap();
         s8.add(Some(&Value::Int8(i64::MAX)), None).unwrap();
         s8.add(Some(&Value::Int8(i64::MAX)), None).unwrap();
         let r = AggregateResult {
@@ -625,33 +637,33 @@ mod tests {
         };
         assert_eq!(r.text(), "18446744073709551614");
         assert_eq!(r.json_value(), serde_json::json!("18446744073709551614"));
-        let mut other = Accumulator::new(AggFunc::Sum, Some(TypeKind::Int8), false).unwrap();
+        let mut other = Accumulator::new(AggFunc::Sum, Some(TypeKind::Int8)).unwrap();
         other.add(Some(&Value::Int8(2)), None).unwrap();
         s8.merge(&other).unwrap();
         assert_eq!(
             s8.finish(None).unwrap().0.unwrap().to_pg_text(),
             "18446744073709551616"
         );
-        assert!(Accumulator::new(AggFunc::Sum, Some(TypeKind::Text), true)
+        assert!(Accumulator::new(AggFunc::Sum, Some(TypeKind::Text))
             .unwrap_err()
             .contains("sum(text) does not exist"));
-        assert!(Accumulator::new(AggFunc::Min, Some(TypeKind::Bool), false).is_err());
-        let mut f4 = Accumulator::new(AggFunc::Sum, Some(TypeKind::Float4), false).unwrap();
+        assert!(Accumulator::new(AggFunc::Min, Some(TypeKind::Bool)).is_err());
+        let mut f4 = Accumulator::new(AggFunc::Sum, Some(TypeKind::Float4)).unwrap();
         f4.add(Some(&Value::Float4(f32::MAX)), None).unwrap();
         let err = f4.add(Some(&Value::Float4(f32::MAX)), None).unwrap_err();
         assert_eq!(err, "value out of range: overflow");
-        let mut f8 = Accumulator::new(AggFunc::Sum, Some(TypeKind::Float8), false).unwrap();
+        let mut f8 = Accumulator::new(AggFunc::Sum, Some(TypeKind::Float8)).unwrap();
         f8.add(Some(&Value::Float8(f64::INFINITY)), None).unwrap();
         f8.add(Some(&Value::Float8(1.0)), None).unwrap();
         assert_eq!(
             f8.finish(None).unwrap().0,
             Some(Value::Float8(f64::INFINITY))
         );
-        let mut mx = Accumulator::new(AggFunc::Max, Some(TypeKind::Float8), false).unwrap();
+        let mut mx = Accumulator::new(AggFunc::Max, Some(TypeKind::Float8)).unwrap();
         mx.add(Some(&Value::Float8(1.0)), None).unwrap();
         mx.add(Some(&Value::Float8(f64::NAN)), None).unwrap();
         let mut mx2 = mx.clone();
-        mx2.merge(&Accumulator::new(AggFunc::Max, Some(TypeKind::Float8), false).unwrap())
+        mx2.merge(&Accumulator::new(AggFunc::Max, Some(TypeKind::Float8)).unwrap())
             .unwrap();
         assert_eq!(
             mx2.finish(Some(TypeKind::Float8))
@@ -661,5 +673,182 @@ mod tests {
                 .to_pg_text(),
             "NaN"
         );
+    }
+
+    /// Runs `func` over `values` in order, serially, and returns psql's text.
+    fn run(func: AggFunc, kind: TypeKind, values: &[Value]) -> Result<String, String> {
+        let mut acc = Accumulator::new(func, Some(kind))?;
+        for v in values {
+            acc.add(Some(v), None)?;
+        }
+        let (value, _) = acc.finish(Some(kind))?;
+        Ok(value.map(|v| v.to_pg_text()).unwrap_or_default())
+    }
+
+    #[test]
+    fn ties_in_min_and_max_return_the_later_row_as_postgresql() {
+        let f8 = |v: f64| Value::Float8(v);
+        let f4 = |v: f32| Value::Float4(v);
+        // PostgreSQL 18.6: SELECT max(x), min(x) FROM (VALUES (0::float8), ('-0'::float8)) v(x)
+        //   → -0 | -0; with the rows swapped → 0 | 0 (float8larger/smaller keep the later row).
+        for func in [AggFunc::Max, AggFunc::Min] {
+            assert_eq!(
+                run(func, TypeKind::Float8, &[f8(0.0), f8(-0.0)]).unwrap(),
+                "-0"
+            );
+            assert_eq!(
+                run(func, TypeKind::Float8, &[f8(-0.0), f8(0.0)]).unwrap(),
+                "0"
+            );
+            assert_eq!(
+                run(func, TypeKind::Float4, &[f4(0.0), f4(-0.0)]).unwrap(),
+                "-0"
+            );
+        }
+        // SELECT max(x), min(x) FROM (VALUES (1.0), (1.00)) v(x) → 1.00 | 1.00; swapped → 1.0.
+        let n = |s: &str| Value::Numeric(Numeric::parse(s).unwrap());
+        for func in [AggFunc::Max, AggFunc::Min] {
+            assert_eq!(
+                run(func, TypeKind::Numeric, &[n("1.0"), n("1.00")]).unwrap(),
+                "1.00"
+            );
+            assert_eq!(
+                run(func, TypeKind::Numeric, &[n("1.00"), n("1.0")]).unwrap(),
+                "1.0"
+            );
+        }
+        // bpchar_larger/smaller keep the first on a tie:
+        // SELECT octet_length(max(x)) FROM (VALUES ('a'::bpchar), ('a  '::bpchar)) v(x) → 1;
+        // swapped → 3.
+        let b = |s: &str| Value::Bpchar(s.as_bytes().to_vec());
+        assert_eq!(
+            run(AggFunc::Max, TypeKind::Bpchar, &[b("a"), b("a  ")]).unwrap(),
+            "a"
+        );
+        assert_eq!(
+            run(AggFunc::Min, TypeKind::Bpchar, &[b("a  "), b("a")]).unwrap(),
+            "a  "
+        );
+        // Merging a later part into an earlier one gives the serial answer.
+        let mut first = Accumulator::new(AggFunc::Max, Some(TypeKind::Numeric)).unwrap();
+        first.add(Some(&n("1.0")), None).unwrap();
+        let mut second = Accumulator::new(AggFunc::Max, Some(TypeKind::Numeric)).unwrap();
+        second.add(Some(&n("1.00")), None).unwrap();
+        first.merge(&second).unwrap();
+        assert_eq!(first.finish(None).unwrap().0.unwrap().to_pg_text(), "1.00");
+    }
+
+    #[test]
+    fn float_sums_keep_negative_zero_and_raise_overflow() {
+        let f8 = |v: f64| Value::Float8(v);
+        // SELECT sum(x), avg(x) FROM (VALUES ('-0'::float8)) v(x) → -0 | 0
+        assert_eq!(
+            run(AggFunc::Sum, TypeKind::Float8, &[f8(-0.0)]).unwrap(),
+            "-0"
+        );
+        assert_eq!(
+            run(AggFunc::Avg, TypeKind::Float8, &[f8(-0.0)]).unwrap(),
+            "0"
+        );
+        assert_eq!(
+            run(AggFunc::Sum, TypeKind::Float4, &[Value::Float4(-0.0)]).unwrap(),
+            "-0"
+        );
+        // SELECT avg(x) FROM (VALUES (1e308::float8), (1e308::float8)) v(x)
+        //   → ERROR:  value out of range: overflow (Sx)
+        assert_eq!(
+            run(AggFunc::Avg, TypeKind::Float8, &[f8(1e308), f8(1e308)]).unwrap_err(),
+            "value out of range: overflow"
+        );
+        // SELECT avg(x) FROM (VALUES (1e200::float8), (-1e200::float8)) v(x)
+        //   → ERROR:  value out of range: overflow (Sxx, although the mean is 0)
+        assert_eq!(
+            run(AggFunc::Avg, TypeKind::Float8, &[f8(1e200), f8(-1e200)]).unwrap_err(),
+            "value out of range: overflow"
+        );
+        // SELECT avg(x) FROM (VALUES ('Infinity'::float8), (1::float8)) v(x) → Infinity
+        assert_eq!(
+            run(
+                AggFunc::Avg,
+                TypeKind::Float8,
+                &[f8(f64::INFINITY), f8(1.0)]
+            )
+            .unwrap(),
+            "Infinity"
+        );
+        // SELECT sum(x) FROM (VALUES (1e308::float8), (1e308::float8)) v(x) → the same error.
+        assert_eq!(
+            run(AggFunc::Sum, TypeKind::Float8, &[f8(1e308), f8(1e308)]).unwrap_err(),
+            "value out of range: overflow"
+        );
+        // float8_combine raises it too.
+        let mut a = Float8Accum::default();
+        a.accum(1e200).unwrap();
+        let mut b = Float8Accum::default();
+        b.accum(-1e200).unwrap();
+        assert_eq!(a.combine(&b).unwrap_err(), "value out of range: overflow");
+    }
+
+    #[test]
+    fn numeric_aggregates_are_exact_beyond_38_digits() {
+        let n = |s: &str| Value::Numeric(Numeric::parse(s).unwrap());
+        // SELECT sum(x), avg(x) FROM (VALUES (1.5), (2.25), (1e40)) v(x)
+        //   → 10000000000000000000000000000000000000003.75 | 3333333333333333333333333333333333333334.58
+        let rows = [n("1.5"), n("2.25"), n("1e40")];
+        assert_eq!(
+            run(AggFunc::Sum, TypeKind::Numeric, &rows).unwrap(),
+            "10000000000000000000000000000000000000003.75"
+        );
+        assert_eq!(
+            run(AggFunc::Avg, TypeKind::Numeric, &rows).unwrap(),
+            "3333333333333333333333333333333333333334.58"
+        );
+        // SELECT sum(x) FROM (VALUES ('Infinity'::numeric), ('-Infinity'::numeric)) v(x) → NaN
+        let inf = [n("Infinity"), n("-Infinity")];
+        assert_eq!(run(AggFunc::Sum, TypeKind::Numeric, &inf).unwrap(), "NaN");
+        // SELECT avg(x) FROM (VALUES ('Infinity'::numeric), (1)) v(x) → Infinity
+        assert_eq!(
+            run(AggFunc::Avg, TypeKind::Numeric, &[n("Infinity"), n("1")]).unwrap(),
+            "Infinity"
+        );
+        assert_eq!(
+            run(
+                AggFunc::Max,
+                TypeKind::Numeric,
+                &[n("1e50"), n("NaN"), n("2")]
+            )
+            .unwrap(),
+            "NaN"
+        );
+    }
+
+    #[test]
+    fn signatures_are_postgresqls() {
+        // SELECT sum(octet_length(x)) FROM (VALUES (1.5)) v(x)
+        //   → ERROR:  function octet_length(numeric) does not exist
+        assert_eq!(
+            Accumulator::new(AggFunc::SumOctetLength, Some(TypeKind::Numeric)).unwrap_err(),
+            "function octet_length(numeric) does not exist"
+        );
+        assert_eq!(
+            Accumulator::new(AggFunc::Min, Some(TypeKind::Bool)).unwrap_err(),
+            "function min(boolean) does not exist"
+        );
+        assert_eq!(
+            Accumulator::new(AggFunc::Avg, Some(TypeKind::Date)).unwrap_err(),
+            "function avg(date) does not exist"
+        );
+        for kind in [
+            TypeKind::Text,
+            TypeKind::Varchar,
+            TypeKind::Bpchar,
+            TypeKind::Bytea,
+        ] {
+            assert!(Accumulator::new(AggFunc::SumOctetLength, Some(kind)).is_ok());
+        }
+        assert!(Accumulator::new(AggFunc::Max, Some(TypeKind::Bytea)).is_ok());
+        assert!(Accumulator::new(AggFunc::Sum, Some(TypeKind::Other))
+            .unwrap_err()
+            .contains("is not evaluated by pageio"));
     }
 }

@@ -159,12 +159,15 @@ use std::sync::Arc;
 pub mod aggregate;
 mod defaults;
 pub mod detoast;
+mod float_text;
+mod numeric;
 mod parallel;
 mod partial;
 mod predicate;
 pub mod query;
 pub mod readahead;
 mod relpath;
+pub mod signatures;
 pub use parallel::{
     combine_partial, default_parallel_workers, BlockAllocator, WorkerBlocks,
     DEFAULT_PARALLEL_WORKERS_LIMIT, MAX_PARALLEL_WORKERS,

@@ -43,6 +43,7 @@ use thiserror::Error;
 
 use super::aggregate::{identifier, parse_select, Accumulator, AggFunc, AggregateResult};
 use super::detoast::{detoast, ToastReader};
+use super::signatures;
 use super::value::{TypeKind, Value};
 use super::{
     checked_nblocks, run_with, visibility_err, Between, KeyOrder, KeyRange, ScanError, ScanKind,
@@ -502,18 +503,27 @@ impl TableQuery {
         for item in parse_select(spec.select).map_err(QueryError::Invalid)? {
             let column = item.column.as_deref().map(find).transpose()?;
             let kind = column.map(|c| kinds[c]);
-            let varlena = column.is_some_and(|c| relation.columns[c].attlen < 0);
-            let accumulator = Accumulator::new(item.func, kind, varlena).map_err(|e| {
-                // A type pageio does not read is named as the catalog names it.
+            // A call PostgreSQL itself refuses is refused with its message.
+            if let Some(c) = column {
+                let col = &relation.columns[c];
+                let catalog_name = col.type_name.as_deref().unwrap_or("unknown type");
+                signatures::resolves(item.func.function(), col.type_oid, catalog_name)
+                    .map_err(|e| QueryError::Invalid(format!("{}: {e}", item.expr)))?;
+            }
+            let accumulator = Accumulator::new(item.func, kind).map_err(|e| {
+                // A type pageio does not read is named as PostgreSQL names it.
                 let e = match (kind, column) {
                     (Some(TypeKind::Other), Some(c)) => e.replace(
                         "(other)",
                         &format!(
                             "({})",
-                            relation.columns[c]
-                                .type_name
-                                .as_deref()
-                                .unwrap_or("unknown type")
+                            signatures::type_display_name(
+                                relation.columns[c].type_oid,
+                                relation.columns[c]
+                                    .type_name
+                                    .as_deref()
+                                    .unwrap_or("unknown type")
+                            )
                         ),
                     ),
                     _ => e,
@@ -678,9 +688,14 @@ impl TableQuery {
                     && !BYTE_ORDER_COLLATIONS.contains(&relation.columns[c].collation_oid)
             })
             .map(|c| {
+                let column = &relation.columns[c];
+                let collation = match &column.collation_name {
+                    Some(name) => format!("collation \"{name}\""),
+                    None => format!("collation oid {}", column.collation_oid),
+                };
                 format!(
-                    "column \"{}\" has collation oid {} (not \"C\"): pageio compares text in byte order, the \"C\" collation, so its min, max and --where may differ from PostgreSQL's (which uses the column's collation); compare with COLLATE \"C\" in SQL",
-                    relation.columns[c].name, relation.columns[c].collation_oid
+                    "column \"{}\" has {collation} (not \"C\"): pageio compares text in byte order, the \"C\" collation, so its min, max and --where may differ from PostgreSQL's (which uses the column's collation); compare with COLLATE \"C\" in SQL",
+                    column.name
                 )
             })
             .collect();
@@ -902,7 +917,8 @@ impl TableQuery {
     /// Whether the answer depends on the order rows reach the accumulators: a sum or average
     /// of floats (rounding depends on the order of additions), or a min/max of a type whose
     /// equal values print differently (`-0` and `0`, numeric `1.0` and `1.00`, bpchar
-    /// `'a'` and `'a  '`: the first one met wins). Such a query reads its pages in block
+    /// `'a'` and `'a  '`: PostgreSQL's transition functions return the later row's value on
+    /// a tie, bpchar's the earlier one's). Such a query reads its pages in block
     /// order on one thread, as PostgreSQL's serial scans do, so its answer is the same from
     /// run to run.
     fn answer_depends_on_order(&self) -> bool {

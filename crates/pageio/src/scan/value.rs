@@ -16,9 +16,11 @@
 //!  RawDatum + TypeKind ─► Value   (varlenas detoasted by the caller first)
 //!      int2/int4/int8/float4/float8/bool/date/timestamp(tz): little-endian fixed bytes
 //!      numeric: NumericData: short (0x8000) or long header, NaN/±Infinity (0xC000/D000/F000),
-//!               base-10000 digits ─► an exact decimal (i128 mantissa, dscale)
+//!               base-10000 digits ─► an exact decimal of any length (see `numeric`)
 //!      text/varchar/bpchar/bytea: the payload bytes
-//!  Value ─► text: float shortest-exact (%e outside 1e-4 ≤ |v| < 1e15, 1e6 for float4),
+//!  Value ─► text: float as float4out/float8out (see `float_text`: shortest digits strictly
+//!           inside the rounding interval, ties to even; %e outside 1e-4 ≤ |v| < 1e15, 1e6
+//!           for float4),
 //!           date/timestamp ISO (BC suffix, ±infinity), timestamptz in UTC with "+00",
 //!           bytea as \x hex, bool as t/f
 //! ```
@@ -31,6 +33,8 @@
 
 use std::cmp::Ordering;
 
+use super::float_text::{float4_text, float8_text};
+pub use super::numeric::{BigNumeric, Numeric};
 use super::predicate::{float8_cmp, parse_float8};
 
 /// The types this module reads, by `pg_type` oid.
@@ -131,266 +135,6 @@ impl TypeKind {
     }
 }
 
-/// Largest numeric scale this exact decimal keeps; PostgreSQL's `NUMERIC_MAX_DISPLAY_SCALE`
-/// is 1000, but an i128 mantissa holds 38 digits, so a larger scale could hold no digits.
-const NUMERIC_MAX_SCALE: u32 = 38;
-
-/// An exact `numeric`: a decimal over an i128 mantissa (38 digits), or a special value.
-/// Values needing more digits are an error where they are read or summed, never rounded.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Numeric {
-    /// `NaN`: equal to itself, above every other value (PostgreSQL's numeric order).
-    NaN,
-    /// `Infinity`.
-    PosInf,
-    /// `-Infinity`.
-    NegInf,
-    /// `mantissa / 10^scale`, `scale` being PostgreSQL's display scale (dscale).
-    Finite {
-        /// The digits as an integer.
-        mantissa: i128,
-        /// Digits after the decimal point.
-        scale: u32,
-    },
-}
-
-impl Numeric {
-    /// An integer.
-    pub fn from_i128(v: i128) -> Numeric {
-        Numeric::Finite {
-            mantissa: v,
-            scale: 0,
-        }
-    }
-
-    /// Decodes `NumericData` (the varlena payload, header excluded).
-    pub fn decode(payload: &[u8]) -> Result<Numeric, String> {
-        let u16_at = |i: usize| -> Result<u16, String> {
-            payload
-                .get(i..i + 2)
-                .map(|b| u16::from_le_bytes([b[0], b[1]]))
-                .ok_or_else(|| format!("numeric of {} bytes is truncated", payload.len()))
-        };
-        let header = u16_at(0)?;
-        let (negative, scale, weight, digits_at) = if header & 0xC000 == 0xC000 {
-            return match header & 0xF000 {
-                0xC000 => Ok(Numeric::NaN),
-                0xD000 => Ok(Numeric::PosInf),
-                0xF000 => Ok(Numeric::NegInf),
-                _ => Err(format!(
-                    "numeric special header {header:#06x} is not NaN or ±Infinity"
-                )),
-            };
-        } else if header & 0x8000 != 0 {
-            let weight = if header & 0x0040 != 0 {
-                (header & 0x003F) as i32 - 64
-            } else {
-                (header & 0x003F) as i32
-            };
-            (
-                header & 0x2000 != 0,
-                ((header & 0x1F80) >> 7) as u32,
-                weight,
-                2,
-            )
-        } else {
-            let weight = u16_at(2)? as i16 as i32;
-            (header & 0x4000 != 0, (header & 0x3FFF) as u32, weight, 4)
-        };
-        let digits = &payload[digits_at.min(payload.len())..];
-        if !digits.len().is_multiple_of(2) {
-            return Err(format!("numeric digits take an odd {} bytes", digits.len()));
-        }
-        if scale > NUMERIC_MAX_SCALE {
-            return Err(format!(
-                "numeric with display scale {scale} is beyond the {NUMERIC_MAX_SCALE} digits this reader keeps exactly"
-            ));
-        }
-        let too_big = || {
-            "numeric value has more than 38 significant digits, beyond what this reader keeps exactly".to_string()
-        };
-        let mut mantissa: i128 = 0;
-        for (i, pair) in digits.chunks_exact(2).enumerate() {
-            let d = u16::from_le_bytes([pair[0], pair[1]]) as i128;
-            if d >= 10_000 {
-                return Err(format!("numeric digit {d} is not a base-10000 digit"));
-            }
-            // Digit i is worth 10000^(weight - i); times 10^scale for the mantissa.
-            let exp = 4 * (weight - i as i32) + scale as i32;
-            let term = if exp >= 0 {
-                pow10(exp as u32)
-                    .and_then(|p| d.checked_mul(p))
-                    .ok_or_else(too_big)?
-            } else {
-                let p = pow10((-exp) as u32).unwrap_or(i128::MAX);
-                if d % p != 0 {
-                    return Err(format!(
-                        "numeric has digits beyond its display scale {scale}: the value is corrupt"
-                    ));
-                }
-                d / p
-            };
-            mantissa = mantissa.checked_add(term).ok_or_else(too_big)?;
-        }
-        Ok(Numeric::Finite {
-            mantissa: if negative { -mantissa } else { mantissa },
-            scale,
-        })
-    }
-
-    /// Parses a decimal literal (`-12.50`, `NaN`, `Infinity`).
-    pub fn parse(text: &str) -> Result<Numeric, String> {
-        let t = text.trim().trim_matches('\'');
-        let invalid = || format!("invalid input syntax for type numeric: \"{t}\"");
-        match t.to_ascii_lowercase().as_str() {
-            "nan" => return Ok(Numeric::NaN),
-            "infinity" | "+infinity" | "inf" | "+inf" => return Ok(Numeric::PosInf),
-            "-infinity" | "-inf" => return Ok(Numeric::NegInf),
-            _ => {}
-        }
-        let (negative, body) = match t.strip_prefix('-') {
-            Some(b) => (true, b),
-            None => (false, t.strip_prefix('+').unwrap_or(t)),
-        };
-        let (int, frac) = body.split_once('.').unwrap_or((body, ""));
-        if (int.is_empty() && frac.is_empty())
-            || !int.chars().chain(frac.chars()).all(|c| c.is_ascii_digit())
-        {
-            return Err(invalid());
-        }
-        let scale = frac.len() as u32;
-        if scale > NUMERIC_MAX_SCALE {
-            return Err(invalid());
-        }
-        let mut mantissa: i128 = 0;
-        for c in int.chars().chain(frac.chars()) {
-            mantissa = mantissa
-                .checked_mul(10)
-                .and_then(|m| m.checked_add((c as u8 - b'0') as i128))
-                .ok_or_else(invalid)?;
-        }
-        Ok(Numeric::Finite {
-            mantissa: if negative { -mantissa } else { mantissa },
-            scale,
-        })
-    }
-
-    /// `self + other` as PostgreSQL's `numeric_add`: NaN absorbs, +Inf + −Inf is NaN, the
-    /// result's scale is the larger one. `None` if the exact sum needs more than 38 digits.
-    pub fn checked_add(self, other: Numeric) -> Option<Numeric> {
-        use Numeric::*;
-        Some(match (self, other) {
-            (NaN, _) | (_, NaN) => NaN,
-            (PosInf, NegInf) | (NegInf, PosInf) => NaN,
-            (PosInf, _) | (_, PosInf) => PosInf,
-            (NegInf, _) | (_, NegInf) => NegInf,
-            (
-                Finite {
-                    mantissa: a,
-                    scale: sa,
-                },
-                Finite {
-                    mantissa: b,
-                    scale: sb,
-                },
-            ) => {
-                let scale = sa.max(sb);
-                let a = a.checked_mul(pow10(scale - sa)?)?;
-                let b = b.checked_mul(pow10(scale - sb)?)?;
-                Finite {
-                    mantissa: a.checked_add(b)?,
-                    scale,
-                }
-            }
-        })
-    }
-
-    /// PostgreSQL's numeric order: −Infinity < numbers < Infinity < NaN, NaN = NaN.
-    pub fn pg_cmp(&self, other: &Numeric) -> Ordering {
-        use Numeric::*;
-        let rank = |n: &Numeric| match n {
-            NegInf => 0,
-            Finite { .. } => 1,
-            PosInf => 2,
-            NaN => 3,
-        };
-        match (self, other) {
-            (
-                Finite {
-                    mantissa: a,
-                    scale: sa,
-                },
-                Finite {
-                    mantissa: b,
-                    scale: sb,
-                },
-            ) => {
-                let scale = (*sa).max(*sb);
-                let up = |m: i128, s: u32| pow10(scale - s).and_then(|p| m.checked_mul(p));
-                match (up(*a, *sa), up(*b, *sb)) {
-                    (Some(x), Some(y)) => x.cmp(&y),
-                    // A mantissa that overflows when scaled up is larger in magnitude than
-                    // any that fits, so its sign decides.
-                    (None, _) => {
-                        if *a < 0 {
-                            Ordering::Less
-                        } else {
-                            Ordering::Greater
-                        }
-                    }
-                    (_, None) => {
-                        if *b < 0 {
-                            Ordering::Greater
-                        } else {
-                            Ordering::Less
-                        }
-                    }
-                }
-            }
-            _ => rank(self).cmp(&rank(other)),
-        }
-    }
-
-    /// The integer value, if this is a finite numeric of scale 0.
-    pub fn as_integer(&self) -> Option<i128> {
-        match *self {
-            Numeric::Finite { mantissa, scale: 0 } => Some(mantissa),
-            _ => None,
-        }
-    }
-}
-
-impl std::fmt::Display for Numeric {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match *self {
-            Numeric::NaN => f.write_str("NaN"),
-            Numeric::PosInf => f.write_str("Infinity"),
-            Numeric::NegInf => f.write_str("-Infinity"),
-            Numeric::Finite { mantissa, scale } => {
-                let digits = mantissa.unsigned_abs().to_string();
-                let scale = scale as usize;
-                let padded = if digits.len() <= scale {
-                    format!("{}{digits}", "0".repeat(scale + 1 - digits.len()))
-                } else {
-                    digits
-                };
-                let (int, frac) = padded.split_at(padded.len() - scale);
-                let sign = if mantissa < 0 { "-" } else { "" };
-                if scale == 0 {
-                    write!(f, "{sign}{int}")
-                } else {
-                    write!(f, "{sign}{int}.{frac}")
-                }
-            }
-        }
-    }
-}
-
-/// `10^exp`, if it fits an i128.
-fn pow10(exp: u32) -> Option<i128> {
-    10i128.checked_pow(exp)
-}
-
 /// A typed value.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Value {
@@ -482,8 +226,8 @@ impl Value {
             Value::Int2(v) => v.to_string(),
             Value::Int4(v) => v.to_string(),
             Value::Int8(v) => v.to_string(),
-            Value::Float4(v) => float_text(*v as f64, v.is_nan(), format!("{v:e}"), 6),
-            Value::Float8(v) => float_text(*v, v.is_nan(), format!("{v:e}"), 15),
+            Value::Float4(v) => float4_text(*v),
+            Value::Float8(v) => float8_text(*v),
             Value::Numeric(n) => n.to_string(),
             Value::Bool(b) => if *b { "t" } else { "f" }.into(),
             Value::Date(d) => date_text(*d),
@@ -579,49 +323,6 @@ fn unquote(s: &str) -> String {
 fn trim_blanks(b: &[u8]) -> &[u8] {
     let end = b.iter().rposition(|&c| c != b' ').map_or(0, |i| i + 1);
     &b[..end]
-}
-
-/// A float as PostgreSQL 12+ prints it (`extra_float_digits = 1`): the shortest digits that
-/// read back exactly, in fixed notation when the decimal exponent is in `-4..digits`
-/// (`DBL_DIG` 15, `FLT_DIG` 6), else as `d.ddde±XX`; `NaN`, `Infinity`, `-Infinity`.
-fn float_text(v: f64, nan: bool, exp_form: String, fixed_below_exp: i32) -> String {
-    if nan {
-        return "NaN".into();
-    }
-    if v.is_infinite() {
-        return if v > 0.0 { "Infinity" } else { "-Infinity" }.into();
-    }
-    // Rust's `{:e}` gives the shortest round-trip digits: "-1.2345e-7".
-    let (mantissa, exp) = exp_form.split_once('e').unwrap_or((&exp_form, "0"));
-    let exp: i32 = exp.parse().unwrap_or(0);
-    let (sign, mantissa) = match mantissa.strip_prefix('-') {
-        Some(m) => ("-", m),
-        None => ("", mantissa),
-    };
-    let digits: String = mantissa.chars().filter(|c| *c != '.').collect();
-    if v == 0.0 {
-        return format!("{sign}0");
-    }
-    if exp < -4 || exp >= fixed_below_exp {
-        let (first, rest) = digits.split_at(1);
-        let dot = if rest.is_empty() {
-            String::new()
-        } else {
-            format!(".{rest}")
-        };
-        let esign = if exp < 0 { '-' } else { '+' };
-        return format!("{sign}{first}{dot}e{esign}{:02}", exp.abs());
-    }
-    if exp < 0 {
-        format!("{sign}0.{}{digits}", "0".repeat((-exp - 1) as usize))
-    } else {
-        let point = exp as usize + 1;
-        if digits.len() <= point {
-            format!("{sign}{digits}{}", "0".repeat(point - digits.len()))
-        } else {
-            format!("{sign}{}.{}", &digits[..point], &digits[point..])
-        }
-    }
 }
 
 /// Julian day of 2000-01-01 (`POSTGRES_EPOCH_JDATE`).
@@ -794,51 +495,6 @@ fn parse_timestamp(s: &str, with_zone: bool) -> Result<i64, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn numeric_decodes_and_prints_exactly() {
-        // Short header: negative, dscale 2, weight 0, digits 12, 5000 → -12.50.
-        let mut p = 0xA100u16.to_le_bytes().to_vec();
-        p.extend_from_slice(&12u16.to_le_bytes());
-        p.extend_from_slice(&5000u16.to_le_bytes());
-        let n = Numeric::decode(&p).unwrap();
-        assert_eq!(n.to_string(), "-12.50");
-        // Long header: positive, dscale 0, weight 1, digits 1, 2 → 10002.
-        let mut p = 0x0000u16.to_le_bytes().to_vec();
-        p.extend_from_slice(&1i16.to_le_bytes());
-        p.extend_from_slice(&1u16.to_le_bytes());
-        p.extend_from_slice(&2u16.to_le_bytes());
-        assert_eq!(Numeric::decode(&p).unwrap().to_string(), "10002");
-        // Short header with negative weight: 0.0005 = weight -1, dscale 4, digit 5.
-        let h: u16 = 0x8000 | (4 << 7) | 0x0040 | (64 - 1);
-        let mut p = h.to_le_bytes().to_vec();
-        p.extend_from_slice(&5u16.to_le_bytes());
-        assert_eq!(Numeric::decode(&p).unwrap().to_string(), "0.0005");
-        assert_eq!(
-            Numeric::decode(&0xC000u16.to_le_bytes()).unwrap(),
-            Numeric::NaN
-        );
-        assert_eq!(
-            Numeric::decode(&0xD000u16.to_le_bytes()).unwrap(),
-            Numeric::PosInf
-        );
-        assert_eq!(
-            Numeric::decode(&0xF000u16.to_le_bytes()).unwrap(),
-            Numeric::NegInf
-        );
-        assert!(Numeric::decode(&[1]).is_err());
-        let sum = Numeric::parse("1.5")
-            .unwrap()
-            .checked_add(Numeric::parse("-0.25").unwrap())
-            .unwrap();
-        assert_eq!(sum.to_string(), "1.25");
-        assert_eq!(
-            Numeric::PosInf.checked_add(Numeric::NegInf).unwrap(),
-            Numeric::NaN
-        );
-        assert_eq!(Numeric::parse("0.001").unwrap().to_string(), "0.001");
-        assert_eq!(Numeric::NaN.pg_cmp(&Numeric::PosInf), Ordering::Greater);
-    }
 
     #[test]
     fn floats_print_as_postgresql_prints_them() {
