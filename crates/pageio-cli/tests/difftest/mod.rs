@@ -1173,7 +1173,8 @@ impl Gen {
 
 /// Names as SQL writes them, drawn per seed from their own generator (so the rest of the
 /// plan does not change with them): plain, or quoted with capitals, dots, spaces and
-/// non-ASCII letters, or unquoted capitals that both PostgreSQL and pageio fold. Every
+/// non-ASCII letters, or unquoted capitals that both PostgreSQL and pageio fold (only the
+/// ASCII ones: `ÉCol1` is the column `Écol1`). Every
 /// name is kept in its SQL form (`"S.dot"."T x"`), so the statements, `--table`,
 /// `--select` and `--where` all read it the same way. The `id` column keeps its name.
 pub fn apply_name_style(seed: u64, schema: &mut String, tables: &mut [TableSpec]) {
@@ -1204,6 +1205,7 @@ pub fn apply_name_style(seed: u64, schema: &mut String, tables: &mut [TableSpec]
                 format!("\"c.{c}\""),
                 format!("\"Äx{c}\""),
                 format!("Col{c}"),
+                format!("ÉCol{c}"),
                 format!("\"q\"\"{c}\""),
             ];
             col.name = rng.pick(&column_forms).clone();

@@ -594,7 +594,7 @@ impl TableQuery {
                         .iter()
                         .zip(i.key_options.iter().chain(std::iter::repeat(&0)))
                         .map(|(k, &o)| {
-                            let name = k.as_deref().unwrap_or("(expression)");
+                            let name = k.as_deref().map_or("(expression)".into(), quote_identifier);
                             match (o & INDOPTION_DESC != 0, o & INDOPTION_NULLS_FIRST != 0) {
                                 (false, false) => name.to_string(),
                                 (false, true) => format!("{name} NULLS FIRST"),
@@ -605,7 +605,7 @@ impl TableQuery {
                         .collect();
                     format!(
                         "{} ({} on {}{})",
-                        i.name,
+                        quote_identifier(&i.name),
                         i.access_method,
                         keys.join(", "),
                         if i.predicate.is_some() {
@@ -630,13 +630,18 @@ impl TableQuery {
             };
             let usable = |i: &'r Index| index_problem(relation, &kinds, i, predicate.as_ref());
             let chosen = match spec.index {
-                Some(name) => {
+                Some(written) => {
+                    // An index name is an SQL name, read as --table's parts are.
+                    let name = match crate::sql::parse_qualified_name(written, 1) {
+                        Ok(mut parts) => parts.pop().unwrap_or_default(),
+                        Err(e) => return Err(bad_index(written, e)),
+                    };
                     let i = relation
                         .indexes
                         .iter()
                         .find(|i| i.name == name)
-                        .ok_or_else(|| bad_index(name, "does not exist on the table".into()))?;
-                    usable(i).map_err(|problem| bad_index(name, problem))?
+                        .ok_or_else(|| bad_index(&name, "does not exist on the table".into()))?;
+                    usable(i).map_err(|problem| bad_index(&name, problem))?
                 }
                 None => {
                     let Some(p) = &predicate else {
