@@ -241,6 +241,13 @@ impl<'t> Parser<'t> {
                         self.text
                     ));
                 }
+                if let Some(Token::Str(lit)) = self.peek() {
+                    return Err(format!(
+                        "in --where \"{}\": typed literals ({name} {}) are not read: a quoted literal alone takes the column's type, as in PostgreSQL, which may compare differently from {name} (a date column against timestamp '2020-03-01 05:00' compares as timestamps, against '2020-03-01 05:00' as dates): write the literal without the type name if that is the comparison meant",
+                        self.text,
+                        crate::sql::quote_literal(lit)
+                    ));
+                }
                 if matches!(self.peek(), Some(Token::Dot) | Some(Token::LParen)) {
                     return Err(format!(
                         "in --where \"{}\": {} is followed by {}: pageio compares a column of the table, named alone (no table prefix, function or cast), with a constant",
@@ -824,6 +831,9 @@ mod tests {
         assert!(parse_where("a = 1 or a = 2").unwrap_err().contains("OR"));
         assert!(parse_where("t.a = 1").unwrap_err().contains("alone"));
         assert!(parse_where("a = '1'::int").unwrap_err().contains("casts"));
+        assert!(parse_where("d >= timestamp '2020-03-01 05:00'")
+            .unwrap_err()
+            .contains("typed literals (timestamp '2020-03-01 05:00') are not read"));
     }
 
     #[test]

@@ -501,22 +501,21 @@ impl Value {
         }
     }
 
-    /// Parses a literal of `kind` as the type's input function would (integers, floats with
-    /// `NaN`/`Infinity`, numeric, `'YYYY-MM-DD'`, `'YYYY-MM-DD HH:MM:SS[.ffffff][+00]'`,
-    /// `'quoted text'`, `true`/`false`).
+    /// Parses a literal of `kind` as the type's input function would (integers as
+    /// `pg_strtoint` reads them — `+5`, `1_000`, `0x1F` —, floats with `NaN`/`Infinity`,
+    /// numeric, dates and timestamps in the forms of `parse_datetime_fields` — BC,
+    /// `infinity`, offsets —, `'quoted text'`, `true`/`false`).
     pub fn parse(kind: TypeKind, literal: &str) -> Result<Value, String> {
         let unquoted = unquote(literal.trim());
         let int = |min: i64, max: i64, name: &str| -> Result<i64, String> {
-            let v: i64 = unquoted
-                .trim()
-                .parse()
-                .map_err(|_| format!("invalid input syntax for type {name}: \"{unquoted}\""))?;
-            if v < min || v > max {
+            let v = parse_pg_int(&unquoted)
+                .ok_or_else(|| format!("invalid input syntax for type {name}: \"{unquoted}\""))?;
+            if v < min as i128 || v > max as i128 {
                 return Err(format!(
                     "value \"{unquoted}\" is out of range for type {name}"
                 ));
             }
-            Ok(v)
+            Ok(v as i64)
         };
         Ok(match kind {
             TypeKind::Int2 => {
@@ -566,6 +565,39 @@ impl Value {
             TypeKind::Other => return Err("values of this type cannot be compared".into()),
         })
     }
+}
+
+/// An integer as PostgreSQL's `pg_strtoint16/32/64` read it: blanks around, an optional
+/// sign, then decimal digits or a `0x`/`0o`/`0b` prefix and its digits, single underscores
+/// between digits. Magnitudes beyond 2^100 saturate (every integer type's range check
+/// refuses them); `None` for any other text.
+fn parse_pg_int(text: &str) -> Option<i128> {
+    const SATURATED: i128 = 1 << 100;
+    let t = text.trim_matches([' ', '\t', '\n', '\r', '\x0b', '\x0c']);
+    let (negative, body) = match t.strip_prefix('-') {
+        Some(b) => (true, b),
+        None => (false, t.strip_prefix('+').unwrap_or(t)),
+    };
+    let lower = body.to_ascii_lowercase();
+    let (radix, digits) = match lower.get(..2) {
+        Some("0x") => (16, &lower[2..]),
+        Some("0o") => (8, &lower[2..]),
+        Some("0b") => (2, &lower[2..]),
+        _ => (10, lower.as_str()),
+    };
+    if digits.is_empty()
+        || digits.starts_with('_')
+        || digits.ends_with('_')
+        || digits.contains("__")
+    {
+        return None;
+    }
+    let mut v: i128 = 0;
+    for c in digits.chars().filter(|&c| c != '_') {
+        let d = c.to_digit(radix)? as i128;
+        v = (v * radix as i128 + d).min(SATURATED);
+    }
+    Some(if negative { -v } else { v })
 }
 
 /// A literal without its single quotes (`''` inside is one quote).
@@ -1187,5 +1219,28 @@ mod tests {
         assert!(Value::parse(TypeKind::Int4, "3000000000")
             .unwrap_err()
             .contains("out of range"));
+        // PostgreSQL 18: SELECT '1_000'::int4, ' +5 '::int4, '0x1F'::int4 → 1000 | 5 | 31;
+        // '99999999999999999999'::int8 → ERROR: value "99999999999999999999" is out of range
+        // for type bigint; '1__0'::int4 → ERROR: invalid input syntax for type integer.
+        assert_eq!(
+            Value::parse(TypeKind::Int4, "'1_000'").unwrap(),
+            Value::Int4(1000)
+        );
+        assert_eq!(
+            Value::parse(TypeKind::Int4, "' +5 '").unwrap(),
+            Value::Int4(5)
+        );
+        assert_eq!(
+            Value::parse(TypeKind::Int4, "'0x1F'").unwrap(),
+            Value::Int4(31)
+        );
+        assert_eq!(
+            Value::parse(TypeKind::Int8, "'99999999999999999999'").unwrap_err(),
+            "value \"99999999999999999999\" is out of range for type bigint"
+        );
+        assert_eq!(
+            Value::parse(TypeKind::Int4, "'1__0'").unwrap_err(),
+            "invalid input syntax for type integer: \"1__0\""
+        );
     }
 }
