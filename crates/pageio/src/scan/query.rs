@@ -13,7 +13,9 @@
 //!  Relation (catalog) ──► TableQuery::plan
 //!      columns ─► TupleDesc (attlen, attalign, dropped, attmissingval) + TypeKind per column
 //!      --select ─► SelectItems ─► one Accumulator each (PostgreSQL's result types)
-//!      --where  ─► ColumnRange on one column (between / = / < / <= / > / >=), typed literals
+//!      --where  ─► clause::parse_where ─► ColumnRange on one column (between, =, <>, <, <=,
+//!                  >, >=, ANDed), each literal typed and folded into the column's type
+//!                  (clause::fold), a range nothing fits read as no row
 //!      --kind bitmap|index ─► the first btree (by name, or --index) that can answer it
 //!                             (index_problem): valid, first key = the predicate's column,
 //!                             a key type the walk compares, text ordered by the index's

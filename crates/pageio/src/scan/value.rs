@@ -525,11 +525,21 @@ impl Value {
             TypeKind::Int8 => Value::Int8(int(i64::MIN, i64::MAX, "bigint")?),
             TypeKind::Float8 => Value::Float8(parse_float8(&unquoted)?),
             TypeKind::Float4 => {
-                let v = parse_float8(&unquoted)?;
-                if v.is_finite() && (v as f32).is_infinite() {
-                    return Err(format!("\"{unquoted}\" is out of range for type real"));
+                // float4in reads the digits with strtof: rounded once to a real, never
+                // through a double (which can round differently), and with its own range.
+                let v = parse_float8(&unquoted)
+                    .map_err(|e| e.replace("type double precision", "type real"))?;
+                if !v.is_finite() {
+                    Value::Float4(v as f32)
+                } else {
+                    let text = unquoted.trim();
+                    let out_of_range = || format!("\"{text}\" is out of range for type real");
+                    let r: f32 = text.parse().map_err(|_| out_of_range())?;
+                    if r.is_infinite() || (r == 0.0 && v != 0.0) {
+                        return Err(out_of_range());
+                    }
+                    Value::Float4(r)
                 }
-                Value::Float4(v as f32)
             }
             TypeKind::Numeric => Value::Numeric(Numeric::parse(&unquoted)?),
             TypeKind::Bool => match unquoted.to_ascii_lowercase().as_str() {
@@ -1219,6 +1229,32 @@ mod tests {
         assert!(Value::parse(TypeKind::Int4, "3000000000")
             .unwrap_err()
             .contains("out of range"));
+        // PostgreSQL 18: SELECT 'abc'::real → ERROR: invalid input syntax for type real:
+        // "abc"; '1e-50'::real → ERROR: "1e-50" is out of range for type real; '1e-40'::real
+        // → 1e-40 (a denormal); ' 1.5 '::real → 1.5.
+        assert_eq!(
+            Value::parse(TypeKind::Float4, "'abc'").unwrap_err(),
+            "invalid input syntax for type real: \"abc\""
+        );
+        assert_eq!(
+            Value::parse(TypeKind::Float4, "'1e-50'").unwrap_err(),
+            "\"1e-50\" is out of range for type real"
+        );
+        assert_eq!(
+            Value::parse(TypeKind::Float4, "'1e-40'").unwrap(),
+            Value::Float4(1e-40)
+        );
+        assert_eq!(
+            Value::parse(TypeKind::Float4, "' 1.5 '").unwrap(),
+            Value::Float4(1.5)
+        );
+        // Rounded once: 1.00000005960464477539062500001 is just above the midpoint of 1 and
+        // the next real, so strtof rounds up; through a double it would round to 1.
+        // PostgreSQL 18: SELECT '1.00000005960464477539062500001'::real::float8 → 1.0000001192092896.
+        assert_eq!(
+            Value::parse(TypeKind::Float4, "'1.00000005960464477539062500001'").unwrap(),
+            Value::Float4(f32::from_bits(1.0f32.to_bits() + 1))
+        );
         // PostgreSQL 18: SELECT '1_000'::int4, ' +5 '::int4, '0x1F'::int4 → 1000 | 5 | 31;
         // '99999999999999999999'::int8 → ERROR: value "99999999999999999999" is out of range
         // for type bigint; '1__0'::int4 → ERROR: invalid input syntax for type integer.
