@@ -113,7 +113,9 @@ pub struct ScanArgs {
     /// '2020-01-01 05:00+02'); a real column against a number compares in double precision
     /// (r = 0.1 finds no real 0.1, r = '0.1' does); integers compare by value (i2 < 40000 is
     /// every row); NULLs never qualify; text compares bytes (the "C" collation: a WARNING
-    /// says when the column's differs); timestamptz literals without an offset are UTC
+    /// says when the column's differs); timestamptz literals without an offset are UTC;
+    /// typed date/time literals (timestamp '…', date '…', '…'::timestamptz) compare as
+    /// PostgreSQL's cross-type operators do (a date against a timestamp at midnight)
     #[arg(long = "where", value_name = "PREDICATE", allow_hyphen_values = true)]
     predicate: Option<String>,
     /// Name of the first column, the one --where filters, for --pgdata tables [default: a;

@@ -455,7 +455,8 @@ fn commuted(op: &str) -> &str {
 /// `= 99999999999`, `1e30`). Text: quoted with `''`, as `E'…'` with `\'`, or one of the
 /// constants that hold `and`, `=`, a quote or non-ASCII letters. Dates and timestamps:
 /// ISO, or a BC date, `infinity` or `-infinity`; a timestamp with an offset (which a
-/// `timestamp` drops, as PostgreSQL does).
+/// `timestamp` drops, as PostgreSQL does); typed literals of the other type (`timestamp
+/// '… 12:00'` against a date, `date '…'` against a timestamp, `'…'::timestamptz`).
 fn literal_variant(rng: &mut Rng, ty: ColType, text: &str) -> (String, bool) {
     let quoted = |s: &str| format!("'{}'", s.replace('\'', "''"));
     match ty {
@@ -512,6 +513,18 @@ fn literal_variant(rng: &mut Rng, ty: ColType, text: &str) -> (String, bool) {
             ),
             1 if ty == ColType::Timestamp && !text.contains("BC") => {
                 (quoted(&format!("{text}+02")), true)
+            }
+            // Typed literals: a date column against a timestamp compares as timestamps, a
+            // timestamp column against a date meets it at midnight.
+            2 if ty == ColType::Date => (
+                format!("timestamp {}", quoted(&format!("{text} 12:00"))),
+                false,
+            ),
+            3 if ty == ColType::Date => (format!("{}::timestamptz", quoted(text)), true),
+            2 if ty == ColType::Timestamp => {
+                let day = text.split(' ').next().unwrap_or(text);
+                let era = if text.ends_with("BC") { " BC" } else { "" };
+                (format!("date {}", quoted(&format!("{day}{era}"))), false)
             }
             _ => (quoted(text), true),
         },
@@ -1185,6 +1198,9 @@ fn literal_variants_cover_every_form() {
         "'infinity'",
         "'-infinity'",
         "'2020-01-01 05:00:00+02'",
+        "timestamp '2020-01-01 12:00'",
+        "'2020-01-01'::timestamptz",
+        "date '2020-01-01'",
     ] {
         assert!(seen.contains(form), "{form} never drawn: {seen:?}");
     }

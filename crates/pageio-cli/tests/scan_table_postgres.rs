@@ -460,6 +460,86 @@ const CASES: &[Case] = &[
         predicate: Some("tz between '0044-03-15 12:00+01 BC' and 'infinity'"),
         kinds: &["seq", "bitmap", "index"],
     },
+    // PostgreSQL 18: SELECT count(*) FROM lits WHERE dt >= timestamp '2020-01-05 05:00' → 78.
+    Case {
+        name: "date >= typed timestamp literal (compared as timestamps)",
+        table: "lits",
+        database: "postgres",
+        from: "lits",
+        select: "count(*), sum(i4), min(r), max(s), min(dt), max(tz)",
+        predicate: Some("dt >= timestamp '2020-01-05 05:00'"),
+        kinds: &["seq", "bitmap", "index"],
+    },
+    // PostgreSQL 18: SELECT count(*) FROM lits WHERE dt = timestamp '2020-01-05 05:00' → 0.
+    Case {
+        name: "date = typed timestamp literal off midnight",
+        table: "lits",
+        database: "postgres",
+        from: "lits",
+        select: "count(*), sum(i4), min(r), max(s), min(dt), max(tz)",
+        predicate: Some("dt = timestamp '2020-01-05 05:00'"),
+        kinds: &["seq", "bitmap", "index"],
+    },
+    // PostgreSQL 18: SELECT count(*) FROM lits WHERE dt = '2020-01-05 05:00' → 1.
+    Case {
+        name: "date = quoted timestamp literal (read as a date)",
+        table: "lits",
+        database: "postgres",
+        from: "lits",
+        select: "count(*), sum(i4), min(r), max(s), min(dt), max(tz)",
+        predicate: Some("dt = '2020-01-05 05:00'"),
+        kinds: &["seq", "bitmap", "index"],
+    },
+    // PostgreSQL 18: SELECT count(*) FROM lits WHERE dt < timestamptz '2020-01-05 00:00+00' → 21.
+    Case {
+        name: "date < typed timestamptz literal",
+        table: "lits",
+        database: "postgres",
+        from: "lits",
+        select: "count(*), sum(i4), min(r), max(s), min(dt), max(tz)",
+        predicate: Some("dt < timestamptz '2020-01-05 00:00+00'"),
+        kinds: &["seq", "bitmap", "index"],
+    },
+    // PostgreSQL 18: SELECT count(*) FROM lits WHERE dt <= '2020-01-05'::timestamp → 22.
+    Case {
+        name: "date <= cast timestamp literal",
+        table: "lits",
+        database: "postgres",
+        from: "lits",
+        select: "count(*), sum(i4), min(r), max(s), min(dt), max(tz)",
+        predicate: Some("dt <= '2020-01-05'::timestamp"),
+        kinds: &["seq", "bitmap", "index"],
+    },
+    // PostgreSQL 18: SELECT count(*) FROM lits WHERE tz > date '2020-01-02' → 76.
+    Case {
+        name: "timestamptz > typed date literal",
+        table: "lits",
+        database: "postgres",
+        from: "lits",
+        select: "count(*), sum(i4), min(r), max(s), min(dt), max(tz)",
+        predicate: Some("tz > date '2020-01-02'"),
+        kinds: &["seq", "bitmap", "index"],
+    },
+    // PostgreSQL 18: SELECT count(*) FROM lits WHERE tz <= timestamp without time zone '2020-01-01 10:00' → 10.
+    Case {
+        name: "timestamptz <= timestamp without time zone literal",
+        table: "lits",
+        database: "postgres",
+        from: "lits",
+        select: "count(*), sum(i4), min(r), max(s), min(dt), max(tz)",
+        predicate: Some("tz <= timestamp without time zone '2020-01-01 10:00'"),
+        kinds: &["seq", "bitmap", "index"],
+    },
+    // PostgreSQL 18: SELECT count(*) FROM lits WHERE dt = timestamp 'infinity' → 10.
+    Case {
+        name: "date = typed timestamp infinity",
+        table: "lits",
+        database: "postgres",
+        from: "lits",
+        select: "count(*), sum(i4), min(r), max(s), min(dt), max(tz)",
+        predicate: Some("dt = timestamp 'infinity'"),
+        kinds: &["seq", "bitmap", "index"],
+    },
     // PostgreSQL 18: 3 rows, sum 6.
     Case {
         name: "unquoted --table folds to lower case",

@@ -108,6 +108,11 @@ pub enum Literal {
     Number(String),
     /// A quoted literal (type `unknown`): its value after quotes and escapes.
     Quoted(String),
+    /// A typed literal, `date '…'`, `timestamp '…'`, `timestamptz '…'` (or `'…'::type`):
+    /// of that type, compared with the column as PostgreSQL's cross-type operators compare
+    /// (a date is promoted to a timestamp at midnight; timestamps with and without zone
+    /// meet in UTC, the `TimeZone` pageio assumes).
+    Typed(TypeKind, String),
 }
 
 /// One comparison of the column with a literal.
@@ -227,7 +232,14 @@ impl<'t> Parser<'t> {
             } else {
                 n.clone()
             }))),
-            Some(Token::Str(s)) if !signed => Ok(Operand::Literal(Literal::Quoted(s.clone()))),
+            Some(Token::Str(s)) if !signed => {
+                if matches!(self.peek(), Some(Token::Op(o)) if o == "::") {
+                    self.at += 1;
+                    let kind = self.type_name()?;
+                    return Ok(Operand::Literal(Literal::Typed(kind, s.clone())));
+                }
+                Ok(Operand::Literal(Literal::Quoted(s.clone())))
+            }
             Some(t @ Token::Ident { name, quoted }) if !signed => {
                 if !quoted && name == "null" {
                     return Err(format!(
@@ -241,12 +253,22 @@ impl<'t> Parser<'t> {
                         self.text
                     ));
                 }
-                if let Some(Token::Str(lit)) = self.peek() {
-                    return Err(format!(
-                        "in --where \"{}\": typed literals ({name} {}) are not read: a quoted literal alone takes the column's type, as in PostgreSQL, which may compare differently from {name} (a date column against timestamp '2020-03-01 05:00' compares as timestamps, against '2020-03-01 05:00' as dates): write the literal without the type name if that is the comparison meant",
-                        self.text,
-                        crate::sql::quote_literal(lit)
-                    ));
+                let typed_next = match self.peek() {
+                    Some(Token::Str(_)) => true,
+                    Some(t) => {
+                        name == "timestamp" && (t.is_keyword("with") || t.is_keyword("without"))
+                    }
+                    None => false,
+                };
+                if !quoted && typed_next {
+                    self.at -= 1;
+                    let kind = self.type_name()?;
+                    return match self.next() {
+                        Some(Token::Str(lit)) => {
+                            Ok(Operand::Literal(Literal::Typed(kind, lit.clone())))
+                        }
+                        other => Err(self.unexpected(other)),
+                    };
                 }
                 if matches!(self.peek(), Some(Token::Dot) | Some(Token::LParen)) {
                     return Err(format!(
@@ -259,6 +281,44 @@ impl<'t> Parser<'t> {
                 Ok(Operand::Column(name.clone()))
             }
             other => Err(self.unexpected(other)),
+        }
+    }
+
+    /// The type of a typed literal: `date`, `timestamp [with[out] time zone]`,
+    /// `timestamptz`; any other type is refused, saying what to write instead.
+    fn type_name(&mut self) -> Result<TypeKind, String> {
+        let name = match self.next() {
+            Some(Token::Ident {
+                name,
+                quoted: false,
+            }) => name.clone(),
+            other => return Err(self.unexpected(other)),
+        };
+        match name.as_str() {
+            "date" => Ok(TypeKind::Date),
+            "timestamptz" => Ok(TypeKind::TimestampTz),
+            "timestamp" => {
+                let zone = match self.peek() {
+                    Some(t) if t.is_keyword("with") => Some(TypeKind::TimestampTz),
+                    Some(t) if t.is_keyword("without") => Some(TypeKind::Timestamp),
+                    _ => None,
+                };
+                let Some(kind) = zone else {
+                    return Ok(TypeKind::Timestamp);
+                };
+                self.at += 1;
+                for word in ["time", "zone"] {
+                    match self.next() {
+                        Some(t) if t.is_keyword(word) => {}
+                        other => return Err(self.unexpected(other)),
+                    }
+                }
+                Ok(kind)
+            }
+            other => Err(format!(
+                "in --where \"{}\": typed literals of type {other} are not read (only date, timestamp and timestamptz): write the literal in single quotes alone, and it takes the column's type as in PostgreSQL",
+                self.text
+            )),
         }
     }
 
@@ -744,6 +804,9 @@ pub fn fold(kind: TypeKind, type_name: &str, c: &Condition) -> Result<Folded, St
             };
             return Ok(Folded::Bound(c.op, v));
         }
+        Literal::Typed(literal_kind, s) => {
+            return fold_typed(kind, type_name, c.op, *literal_kind, s)
+        }
         Literal::Number(n) => n,
     };
     let d = Decimal::parse(text)
@@ -768,6 +831,83 @@ pub fn fold(kind: TypeKind, type_name: &str, c: &Condition) -> Result<Folded, St
                 "operator does not exist: {type_name} {} {literal_type}: write the literal in single quotes ('{}') so that it takes the column's type",
                 c.op.sql(),
                 text
+            ))
+        }
+    })
+}
+
+/// Microseconds per day.
+const USECS_PER_DAY: i64 = 86_400_000_000;
+
+/// A typed date/time literal against a column of `kind`, folded into the column's type as
+/// PostgreSQL's cross-type operators compare (`date_cmp_timestamp`: the date at midnight;
+/// `timestamp_cmp_timestamptz`: the timestamp in `TimeZone`, UTC here).
+fn fold_typed(
+    kind: TypeKind,
+    type_name: &str,
+    op: CmpOp,
+    literal_kind: TypeKind,
+    text: &str,
+) -> Result<Folded, String> {
+    let v = Value::parse(literal_kind, &crate::sql::quote_literal(text))?;
+    let usecs = |v: &Value| match v {
+        Value::Timestamp(t) | Value::TimestampTz(t) => Some(*t),
+        _ => None,
+    };
+    Ok(match (kind, &v) {
+        (k, _) if k == literal_kind => Folded::Bound(op, v),
+        (TypeKind::Timestamp | TypeKind::TimestampTz, Value::Date(d)) => {
+            let t = match *d {
+                i32::MAX => i64::MAX,
+                i32::MIN => i64::MIN,
+                d => (d as i64)
+                    .checked_mul(USECS_PER_DAY)
+                    .filter(|t| *t < i64::MAX / 2)
+                    .ok_or_else(|| format!("date out of range for timestamp: \"{text}\""))?,
+            };
+            Folded::Bound(
+                op,
+                if kind == TypeKind::Timestamp {
+                    Value::Timestamp(t)
+                } else {
+                    Value::TimestampTz(t)
+                },
+            )
+        }
+        (TypeKind::Timestamp, Value::TimestampTz(t)) => Folded::Bound(op, Value::Timestamp(*t)),
+        (TypeKind::TimestampTz, Value::Timestamp(t)) => Folded::Bound(op, Value::TimestampTz(*t)),
+        (TypeKind::Date, _) if usecs(&v).is_some() => {
+            let t = usecs(&v).unwrap_or_default();
+            match t {
+                i64::MAX => Folded::Bound(op, Value::Date(i32::MAX)),
+                i64::MIN => Folded::Bound(op, Value::Date(i32::MIN)),
+                t => {
+                    // Timestamps are within ±300000 years: their days fit a date.
+                    let floor = t.div_euclid(USECS_PER_DAY) as i32;
+                    let exact = t.rem_euclid(USECS_PER_DAY) == 0;
+                    let date = Value::Date;
+                    match (op, exact) {
+                        (CmpOp::Eq, true) => Folded::Bound(CmpOp::Eq, date(floor)),
+                        (CmpOp::Eq, false) => Folded::Nothing,
+                        (CmpOp::Ne, true) => Folded::Bound(CmpOp::Ne, date(floor)),
+                        (CmpOp::Ne, false) => Folded::All,
+                        (CmpOp::Ge, true) => Folded::Bound(CmpOp::Ge, date(floor)),
+                        (CmpOp::Ge, false) | (CmpOp::Gt, _) => {
+                            Folded::Bound(CmpOp::Ge, date(floor + 1))
+                        }
+                        (CmpOp::Le, _) | (CmpOp::Lt, false) => {
+                            Folded::Bound(CmpOp::Le, date(floor))
+                        }
+                        (CmpOp::Lt, true) => Folded::Bound(CmpOp::Le, date(floor - 1)),
+                    }
+                }
+            }
+        }
+        _ => {
+            return Err(format!(
+                "operator does not exist: {type_name} {} {}",
+                op.sql(),
+                literal_kind.sql_name()
             ))
         }
     })
@@ -830,10 +970,26 @@ mod tests {
         assert!(parse_where("a = NULL").unwrap_err().contains("NULL"));
         assert!(parse_where("a = 1 or a = 2").unwrap_err().contains("OR"));
         assert!(parse_where("t.a = 1").unwrap_err().contains("alone"));
-        assert!(parse_where("a = '1'::int").unwrap_err().contains("casts"));
-        assert!(parse_where("d >= timestamp '2020-03-01 05:00'")
+        assert!(parse_where("a = '1'::int")
             .unwrap_err()
-            .contains("typed literals (timestamp '2020-03-01 05:00') are not read"));
+            .contains("typed literals of type int are not read"));
+        let typed = |w: &str| parse_where(w).map(|c| c.conditions[0].literal.clone());
+        assert_eq!(
+            typed("d >= timestamp '2020-03-01 05:00'").unwrap(),
+            Literal::Typed(TypeKind::Timestamp, "2020-03-01 05:00".into())
+        );
+        assert_eq!(
+            typed("d >= TIMESTAMP WITH TIME ZONE '2020-03-01'").unwrap(),
+            Literal::Typed(TypeKind::TimestampTz, "2020-03-01".into())
+        );
+        assert_eq!(
+            typed("d < '2020-03-01'::date").unwrap(),
+            Literal::Typed(TypeKind::Date, "2020-03-01".into())
+        );
+        assert!(typed("i = int '5'")
+            .unwrap_err()
+            .contains("typed literals of type int are not read"));
+        assert!(parse_where("i = 5::int").unwrap_err().contains("casts"));
     }
 
     #[test]
@@ -993,6 +1149,84 @@ mod tests {
             )
             .unwrap(),
             Folded::Bound(CmpOp::Eq, Value::Float8(9007199254740992.0))
+        );
+    }
+
+    #[test]
+    fn typed_date_time_literals_compare_as_postgresql_promotes() {
+        // PostgreSQL 18 over dt date holding 2020-01-05: dt = timestamp '2020-01-05 05:00' →
+        // 0 rows, dt = '2020-01-05 05:00' → 1 (read as a date), dt >= timestamp
+        // '2020-01-05 05:00' leaves it out, dt = timestamp 'infinity' finds date 'infinity'.
+        let typed = |kind: TypeKind, op, lit: TypeKind, s: &str| {
+            fold(
+                kind,
+                kind.sql_name(),
+                &Condition {
+                    op,
+                    literal: Literal::Typed(lit, s.into()),
+                },
+            )
+            .unwrap()
+        };
+        let jan5 = Value::Date(7309);
+        let ts = TypeKind::Timestamp;
+        assert_eq!(
+            typed(TypeKind::Date, CmpOp::Eq, ts, "2020-01-05 05:00"),
+            Folded::Nothing
+        );
+        assert_eq!(
+            typed(TypeKind::Date, CmpOp::Ne, ts, "2020-01-05 05:00"),
+            Folded::All
+        );
+        assert_eq!(
+            typed(TypeKind::Date, CmpOp::Eq, ts, "2020-01-05"),
+            Folded::Bound(CmpOp::Eq, jan5.clone())
+        );
+        assert_eq!(
+            typed(TypeKind::Date, CmpOp::Ge, ts, "2020-01-05 05:00"),
+            Folded::Bound(CmpOp::Ge, Value::Date(7310))
+        );
+        assert_eq!(
+            typed(TypeKind::Date, CmpOp::Gt, ts, "2020-01-05"),
+            Folded::Bound(CmpOp::Ge, Value::Date(7310))
+        );
+        assert_eq!(
+            typed(TypeKind::Date, CmpOp::Lt, ts, "2020-01-05"),
+            Folded::Bound(CmpOp::Le, Value::Date(7308))
+        );
+        assert_eq!(
+            typed(TypeKind::Date, CmpOp::Le, ts, "2020-01-05 05:00"),
+            Folded::Bound(CmpOp::Le, jan5)
+        );
+        assert_eq!(
+            typed(TypeKind::Date, CmpOp::Eq, ts, "infinity"),
+            Folded::Bound(CmpOp::Eq, Value::Date(i32::MAX))
+        );
+        // A BC timestamp: days round toward −infinity.
+        assert_eq!(
+            typed(TypeKind::Date, CmpOp::Le, ts, "0044-03-15 12:00 BC"),
+            Folded::Bound(CmpOp::Le, Value::Date(-746_117))
+        );
+        assert_eq!(
+            typed(
+                TypeKind::TimestampTz,
+                CmpOp::Gt,
+                TypeKind::Date,
+                "2020-01-02"
+            ),
+            Folded::Bound(CmpOp::Gt, Value::TimestampTz(7306 * USECS_PER_DAY))
+        );
+        assert_eq!(
+            fold(
+                TypeKind::Text,
+                "text",
+                &Condition {
+                    op: CmpOp::Eq,
+                    literal: Literal::Typed(TypeKind::Date, "2020-01-01".into())
+                }
+            )
+            .unwrap_err(),
+            "operator does not exist: text = date"
         );
     }
 
