@@ -60,7 +60,8 @@ pub struct ScanArgs {
     /// PostgreSQL data directory holding the relation files
     #[arg(long, value_name = "DIR", conflicts_with = "dataset")]
     pgdata: Option<PathBuf>,
-    /// A table of the stopped cluster at --pgdata, by name: [database.][schema.]table,
+    /// A table of the stopped cluster at --pgdata, by name: [database.][schema.]table, read
+    /// as SQL reads names (T is t; '"T"' keeps its case; '"s.dot"."t.x"' holds dots),
     /// resolved through the cluster's catalog (columns, TOAST table and indexes included)
     #[arg(long, value_name = "NAME", requires = "pgdata", conflicts_with_all = ["heap", "columns", "key_column"])]
     table: Option<String>,
@@ -73,7 +74,8 @@ pub struct ScanArgs {
     )]
     database: String,
     /// With --table: the aggregates to compute, comma-separated: count(*), count(col),
-    /// sum(col), avg(col), min(col), max(col), sum(octet_length(col)). Results have
+    /// sum(col), avg(col), min(col), max(col), sum(octet_length(col)); column names as SQL
+    /// reads them (A-Z folded to lower case unless "Quoted"). Results have
     /// PostgreSQL's types (sum(int4) is bigint, sum(int8), sum(numeric) and avg of integers
     /// or numeric are exact numeric, sum(real) is real, avg of floats double precision); min/max of text compare bytes, i.e. the "C" collation; dates and timestamps
     /// print as DateStyle ISO, timestamptz in UTC (+00)
@@ -103,11 +105,18 @@ pub struct ScanArgs {
     kind: String,
     /// Predicate on the first column: 'a between LO and HI' [default: all rows]. Bounds are
     /// float8 literals ('NaN' and 'Infinity' included, ordered as PostgreSQL orders them).
-    /// With --table: 'COL between LO and HI', 'COL = V', 'COL < V' (<=, >, >= too) on any
-    /// column of type int2/4/8, float4/8, numeric, date, timestamp(tz), text, varchar, bpchar
-    /// or bytea; literals as SQL writes them ('2024-01-31', 'it''s'); NULLs never qualify;
-    /// text compares bytes (the "C" collation: a WARNING says when the column's differs)
-    #[arg(long = "where", value_name = "PREDICATE")]
+    /// With --table: 'COL between LO and HI', 'COL = V', 'COL <> V' (!=, <, <=, >, >= too,
+    /// either side), several joined by AND on one column of type int2/4/8, float4/8,
+    /// numeric, date, timestamp(tz), text, varchar, bpchar or bytea. Literals are typed and
+    /// compared as PostgreSQL does: 5 is integer, 5.5 and 1e0 numeric, a quoted literal takes
+    /// the column's type ('2024-01-31', 'it''s', E'it\'s', '0044-03-15 BC', 'infinity',
+    /// '2020-01-01 05:00+02'); a real column against a number compares in double precision
+    /// (r = 0.1 finds no real 0.1, r = '0.1' does); integers compare by value (i2 < 40000 is
+    /// every row); NULLs never qualify; text compares bytes (the "C" collation: a WARNING
+    /// says when the column's differs); timestamptz literals without an offset are UTC;
+    /// typed date/time literals (timestamp '…', date '…', '…'::timestamptz) compare as
+    /// PostgreSQL's cross-type operators do (a date against a timestamp at midnight)
+    #[arg(long = "where", value_name = "PREDICATE", allow_hyphen_values = true)]
     predicate: Option<String>,
     /// Name of the first column, the one --where filters, for --pgdata tables [default: a;
     /// a data set's from its manifest]

@@ -303,6 +303,7 @@ enum Op {
     Le,
     Gt,
     Ge,
+    Ne,
 }
 
 impl Op {
@@ -315,6 +316,7 @@ impl Op {
             Op::Le => "<=",
             Op::Gt => ">",
             Op::Ge => ">=",
+            Op::Ne => "<>",
         }
     }
 }
@@ -443,12 +445,97 @@ impl Totals {
     }
 }
 
-/// The SQL literal of a value as psql printed it.
-fn literal(ty: ColType, text: &str) -> String {
-    if ty.is_integer() {
-        text.to_string()
-    } else {
-        format!("'{}'", text.replace('\'', "''"))
+/// The operator with its operands swapped (`5 < a` is `a > 5`).
+fn commuted(op: &str) -> &str {
+    match op {
+        "<" => ">",
+        "<=" => ">=",
+        ">" => "<",
+        ">=" => "<=",
+        other => other,
+    }
+}
+
+/// A literal for a value psql printed, in one of the forms PostgreSQL reads it in, and
+/// whether it still stands for that value. Integers: bare (`int4`, `int8` or `numeric` by
+/// size), quoted (coerced to the column's type), `5.0` and `5e0` (numeric), `5.5` (a
+/// numeric between two values), or a constant out of the column's range (`i2 < 40000`,
+/// `= 99999999999`, `1e30`). Text: quoted with `''`, as `E'…'` with `\'`, or one of the
+/// constants that hold `and`, `=`, a quote or non-ASCII letters. Dates and timestamps:
+/// ISO, or a BC date, `infinity` or `-infinity`; a timestamp with an offset (which a
+/// `timestamp` drops, as PostgreSQL does); typed literals of the other type (`timestamp
+/// '… 12:00'` against a date, `date '…'` against a timestamp, `'…'::timestamptz`).
+fn literal_variant(rng: &mut Rng, ty: ColType, text: &str) -> (String, bool) {
+    let quoted = |s: &str| format!("'{}'", s.replace('\'', "''"));
+    match ty {
+        ColType::Int2 | ColType::Int4 | ColType::Int8 => match rng.below(10) {
+            0 => (quoted(text), true),
+            1 => (format!("{text}.0"), true),
+            2 => (format!("{text}e0"), true),
+            3 => (format!("{text}.5"), false),
+            4 => (
+                rng.pick(&[
+                    "40000",
+                    "-40000",
+                    "70000",
+                    "99999999999",
+                    "-99999999999",
+                    "1e30",
+                    "-1e30",
+                    "99999999999999999999",
+                    "-2147483648",
+                ])
+                .to_string(),
+                false,
+            ),
+            _ => (text.to_string(), true),
+        },
+        ColType::Text | ColType::Varchar => match rng.below(8) {
+            0 => (
+                format!("E'{}'", text.replace('\\', "\\\\").replace('\'', "\\'")),
+                true,
+            ),
+            1 => (
+                quoted(rng.pick::<&str>(&[
+                    "k0000500 and k0000900",
+                    "x=y",
+                    "it's",
+                    "Äx",
+                    "k0000100 AND",
+                    "a' or 'b",
+                ])),
+                false,
+            ),
+            _ => (quoted(text), true),
+        },
+        ColType::Date | ColType::Timestamp => match rng.below(10) {
+            0 => (
+                quoted(rng.pick::<&str>(&[
+                    "infinity",
+                    "-infinity",
+                    "0044-03-15 BC",
+                    "4714-11-24 BC",
+                    "1999-12-31 BC",
+                ])),
+                false,
+            ),
+            1 if ty == ColType::Timestamp && !text.contains("BC") => {
+                (quoted(&format!("{text}+02")), true)
+            }
+            // Typed literals: a date column against a timestamp compares as timestamps, a
+            // timestamp column against a date meets it at midnight.
+            2 if ty == ColType::Date => (
+                format!("timestamp {}", quoted(&format!("{text} 12:00"))),
+                false,
+            ),
+            3 if ty == ColType::Date => (format!("{}::timestamptz", quoted(text)), true),
+            2 if ty == ColType::Timestamp => {
+                let day = text.split(' ').next().unwrap_or(text);
+                let era = if text.ends_with("BC") { " BC" } else { "" };
+                (format!("date {}", quoted(&format!("{day}{era}"))), false)
+            }
+            _ => (quoted(text), true),
+        },
     }
 }
 
@@ -548,7 +635,7 @@ fn plan_predicates(
             vec![Op::Eq, Op::Between]
         } else {
             let mut v = vec![Op::Between];
-            v.push(*rng.pick(&[Op::Eq, Op::Lt, Op::Le, Op::Gt, Op::Ge]));
+            v.push(*rng.pick(&[Op::Eq, Op::Lt, Op::Le, Op::Gt, Op::Ge, Op::Ne]));
             v
         };
         for op in ops_here {
@@ -570,15 +657,35 @@ fn plan_predicates(
                 // ISO dates and timestamps of one era sort as text.
                 texts.swap(0, 1);
             }
-            let ints: Vec<i64> = if col.ty.is_integer() {
+            let mut ints: Vec<i64> = if col.ty.is_integer() {
                 texts.iter().map(|s| s.parse().unwrap()).collect()
             } else {
                 Vec::new()
             };
-            let literals: Vec<String> = texts.iter().map(|s| literal(col.ty, s)).collect();
+            let mut literals: Vec<String> = Vec::new();
+            for text in &texts {
+                let (l, same_value) = literal_variant(&mut rng, col.ty, text);
+                if !same_value {
+                    // The bound moved: no partial index is taken to be implied.
+                    ints.clear();
+                }
+                literals.push(l);
+            }
+            let op_sql = match op {
+                Op::Ne if rng.chance(50) => "!=",
+                _ => op.name(),
+            };
             let sql = match op {
-                Op::Between => format!("{} between {} and {}", col.name, literals[0], literals[1]),
-                _ => format!("{} {} {}", col.name, op.name(), literals[0]),
+                Op::Between => format!(
+                    "{} {} {} {} {}",
+                    col.name,
+                    rng.pick(&["between", "BETWEEN", "Between"]),
+                    literals[0],
+                    rng.pick(&["and", "AND"]),
+                    literals[1]
+                ),
+                _ if rng.chance(15) => format!("{} {} {}", literals[0], commuted(op_sql), col.name),
+                _ => format!("{} {op_sql} {}", col.name, literals[0]),
             };
             predicates.push(Some(Predicate {
                 column: c,
@@ -1099,6 +1206,47 @@ fn scan_agrees_with_postgres_on_random_histories() {
 /// The generator makes a plan for every seed of a long run without PostgreSQL: a seed that
 /// panics in the generator would otherwise show only in a long run.
 #[test]
+fn literal_variants_cover_every_form() {
+    let mut rng = Rng::new(7);
+    let mut seen = std::collections::BTreeSet::new();
+    for _ in 0..2000 {
+        for (ty, text) in [
+            (ColType::Int2, "-5"),
+            (ColType::Text, "it's"),
+            (ColType::Date, "2020-01-01"),
+            (ColType::Timestamp, "2020-01-01 05:00:00"),
+        ] {
+            let (l, _) = literal_variant(&mut rng, ty, text);
+            seen.insert(l);
+        }
+    }
+    for form in [
+        "-5",
+        "'-5'",
+        "-5.0",
+        "-5e0",
+        "-5.5",
+        "40000",
+        "99999999999999999999",
+        "1e30",
+        "'it''s'",
+        "E'it\\'s'",
+        "'x=y'",
+        "'k0000500 and k0000900'",
+        "'Äx'",
+        "'0044-03-15 BC'",
+        "'infinity'",
+        "'-infinity'",
+        "'2020-01-01 05:00:00+02'",
+        "timestamp '2020-01-01 12:00'",
+        "'2020-01-01'::timestamptz",
+        "date '2020-01-01'",
+    ] {
+        assert!(seen.contains(form), "{form} never drawn: {seen:?}");
+    }
+}
+
+#[test]
 fn generator_plans_many_seeds() {
     for seed in 1..=5000 {
         let plan = difftest::plan(seed);
@@ -1106,6 +1254,8 @@ fn generator_plans_many_seeds() {
             !plan.tables.is_empty() && !plan.steps.is_empty(),
             "seed {seed}"
         );
-        assert!(plan.script().contains(&format!("CREATE SCHEMA seed{seed}")));
+        assert!(plan
+            .script()
+            .contains(&format!("CREATE SCHEMA {}", plan.schema)));
     }
 }

@@ -190,6 +190,386 @@ const CASES: &[Case] = &[
         predicate: Some("a between 1 and 4000"),
         kinds: &["seq", "bitmap"],
     },
+    // PostgreSQL 18: SELECT count(*) FROM lits WHERE r = 0.1 → 0.
+    Case {
+        name: "real = numeric literal (float8 compare)",
+        table: "lits",
+        database: "postgres",
+        from: "lits",
+        select: "count(*), sum(i4), min(r), max(s), min(dt), max(tz)",
+        predicate: Some("r = 0.1"),
+        kinds: &["seq", "bitmap", "index"],
+    },
+    // PostgreSQL 18: SELECT count(*) FROM lits WHERE r = '0.1' → 1.
+    Case {
+        name: "real = quoted literal (real compare)",
+        table: "lits",
+        database: "postgres",
+        from: "lits",
+        select: "count(*), sum(i4), min(r), max(s), min(dt), max(tz)",
+        predicate: Some("r = '0.1'"),
+        kinds: &["seq", "bitmap", "index"],
+    },
+    // PostgreSQL 18: SELECT count(*) FROM lits WHERE r between 0.1 and 0.3 → 2.
+    Case {
+        name: "real between numeric literals",
+        table: "lits",
+        database: "postgres",
+        from: "lits",
+        select: "count(*), sum(i4), min(r), max(s), min(dt), max(tz)",
+        predicate: Some("r between 0.1 and 0.3"),
+        kinds: &["seq", "bitmap", "index"],
+    },
+    // PostgreSQL 18: SELECT count(*) FROM lits WHERE r >= 0.7 → 93.
+    Case {
+        name: "real >= numeric literal",
+        table: "lits",
+        database: "postgres",
+        from: "lits",
+        select: "count(*), sum(i4), min(r), max(s), min(dt), max(tz)",
+        predicate: Some("r >= 0.7"),
+        kinds: &["seq", "bitmap", "index"],
+    },
+    // PostgreSQL 18: SELECT count(*) FROM lits WHERE r < 1e39 → 100.
+    Case {
+        name: "real < literal beyond real",
+        table: "lits",
+        database: "postgres",
+        from: "lits",
+        select: "count(*), sum(i4), min(r), max(s), min(dt), max(tz)",
+        predicate: Some("r < 1e39"),
+        kinds: &["seq", "bitmap", "index"],
+    },
+    // PostgreSQL 18: SELECT count(*) FROM lits WHERE f8 > 5 → 50.
+    Case {
+        name: "float8 > integer literal",
+        table: "lits",
+        database: "postgres",
+        from: "lits",
+        select: "count(*), sum(i4), min(r), max(s), min(dt), max(tz)",
+        predicate: Some("f8 > 5"),
+        kinds: &["seq"],
+    },
+    // PostgreSQL 18: SELECT count(*) FROM lits WHERE i2 < 40000 → 100.
+    Case {
+        name: "int2 < literal beyond int2",
+        table: "lits",
+        database: "postgres",
+        from: "lits",
+        select: "count(*), sum(i4), min(r), max(s), min(dt), max(tz)",
+        predicate: Some("i2 < 40000"),
+        kinds: &["seq", "bitmap", "index"],
+    },
+    // PostgreSQL 18: SELECT count(*) FROM lits WHERE i2 = 70000 → 0.
+    Case {
+        name: "int2 = literal beyond int2",
+        table: "lits",
+        database: "postgres",
+        from: "lits",
+        select: "count(*), sum(i4), min(r), max(s), min(dt), max(tz)",
+        predicate: Some("i2 = 70000"),
+        kinds: &["seq", "bitmap", "index"],
+    },
+    // PostgreSQL 18: SELECT count(*) FROM lits WHERE i2 <> 70000 → 100.
+    Case {
+        name: "int2 <> literal beyond int2",
+        table: "lits",
+        database: "postgres",
+        from: "lits",
+        select: "count(*), sum(i4), min(r), max(s), min(dt), max(tz)",
+        predicate: Some("i2 <> 70000"),
+        kinds: &["seq", "bitmap", "index"],
+    },
+    // PostgreSQL 18: SELECT count(*) FROM lits WHERE i4 >= 5.5 → 95.
+    Case {
+        name: "int4 >= numeric literal",
+        table: "lits",
+        database: "postgres",
+        from: "lits",
+        select: "count(*), sum(i4), min(r), max(s), min(dt), max(tz)",
+        predicate: Some("i4 >= 5.5"),
+        kinds: &["seq", "bitmap", "index"],
+    },
+    // PostgreSQL 18: SELECT count(*) FROM lits WHERE -1e-5 < i4 → 100.
+    Case {
+        name: "int4 > negative numeric literal",
+        table: "lits",
+        database: "postgres",
+        from: "lits",
+        select: "count(*), sum(i4), min(r), max(s), min(dt), max(tz)",
+        predicate: Some("-1e-5 < i4"),
+        kinds: &["seq", "bitmap", "index"],
+    },
+    // PostgreSQL 18: SELECT count(*) FROM lits WHERE i4 = 99999999999 → 0.
+    Case {
+        name: "int4 = bigint literal",
+        table: "lits",
+        database: "postgres",
+        from: "lits",
+        select: "count(*), sum(i4), min(r), max(s), min(dt), max(tz)",
+        predicate: Some("i4 = 99999999999"),
+        kinds: &["seq", "bitmap", "index"],
+    },
+    // PostgreSQL 18: SELECT count(*) FROM lits WHERE i4 != 5 → 99.
+    Case {
+        name: "int4 != literal",
+        table: "lits",
+        database: "postgres",
+        from: "lits",
+        select: "count(*), sum(i4), min(r), max(s), min(dt), max(tz)",
+        predicate: Some("i4 != 5"),
+        kinds: &["seq", "bitmap", "index"],
+    },
+    // PostgreSQL 18: SELECT count(*) FROM lits WHERE i8 <= 1e30 → 100.
+    Case {
+        name: "int8 <= numeric literal beyond int8",
+        table: "lits",
+        database: "postgres",
+        from: "lits",
+        select: "count(*), sum(i4), min(r), max(s), min(dt), max(tz)",
+        predicate: Some("i8 <= 1e30"),
+        kinds: &["seq"],
+    },
+    // PostgreSQL 18: SELECT count(*) FROM lits WHERE n >= 1e0 → 91.
+    Case {
+        name: "numeric >= exponent literal",
+        table: "lits",
+        database: "postgres",
+        from: "lits",
+        select: "count(*), sum(i4), min(r), max(s), min(dt), max(tz)",
+        predicate: Some("n >= 1e0"),
+        kinds: &["seq"],
+    },
+    // PostgreSQL 18: SELECT count(*) FROM lits WHERE n < '2.5e0' → 24.
+    Case {
+        name: "numeric < quoted exponent literal",
+        table: "lits",
+        database: "postgres",
+        from: "lits",
+        select: "count(*), sum(i4), min(r), max(s), min(dt), max(tz)",
+        predicate: Some("n < '2.5e0'"),
+        kinds: &["seq"],
+    },
+    // PostgreSQL 18: SELECT count(*) FROM lits WHERE s between 'a and b' and 'c' → 34.
+    Case {
+        name: "text between literals holding and",
+        table: "lits",
+        database: "postgres",
+        from: "lits",
+        select: "count(*), sum(i4), min(r), max(s), min(dt), max(tz)",
+        predicate: Some("s between 'a and b' and 'c'"),
+        kinds: &["seq", "bitmap", "index"],
+    },
+    // PostgreSQL 18: SELECT count(*) FROM lits WHERE s > 'x=y' → 11.
+    Case {
+        name: "text > literal holding =",
+        table: "lits",
+        database: "postgres",
+        from: "lits",
+        select: "count(*), sum(i4), min(r), max(s), min(dt), max(tz)",
+        predicate: Some("s > 'x=y'"),
+        kinds: &["seq", "bitmap", "index"],
+    },
+    // PostgreSQL 18: SELECT count(*) FROM lits WHERE s = 'it''s' → 11.
+    Case {
+        name: "text = literal holding a quote",
+        table: "lits",
+        database: "postgres",
+        from: "lits",
+        select: "count(*), sum(i4), min(r), max(s), min(dt), max(tz)",
+        predicate: Some("s = 'it''s'"),
+        kinds: &["seq", "bitmap", "index"],
+    },
+    // PostgreSQL 18: SELECT count(*) FROM lits WHERE s = E'it\'s' → 11.
+    Case {
+        name: "text = escape-string literal",
+        table: "lits",
+        database: "postgres",
+        from: "lits",
+        select: "count(*), sum(i4), min(r), max(s), min(dt), max(tz)",
+        predicate: Some("s = E'it\\'s'"),
+        kinds: &["seq", "bitmap", "index"],
+    },
+    // PostgreSQL 18: SELECT count(*) FROM lits WHERE s <> 'Äx' → 89.
+    Case {
+        name: "text <> non-ASCII literal",
+        table: "lits",
+        database: "postgres",
+        from: "lits",
+        select: "count(*), sum(i4), min(r), max(s), min(dt), max(tz)",
+        predicate: Some("s <> 'Äx'"),
+        kinds: &["seq"],
+    },
+    // PostgreSQL 18: SELECT count(*) FROM lits WHERE dt < '0044-03-16 BC' → 20.
+    Case {
+        name: "date < BC literal",
+        table: "lits",
+        database: "postgres",
+        from: "lits",
+        select: "count(*), sum(i4), min(r), max(s), min(dt), max(tz)",
+        predicate: Some("dt < '0044-03-16 BC'"),
+        kinds: &["seq", "bitmap", "index"],
+    },
+    // PostgreSQL 18: SELECT count(*) FROM lits WHERE dt = 'infinity' → 10.
+    Case {
+        name: "date = infinity",
+        table: "lits",
+        database: "postgres",
+        from: "lits",
+        select: "count(*), sum(i4), min(r), max(s), min(dt), max(tz)",
+        predicate: Some("dt = 'infinity'"),
+        kinds: &["seq", "bitmap", "index"],
+    },
+    // PostgreSQL 18: SELECT count(*) FROM lits WHERE dt > '-infinity' → 90.
+    Case {
+        name: "date > -infinity",
+        table: "lits",
+        database: "postgres",
+        from: "lits",
+        select: "count(*), sum(i4), min(r), max(s), min(dt), max(tz)",
+        predicate: Some("dt > '-infinity'"),
+        kinds: &["seq", "bitmap", "index"],
+    },
+    // PostgreSQL 18: SELECT count(*) FROM lits WHERE dt >= '2020-03-01 05:00' → 38.
+    Case {
+        name: "date >= timestamp literal",
+        table: "lits",
+        database: "postgres",
+        from: "lits",
+        select: "count(*), sum(i4), min(r), max(s), min(dt), max(tz)",
+        predicate: Some("dt >= '2020-03-01 05:00'"),
+        kinds: &["seq", "bitmap", "index"],
+    },
+    // PostgreSQL 18: SELECT count(*) FROM lits WHERE tz >= '2020-01-01 05:00+02' → 98.
+    Case {
+        name: "timestamptz >= literal with offset",
+        table: "lits",
+        database: "postgres",
+        from: "lits",
+        select: "count(*), sum(i4), min(r), max(s), min(dt), max(tz)",
+        predicate: Some("tz >= '2020-01-01 05:00+02'"),
+        kinds: &["seq", "bitmap", "index"],
+    },
+    // PostgreSQL 18: SELECT count(*) FROM lits WHERE tz between '0044-03-15 12:00+01 BC' and 'infinity' → 100.
+    Case {
+        name: "timestamptz between BC and infinity",
+        table: "lits",
+        database: "postgres",
+        from: "lits",
+        select: "count(*), sum(i4), min(r), max(s), min(dt), max(tz)",
+        predicate: Some("tz between '0044-03-15 12:00+01 BC' and 'infinity'"),
+        kinds: &["seq", "bitmap", "index"],
+    },
+    // PostgreSQL 18: SELECT count(*) FROM lits WHERE dt >= timestamp '2020-01-05 05:00' → 78.
+    Case {
+        name: "date >= typed timestamp literal (compared as timestamps)",
+        table: "lits",
+        database: "postgres",
+        from: "lits",
+        select: "count(*), sum(i4), min(r), max(s), min(dt), max(tz)",
+        predicate: Some("dt >= timestamp '2020-01-05 05:00'"),
+        kinds: &["seq", "bitmap", "index"],
+    },
+    // PostgreSQL 18: SELECT count(*) FROM lits WHERE dt = timestamp '2020-01-05 05:00' → 0.
+    Case {
+        name: "date = typed timestamp literal off midnight",
+        table: "lits",
+        database: "postgres",
+        from: "lits",
+        select: "count(*), sum(i4), min(r), max(s), min(dt), max(tz)",
+        predicate: Some("dt = timestamp '2020-01-05 05:00'"),
+        kinds: &["seq", "bitmap", "index"],
+    },
+    // PostgreSQL 18: SELECT count(*) FROM lits WHERE dt = '2020-01-05 05:00' → 1.
+    Case {
+        name: "date = quoted timestamp literal (read as a date)",
+        table: "lits",
+        database: "postgres",
+        from: "lits",
+        select: "count(*), sum(i4), min(r), max(s), min(dt), max(tz)",
+        predicate: Some("dt = '2020-01-05 05:00'"),
+        kinds: &["seq", "bitmap", "index"],
+    },
+    // PostgreSQL 18: SELECT count(*) FROM lits WHERE dt < timestamptz '2020-01-05 00:00+00' → 21.
+    Case {
+        name: "date < typed timestamptz literal",
+        table: "lits",
+        database: "postgres",
+        from: "lits",
+        select: "count(*), sum(i4), min(r), max(s), min(dt), max(tz)",
+        predicate: Some("dt < timestamptz '2020-01-05 00:00+00'"),
+        kinds: &["seq", "bitmap", "index"],
+    },
+    // PostgreSQL 18: SELECT count(*) FROM lits WHERE dt <= '2020-01-05'::timestamp → 22.
+    Case {
+        name: "date <= cast timestamp literal",
+        table: "lits",
+        database: "postgres",
+        from: "lits",
+        select: "count(*), sum(i4), min(r), max(s), min(dt), max(tz)",
+        predicate: Some("dt <= '2020-01-05'::timestamp"),
+        kinds: &["seq", "bitmap", "index"],
+    },
+    // PostgreSQL 18: SELECT count(*) FROM lits WHERE tz > date '2020-01-02' → 76.
+    Case {
+        name: "timestamptz > typed date literal",
+        table: "lits",
+        database: "postgres",
+        from: "lits",
+        select: "count(*), sum(i4), min(r), max(s), min(dt), max(tz)",
+        predicate: Some("tz > date '2020-01-02'"),
+        kinds: &["seq", "bitmap", "index"],
+    },
+    // PostgreSQL 18: SELECT count(*) FROM lits WHERE tz <= timestamp without time zone '2020-01-01 10:00' → 10.
+    Case {
+        name: "timestamptz <= timestamp without time zone literal",
+        table: "lits",
+        database: "postgres",
+        from: "lits",
+        select: "count(*), sum(i4), min(r), max(s), min(dt), max(tz)",
+        predicate: Some("tz <= timestamp without time zone '2020-01-01 10:00'"),
+        kinds: &["seq", "bitmap", "index"],
+    },
+    // PostgreSQL 18: SELECT count(*) FROM lits WHERE dt = timestamp 'infinity' → 10.
+    Case {
+        name: "date = typed timestamp infinity",
+        table: "lits",
+        database: "postgres",
+        from: "lits",
+        select: "count(*), sum(i4), min(r), max(s), min(dt), max(tz)",
+        predicate: Some("dt = timestamp 'infinity'"),
+        kinds: &["seq", "bitmap", "index"],
+    },
+    // PostgreSQL 18: 3 rows, sum 6.
+    Case {
+        name: "unquoted --table folds to lower case",
+        table: "T",
+        database: "postgres",
+        from: "t",
+        select: "count(*), sum(x)",
+        predicate: None,
+        kinds: &["seq"],
+    },
+    // PostgreSQL 18: 5 rows, sum 15.
+    Case {
+        name: "quoted --table keeps its case",
+        table: "\"T\"",
+        database: "postgres",
+        from: "\"T\"",
+        select: "count(*), sum(x)",
+        predicate: None,
+        kinds: &["seq"],
+    },
+    // PostgreSQL 18: count 3, sum 9, max 4.
+    Case {
+        name: "dotted schema and table names, non-ASCII column",
+        table: "\"s.dot\".\"t.x\"",
+        database: "postgres",
+        from: "\"s.dot\".\"t.x\"",
+        select: "count(*), sum(Äx), max(\"Äx\")",
+        predicate: Some("Äx >= 2"),
+        kinds: &["seq", "bitmap", "index"],
+    },
 ];
 
 struct Cluster {
@@ -309,6 +689,29 @@ fn cluster(bin: &Path) -> &'static Cluster {
              CREATE TABLE bench_t (a float8, b text);
              INSERT INTO bench_t SELECT (g * 7919 % 100000)::float8, md5(g::text) FROM generate_series(1, {BENCH_ROWS}) g;
              CREATE INDEX bench_t_a ON bench_t (a);
+             CREATE TABLE lits (r real, f8 float8, i2 int2, i4 int4, i8 int8, n numeric,
+                 s text COLLATE \"C\", dt date, tz timestamptz);
+             INSERT INTO lits SELECT (g / 10.0)::real, g / 10.0, g * 600 - 30000, g,
+                 g * 100000000000, g / 10.0,
+                 (ARRAY['a', 'a and b', 'b', 'c', 'd', 'x=y', 'it''s', 'Äx', 'A'])[g % 9 + 1],
+                 CASE g % 10 WHEN 0 THEN '0044-03-15 BC'::date WHEN 1 THEN 'infinity'
+                      WHEN 2 THEN '-infinity' ELSE date '2020-01-01' + g END,
+                 timestamptz '2020-01-01 00:00+00' + g * interval '1 hour'
+             FROM generate_series(1, 100) g;
+             CREATE INDEX lits_r ON lits (r);
+             CREATE INDEX lits_i2 ON lits (i2);
+             CREATE INDEX lits_i4 ON lits (i4 DESC);
+             CREATE INDEX lits_s ON lits (s);
+             CREATE INDEX lits_dt ON lits (dt);
+             CREATE INDEX lits_tz ON lits (tz);
+             CREATE TABLE t (x int);
+             INSERT INTO t VALUES (1), (2), (3);
+             CREATE TABLE \"T\" (x int);
+             INSERT INTO \"T\" VALUES (1), (2), (3), (4), (5);
+             CREATE SCHEMA \"s.dot\";
+             CREATE TABLE \"s.dot\".\"t.x\" (\"Äx\" int);
+             INSERT INTO \"s.dot\".\"t.x\" VALUES (1), (2), (3), (4), (NULL);
+             CREATE INDEX ON \"s.dot\".\"t.x\" (\"Äx\");
              CREATE DATABASE second",
             root.join("ts").display()
         ));
@@ -460,7 +863,9 @@ fn names_that_do_not_exist_are_refused_with_what_exists() {
     assert_eq!(code, 2);
     assert!(
         err.contains("relation \"nosuch\" does not exist in database \"postgres\"")
-            && err.contains("app.accounts, public.bench_t")
+            // Names that need quotes are listed quoted, so they can be pasted back.
+            && err.contains("app.accounts, public.\"T\", public.bench_t")
+            && err.contains("\"s.dot\".\"t.x\"")
             && err.contains("`pageio tables --pgdata"),
         "{err}"
     );
@@ -552,6 +957,71 @@ fn names_that_do_not_exist_are_refused_with_what_exists() {
     assert!(
         out.contains("count(*) | 600\n") && out.contains("max(b)   | z99\n"),
         "{out}"
+    );
+}
+
+#[test]
+fn literals_postgresql_refuses_are_refused_with_its_message() {
+    let Some(bin) = pg_bin() else { return };
+    let c = cluster(&bin);
+    // Each predicate with PostgreSQL 18's error for `SELECT count(*) FROM lits WHERE …`.
+    let refused = [
+        (
+            "i2 = '70000'",
+            "value \"70000\" is out of range for type smallint",
+        ),
+        (
+            "i4 >= 'NaN'",
+            "invalid input syntax for type integer: \"NaN\"",
+        ),
+        ("r < '1e39'", "\"1e39\" is out of range for type real"),
+        ("s = 5", "operator does not exist: text = integer"),
+        (
+            "dt < '4714-11-23 BC'",
+            "date out of range: \"4714-11-23 BC\"",
+        ),
+        (
+            "dt = '2020-02-30'",
+            "date/time field value out of range: \"2020-02-30\"",
+        ),
+        (
+            "tz > '2020-01-01 05:00+16'",
+            "time zone displacement out of range: \"2020-01-01 05:00+16\"",
+        ),
+        ("n > 1e131072", "value overflows numeric format"),
+    ];
+    for (predicate, message) in refused {
+        let (code, _, err) = run(
+            &c.data,
+            &[
+                "--table", "lits", "--select", "count(*)", "--where", predicate,
+            ],
+        );
+        assert_eq!(code, 2, "{predicate}: {err}");
+        assert!(err.contains(message), "{predicate}: {err}");
+    }
+    // f8 < 1e400: PostgreSQL 18 says "1000…0" (401 digits) is out of range for type double
+    // precision.
+    let (code, _, err) = run(&c.data, &["--table", "lits", "--where", "f8 < 1e400"]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains(&format!(
+            "\"1{}\" is out of range for type double precision",
+            "0".repeat(400)
+        )),
+        "{err}"
+    );
+    // A column that does not exist: the ones that do, quoted where they must be.
+    let (code, _, err) = run(
+        &c.data,
+        &["--table", "\"s.dot\".\"t.x\"", "--where", "äx = 1"],
+    );
+    assert_eq!(code, 2);
+    assert!(
+        err.contains(
+            "column \"äx\" does not exist in table \"\"s.dot\".\"t.x\"\" (its columns: \"Äx\")"
+        ),
+        "{err}"
     );
 }
 

@@ -78,6 +78,7 @@ pub mod host;
 pub mod measure;
 pub mod page;
 pub mod scan;
+pub mod sql;
 pub mod storage;
 pub mod stream;
 pub mod verify;

@@ -74,8 +74,8 @@ pub struct BenchArgs {
     /// Run on PostgreSQL's relation files instead: the data directory (stopped cluster)
     #[arg(long, value_name = "DIR")]
     pub pgdata: Option<PathBuf>,
-    /// With --pgdata: a table by name, [database.][schema.]table, resolved through the
-    /// cluster's catalog (its file, and the btree on --key-column), or NAME=HEAP[,INDEX]
+    /// With --pgdata: a table by name, [database.][schema.]table (read as SQL reads names:
+    /// T is t, '"T"' keeps its case), resolved through the cluster's catalog (its file, and the btree on --key-column), or NAME=HEAP[,INDEX]
     /// with paths relative to --pgdata (repeatable)
     #[arg(long, value_name = "NAME|NAME=HEAP,INDEX", requires = "pgdata")]
     pub table: Vec<String>,

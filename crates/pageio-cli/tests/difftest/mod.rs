@@ -725,11 +725,12 @@ struct TableState {
 /// The plan of `seed`.
 pub fn plan(seed: u64) -> SeedPlan {
     let mut rng = Rng::new(seed);
-    let schema = format!("seed{seed}");
+    let mut schema = format!("seed{seed}");
     let n_tables = rng.range(1, 3) as usize;
-    let tables: Vec<TableSpec> = (1..=n_tables)
+    let mut tables: Vec<TableSpec> = (1..=n_tables)
         .map(|k| random_table(&mut rng, &schema, k))
         .collect();
+    apply_name_style(seed, &mut schema, &mut tables);
     let mut g = Gen {
         rng,
         steps: Vec::new(),
@@ -1288,5 +1289,47 @@ impl Gen {
                  SELECT id FROM {q} WHERE id % 11 = 7 FOR KEY SHARE"
             ),
         );
+    }
+}
+
+/// Names as SQL writes them, drawn per seed from their own generator (so the rest of the
+/// plan does not change with them): plain, or quoted with capitals, dots, spaces and
+/// non-ASCII letters, or unquoted capitals that both PostgreSQL and pageio fold (only the
+/// ASCII ones: `ÉCol1` is the column `Écol1`). Every
+/// name is kept in its SQL form (`"S.dot"."T x"`), so the statements, `--table`,
+/// `--select` and `--where` all read it the same way. The `id` column keeps its name.
+pub fn apply_name_style(seed: u64, schema: &mut String, tables: &mut [TableSpec]) {
+    let mut rng = Rng::new(seed ^ 0x4E41_4D45_5354_594C);
+    let style = rng.below(4);
+    if style == 0 {
+        return;
+    }
+    let schema_forms = [
+        format!("\"Seed{seed}.dot\""),
+        format!("\"séed{seed}\""),
+        format!("SEED{seed}"),
+    ];
+    *schema = rng.pick(&schema_forms).clone();
+    for (k, t) in tables.iter_mut().enumerate() {
+        let k = k + 1;
+        let table_forms = [
+            format!("\"T{k}.x\""),
+            format!("\"t{k} Ä\""),
+            format!("T{k}"),
+            format!("\"T{k}\""),
+        ];
+        t.qualified = format!("{schema}.{}", rng.pick(&table_forms));
+        for (c, col) in t.columns.iter_mut().enumerate().skip(1) {
+            let column_forms = [
+                format!("c{c}"),
+                format!("\"C{c}\""),
+                format!("\"c.{c}\""),
+                format!("\"Äx{c}\""),
+                format!("Col{c}"),
+                format!("ÉCol{c}"),
+                format!("\"q\"\"{c}\""),
+            ];
+            col.name = rng.pick(&column_forms).clone();
+        }
     }
 }

@@ -224,7 +224,7 @@ pub enum CatalogError {
         problem: String,
     },
     /// A relation name that cannot be split into `[database.][schema.]table`.
-    #[error("\"{0}\" is not a relation name: expected [database.][schema.]table")]
+    #[error("\"{0}\" is not a relation name: expected [database.][schema.]table, a part holding dots, spaces or capitals in double quotes (public.\"My.Table\")")]
     BadName(String),
 }
 
@@ -477,9 +477,10 @@ pub struct Relation {
 }
 
 impl Relation {
-    /// `schema.name`.
+    /// `schema.name` as SQL writes it, each part quoted when it needs to be
+    /// (`public."t.x"`), so the name reads back as this relation.
     pub fn qualified_name(&self) -> String {
-        format!("{}.{}", self.schema, self.name)
+        crate::sql::quote_qualified(&[&self.schema, &self.name])
     }
 
     /// The btree indexes.
@@ -691,14 +692,14 @@ impl<'p> Catalog<'p> {
         DatabaseCatalog::read(self, db)
     }
 
-    /// Resolves `[database.][schema.]table` (two parts are `schema.table`); names are
-    /// taken literally, case-sensitive, as PostgreSQL stores them. Without a database,
-    /// `default_database` is used.
+    /// Resolves `[database.][schema.]table` (two parts are `schema.table`), read as SQL
+    /// names are read ([`crate::sql::parse_qualified_name`]): unquoted parts fold `A`–`Z` to
+    /// lower case (`T` is `t`), quoted ones are taken as written (`"T"`, `"s.dot"."t.x"`).
+    /// Without a database, `default_database` is used.
     pub fn resolve(&self, spec: &str, default_database: &str) -> Result<Relation, CatalogError> {
-        let parts: Vec<&str> = spec.split('.').collect();
-        if parts.iter().any(|p| p.is_empty()) || parts.len() > 3 {
-            return Err(CatalogError::BadName(spec.into()));
-        }
+        let owned = crate::sql::parse_qualified_name(spec, 3)
+            .map_err(|_| CatalogError::BadName(spec.into()))?;
+        let parts: Vec<&str> = owned.iter().map(String::as_str).collect();
         let (database, schema, table) = match parts[..] {
             [t] => (default_database, None, t),
             [s, t] => (default_database, Some(s), t),
@@ -1542,8 +1543,8 @@ impl DatabaseCatalog {
         let not_found = || CatalogError::NoRelation {
             database: self.database.name.clone(),
             name: match schema {
-                Some(s) => format!("{s}.{name}"),
-                None => name.to_string(),
+                Some(s) => crate::sql::quote_qualified(&[s, name]),
+                None => crate::sql::quote_identifier(name),
             },
         };
         let oid = match found.len() {

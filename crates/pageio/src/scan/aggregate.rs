@@ -86,81 +86,8 @@ pub struct SelectItem {
     pub column: Option<String>,
 }
 
-/// A column identifier as PostgreSQL reads it: `"Quoted"` keeps its case, anything else is
-/// folded to lower case.
-pub fn identifier(s: &str) -> Result<String, String> {
-    let s = s.trim();
-    if let Some(inner) = s.strip_prefix('"').and_then(|t| t.strip_suffix('"')) {
-        if inner.is_empty() {
-            return Err("zero-length delimited identifier".into());
-        }
-        return Ok(inner.replace("\"\"", "\""));
-    }
-    if s.is_empty()
-        || !s
-            .chars()
-            .all(|c| c.is_alphanumeric() || c == '_' || c == '$')
-        || s.starts_with(|c: char| c.is_ascii_digit())
-    {
-        return Err(format!("\"{s}\" is not a column name"));
-    }
-    Ok(s.to_lowercase())
-}
-
-/// Parses a select list: comma-separated `count(*)`, `count(col)`, `sum(col)`, `avg(col)`, `min(col)`,
-/// `max(col)`, `sum(octet_length(col))` (function names in any case).
-pub fn parse_select(list: &str) -> Result<Vec<SelectItem>, String> {
-    let mut items = Vec::new();
-    let mut depth = 0i32;
-    let mut start = 0;
-    let mut parts = Vec::new();
-    for (i, c) in list.char_indices() {
-        match c {
-            '(' => depth += 1,
-            ')' => depth -= 1,
-            ',' if depth == 0 => {
-                parts.push(&list[start..i]);
-                start = i + 1;
-            }
-            _ => {}
-        }
-    }
-    parts.push(&list[start..]);
-    let expected = "expected count(*), count(col), sum(col), avg(col), min(col), max(col) or sum(octet_length(col)), comma-separated";
-    for part in parts {
-        let expr = part.trim();
-        let bad = || format!("cannot parse \"{expr}\" in --select: {expected}");
-        let (name, rest) = expr.split_once('(').ok_or_else(bad)?;
-        let arg = rest.trim_end().strip_suffix(')').ok_or_else(bad)?.trim();
-        let name = name.trim().to_ascii_lowercase();
-        let (func, column) = match name.as_str() {
-            "count" if arg == "*" => (AggFunc::Count, None),
-            "count" => (AggFunc::Count, Some(identifier(arg)?)),
-            "sum" => {
-                // `octet_length` is ASCII, so its byte length is the same in any case.
-                let inner = arg
-                    .get(..12)
-                    .filter(|f| f.eq_ignore_ascii_case("octet_length"))
-                    .and_then(|_| arg[12..].trim().strip_prefix('('))
-                    .and_then(|t| t.strip_suffix(')'));
-                match inner {
-                    Some(col) => (AggFunc::SumOctetLength, Some(identifier(col)?)),
-                    None => (AggFunc::Sum, Some(identifier(arg)?)),
-                }
-            }
-            "min" => (AggFunc::Min, Some(identifier(arg)?)),
-            "avg" => (AggFunc::Avg, Some(identifier(arg)?)),
-            "max" => (AggFunc::Max, Some(identifier(arg)?)),
-            _ => return Err(bad()),
-        };
-        items.push(SelectItem {
-            expr: expr.to_string(),
-            func,
-            column,
-        });
-    }
-    Ok(items)
-}
+/// The select list's parser, which reads names and keywords as PostgreSQL's lexer does.
+pub use super::clause::parse_select;
 
 /// The running state of one aggregate.
 #[derive(Debug, Clone, PartialEq)]

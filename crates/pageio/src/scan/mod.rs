@@ -157,6 +157,7 @@ use crate::Backend;
 use std::sync::Arc;
 
 pub mod aggregate;
+pub mod clause;
 mod defaults;
 pub mod detoast;
 mod float_text;

@@ -16,7 +16,7 @@
 //!
 //! ```text
 //!  clause                         proved when the range on the same column …
-//!  col IS NOT NULL                has a bound (a bound never admits NULL)
+//!  col IS NOT NULL                is a --where range (a comparison never admits NULL)
 //!  col <  k  /  col <= k          has an upper bound below k (or equal to k, when allowed)
 //!  col >  k  /  col >= k          has a lower bound above k (or equal to k, when allowed)
 //!  col =  k                       is exactly [k, k]
@@ -365,7 +365,8 @@ pub(crate) fn implied_by(predicate: &Expr, range: Option<&ColumnRange>, attno: i
     let Some(range) = range else {
         return false;
     };
-    clause_implied(predicate, range, attno, 0)
+    // A range no value is in implies anything (and no row is read through the index).
+    range.empty || clause_implied(predicate, range, attno, 0)
 }
 
 /// The deepest `AND` nesting followed (the node tree's own depth bound is larger).
@@ -385,7 +386,7 @@ fn clause_implied(clause: &Expr, range: &ColumnRange, attno: i16, depth: usize) 
         Expr::NullTest {
             arg,
             is_not_null: true,
-        } => column(arg) == Some(attno) && (range.lo.is_some() || range.hi.is_some()),
+        } => column(arg) == Some(attno) && !range.null_qualifies,
         Expr::Op {
             opno,
             collation,
@@ -548,10 +549,9 @@ mod tests {
     }
     fn range(lo: Option<(i32, bool)>, hi: Option<(i32, bool)>) -> ColumnRange {
         ColumnRange {
-            column: 0,
-            kind: TypeKind::Int4,
             lo: lo.map(|(v, i)| (Value::Int4(v), i)),
             hi: hi.map(|(v, i)| (Value::Int4(v), i)),
+            ..ColumnRange::unbounded(0, TypeKind::Int4)
         }
     }
 
@@ -624,10 +624,8 @@ mod tests {
     #[test]
     fn text_is_proved_only_in_byte_order() {
         let r = ColumnRange {
-            column: 0,
-            kind: TypeKind::Text,
             lo: Some((Value::Text(b"b".to_vec()), true)),
-            hi: None,
+            ..ColumnRange::unbounded(0, TypeKind::Text)
         };
         let c = |collation| Expr::Op {
             opno: 667,

@@ -13,7 +13,9 @@
 //!  Relation (catalog) ──► TableQuery::plan
 //!      columns ─► TupleDesc (attlen, attalign, dropped, attmissingval) + TypeKind per column
 //!      --select ─► SelectItems ─► one Accumulator each (PostgreSQL's result types)
-//!      --where  ─► ColumnRange on one column (between / = / < / <= / > / >=), typed literals
+//!      --where  ─► clause::parse_where ─► ColumnRange on one column (between, =, <>, <, <=,
+//!                  >, >=, ANDed), each literal typed and folded into the column's type
+//!                  (clause::fold), a range nothing fits read as no row
 //!      --kind bitmap|index ─► the first btree (by name, or --index) that can answer it
 //!                             (index_problem): valid, first key = the predicate's column,
 //!                             a key type the walk compares, text ordered by the index's
@@ -41,7 +43,8 @@ use std::path::Path;
 
 use thiserror::Error;
 
-use super::aggregate::{identifier, parse_select, Accumulator, AggFunc, AggregateResult};
+use super::aggregate::{parse_select, Accumulator, AggFunc, AggregateResult};
+use super::clause::{fold, parse_where, CmpOp, Folded};
 use super::detoast::{detoast, ToastReader};
 use super::signatures;
 use super::value::{TypeKind, Value};
@@ -55,6 +58,7 @@ use crate::catalog::{Index, Relation, INDOPTION_DESC, INDOPTION_NULLS_FIRST};
 use crate::page::heap::{ColumnType, Datum, HeapTuple};
 use crate::page::tuple::{align_bytes_of, AttDesc, RawDatum, TupleDesc};
 use crate::page::PageError;
+use crate::sql::quote_identifier;
 use crate::storage::{ForkNumber, RelFile};
 use crate::stream::{DistancePolicy, StreamOrder};
 use crate::visibility::{satisfies_toast, TransactionLog, Visibility};
@@ -126,7 +130,10 @@ fn list_or_none(items: &[String]) -> String {
     }
 }
 
-/// A range on one column: `lo` and `hi` with inclusiveness; NULLs never qualify.
+/// A range on one column, its bounds values of the column's own type (the `--where`
+/// literals folded into it, see [`super::clause`]): `lo` and `hi` with inclusiveness, values
+/// `<>` leaves out, and whether nothing can qualify. NULLs qualify only in the range of a
+/// scan without a predicate.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ColumnRange {
     /// Index of the column in the table's attributes.
@@ -137,12 +144,78 @@ pub struct ColumnRange {
     pub lo: Option<(Value, bool)>,
     /// Upper bound and whether it is inclusive.
     pub hi: Option<(Value, bool)>,
+    /// Values left out (`<>`).
+    pub excluded: Vec<Value>,
+    /// No value qualifies (`i2 = 70000`, `r = 0.1` on a real column, `a > 5 and a < 3`).
+    pub empty: bool,
+    /// NULL qualifies: only for the range of a scan without a predicate.
+    pub null_qualifies: bool,
 }
 
 impl ColumnRange {
+    /// A range on `column` with no bound, no NULL: every non-NULL value.
+    pub fn unbounded(column: usize, kind: TypeKind) -> ColumnRange {
+        ColumnRange {
+            column,
+            kind,
+            lo: None,
+            hi: None,
+            excluded: Vec::new(),
+            empty: false,
+            null_qualifies: false,
+        }
+    }
+
+    /// Narrows the range by one folded comparison.
+    pub fn add(&mut self, folded: Folded) {
+        let tighter = |old: &Option<(Value, bool)>, new: (Value, bool), want: Ordering| match old {
+            None => Some(new),
+            Some((v, inclusive)) => match new.0.pg_cmp(v) {
+                Some(o) if o == want => Some(new),
+                Some(Ordering::Equal) => Some((new.0, new.1 && *inclusive)),
+                _ => old.clone(),
+            },
+        };
+        match folded {
+            Folded::All => {}
+            Folded::Nothing => self.empty = true,
+            Folded::Bound(op, v) => match op {
+                CmpOp::Eq => {
+                    self.lo = tighter(&self.lo, (v.clone(), true), Ordering::Greater);
+                    self.hi = tighter(&self.hi, (v, true), Ordering::Less);
+                }
+                CmpOp::Ne => self.excluded.push(v),
+                CmpOp::Ge | CmpOp::Gt => {
+                    self.lo = tighter(&self.lo, (v, op == CmpOp::Ge), Ordering::Greater)
+                }
+                CmpOp::Le | CmpOp::Lt => {
+                    self.hi = tighter(&self.hi, (v, op == CmpOp::Le), Ordering::Less)
+                }
+            },
+        }
+        if let (Some((lo, lo_inclusive)), Some((hi, hi_inclusive))) = (&self.lo, &self.hi) {
+            let point_excluded = || {
+                self.excluded
+                    .iter()
+                    .any(|e| e.pg_cmp(lo) == Some(Ordering::Equal))
+            };
+            self.empty |= match lo.pg_cmp(hi) {
+                Some(Ordering::Greater) => true,
+                Some(Ordering::Equal) => !(*lo_inclusive && *hi_inclusive) || point_excluded(),
+                _ => false,
+            };
+        }
+    }
+
     /// Whether `v` is in the range, in PostgreSQL's order for the type.
     pub fn contains(&self, v: &Value) -> bool {
-        !self.below_value(v) && !self.above_value(v)
+        !self.empty
+            && !self.below_value(v)
+            && !self.above_value(v)
+            && !self
+                .excluded
+                .iter()
+                .any(|e| v.pg_cmp(e) == Some(Ordering::Equal))
     }
 
     fn below_value(&self, v: &Value) -> bool {
@@ -199,7 +272,7 @@ impl KeyRange for ColumnRange {
         self.key_value(key).is_some_and(|v| self.below_value(&v))
     }
     fn admits_null(&self) -> bool {
-        self.lo.is_none() && self.hi.is_none()
+        self.null_qualifies
     }
     fn above(&self, key: &Datum<'_>) -> bool {
         self.key_value(key).is_some_and(|v| self.above_value(&v))
@@ -393,49 +466,6 @@ pub struct TableQuery {
 /// `C_COLLATION_OID` and `POSIX_COLLATION_OID`: byte order, which pageio compares in.
 const BYTE_ORDER_COLLATIONS: [u32; 2] = [950, 951];
 
-/// A bound's literal text and whether it is inclusive.
-type BoundText = Option<(String, bool)>;
-
-/// Parses `COL between LO and HI` or `COL op V` (op: `=`, `<`, `<=`, `>`, `>=`).
-fn parse_predicate(s: &str) -> Result<(String, BoundText, BoundText), String> {
-    let expected = "expected 'COLUMN between LO and HI' or 'COLUMN = V' (also <, <=, >, >=)";
-    let lower = s.to_ascii_lowercase();
-    let word = |w: &str, from: usize| {
-        lower[from..]
-            .match_indices(w)
-            .map(|(i, _)| i + from)
-            .find(|&i| {
-                let before = lower[..i].chars().last();
-                let after = lower[i + w.len()..].chars().next();
-                before.is_some_and(char::is_whitespace) && after.is_some_and(char::is_whitespace)
-            })
-    };
-    if let Some(b) = word("between", 0) {
-        let a = word("and", b + 7).ok_or_else(|| format!("cannot parse \"{s}\": {expected}"))?;
-        let column = identifier(&s[..b]).map_err(|e| format!("in \"{s}\": {e}"))?;
-        let lo = s[b + 7..a].trim().to_string();
-        let hi = s[a + 3..].trim().to_string();
-        return Ok((column, Some((lo, true)), Some((hi, true))));
-    }
-    for op in ["<=", ">=", "=", "<", ">"] {
-        if let Some(i) = s.find(op) {
-            let column = identifier(&s[..i]).map_err(|e| format!("in \"{s}\": {e}"))?;
-            let v = s[i + op.len()..].trim().to_string();
-            if v.is_empty() {
-                break;
-            }
-            return Ok(match op {
-                "=" => (column, Some((v.clone(), true)), Some((v, true))),
-                "<" => (column, None, Some((v, false))),
-                "<=" => (column, None, Some((v, true))),
-                ">" => (column, Some((v, false)), None),
-                _ => (column, Some((v, true)), None),
-            });
-        }
-    }
-    Err(format!("cannot parse \"{s}\": {expected}"))
-}
-
 impl TableQuery {
     /// Plans `spec` on `relation` (resolved from the catalog of the cluster at `pgdata`).
     pub fn plan<'r>(
@@ -485,7 +515,7 @@ impl TableQuery {
             .columns
             .iter()
             .filter(|c| !c.dropped)
-            .map(|c| c.name.clone())
+            .map(|c| quote_identifier(&c.name))
             .collect();
         let find = |name: &str| {
             relation
@@ -543,30 +573,27 @@ impl TableQuery {
         let predicate = match spec.predicate {
             None => None,
             Some(p) => {
-                let (name, lo, hi) = parse_predicate(p).map_err(QueryError::Invalid)?;
-                let column = find(&name)?;
+                let clause = parse_where(p).map_err(QueryError::Invalid)?;
+                let column = find(&clause.column)?;
                 let kind = kinds[column];
+                let type_name = relation.columns[column]
+                    .type_name
+                    .as_deref()
+                    .unwrap_or("unknown");
                 if kind == TypeKind::Other || kind == TypeKind::Bool {
                     return Err(QueryError::Invalid(format!(
-                        "--where on column \"{name}\" of type {}: pageio compares int2, int4, int8, float4, float8, numeric, date, timestamp, timestamptz, text, varchar, bpchar and bytea columns",
-                        relation.columns[column].type_name.as_deref().unwrap_or("unknown")
+                        "--where on column {} of type {type_name}: pageio compares int2, int4, int8, float4, float8, numeric, date, timestamp, timestamptz, text, varchar, bpchar and bytea columns",
+                        quote_identifier(&clause.column)
                     )));
                 }
-                let parse = |b: Option<(String, bool)>| {
-                    b.map(|(text, inclusive)| {
-                        Value::parse(kind, &text)
-                            .map(|v| (v, inclusive))
-                            .map_err(|e| QueryError::Invalid(format!("in \"{p}\": {e}")))
-                    })
-                    .transpose()
-                };
+                let mut range = ColumnRange::unbounded(column, kind);
+                for c in &clause.conditions {
+                    let folded = fold(kind, type_name, c)
+                        .map_err(|e| QueryError::Invalid(format!("in --where \"{p}\": {e}")))?;
+                    range.add(folded);
+                }
                 wanted = wanted.max(column + 1);
-                Some(ColumnRange {
-                    column,
-                    kind,
-                    lo: parse(lo)?,
-                    hi: parse(hi)?,
-                })
+                Some(range)
             }
         };
         let describe_indexes = || -> Vec<String> {
@@ -579,7 +606,7 @@ impl TableQuery {
                         .iter()
                         .zip(i.key_options.iter().chain(std::iter::repeat(&0)))
                         .map(|(k, &o)| {
-                            let name = k.as_deref().unwrap_or("(expression)");
+                            let name = k.as_deref().map_or("(expression)".into(), quote_identifier);
                             match (o & INDOPTION_DESC != 0, o & INDOPTION_NULLS_FIRST != 0) {
                                 (false, false) => name.to_string(),
                                 (false, true) => format!("{name} NULLS FIRST"),
@@ -590,7 +617,7 @@ impl TableQuery {
                         .collect();
                     format!(
                         "{} ({} on {}{})",
-                        i.name,
+                        quote_identifier(&i.name),
                         i.access_method,
                         keys.join(", "),
                         if i.predicate.is_some() {
@@ -615,13 +642,18 @@ impl TableQuery {
             };
             let usable = |i: &'r Index| index_problem(relation, &kinds, i, predicate.as_ref());
             let chosen = match spec.index {
-                Some(name) => {
+                Some(written) => {
+                    // An index name is an SQL name, read as --table's parts are.
+                    let name = match crate::sql::parse_qualified_name(written, 1) {
+                        Ok(mut parts) => parts.pop().unwrap_or_default(),
+                        Err(e) => return Err(bad_index(written, e)),
+                    };
                     let i = relation
                         .indexes
                         .iter()
                         .find(|i| i.name == name)
-                        .ok_or_else(|| bad_index(name, "does not exist on the table".into()))?;
-                    usable(i).map_err(|problem| bad_index(name, problem))?
+                        .ok_or_else(|| bad_index(&name, "does not exist on the table".into()))?;
+                    usable(i).map_err(|problem| bad_index(&name, problem))?
                 }
                 None => {
                     let Some(p) = &predicate else {
@@ -945,13 +977,11 @@ impl TableQuery {
     }
 }
 
-/// The key range of a scan without a predicate.
+/// The key range of a scan without a predicate: every key, NULL included.
 fn all_keys() -> ColumnRange {
     ColumnRange {
-        column: 0,
-        kind: TypeKind::Other,
-        lo: None,
-        hi: None,
+        null_qualifies: true,
+        ..ColumnRange::unbounded(0, TypeKind::Other)
     }
 }
 
@@ -1031,7 +1061,17 @@ pub fn run_table_query(
             .answer_depends_on_order()
             .then_some(StreamOrder::BlockOrder),
     };
-    let (scan, accumulators) = if query.runs_in_parallel() {
+    let (scan, accumulators) = if query.predicate.as_ref().is_some_and(|p| p.empty) {
+        // No value can satisfy the predicate (`i2 = 70000`): PostgreSQL's answer is that of
+        // no row, and no page needs reading to give it.
+        (
+            ScanResult {
+                parallel_workers: 1,
+                ..ScanResult::default()
+            },
+            query.items.iter().map(|i| i.accumulator.clone()).collect(),
+        )
+    } else if query.runs_in_parallel() {
         scan_in_parallel(pool, query, &options)?
     } else {
         let mut sink = query_sink(pool, query)?;
@@ -1073,28 +1113,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn predicates_parse() {
-        let (c, lo, hi) = parse_predicate("aid BETWEEN 1 and 1000").unwrap();
-        assert_eq!(c, "aid");
-        assert_eq!(lo, Some(("1".into(), true)));
-        assert_eq!(hi, Some(("1000".into(), true)));
-        let (c, lo, hi) = parse_predicate("\"Name\" >= 'a b'").unwrap();
-        assert_eq!(c, "Name");
-        assert_eq!(lo, Some(("'a b'".into(), true)));
-        assert_eq!(hi, None);
-        let (_, lo, hi) = parse_predicate("x < 5").unwrap();
-        assert_eq!((lo, hi), (None, Some(("5".into(), false))));
-        assert!(parse_predicate("x between 1").is_err());
-        assert!(parse_predicate("x ~ 1").is_err());
-    }
-
-    #[test]
     fn ranges_compare_keys_in_the_columns_type() {
         let r = ColumnRange {
-            column: 0,
-            kind: TypeKind::Date,
             lo: Some((Value::Date(10), true)),
             hi: Some((Value::Date(20), false)),
+            ..ColumnRange::unbounded(0, TypeKind::Date)
         };
         assert!(r.matches(&Datum::Int4(10)));
         assert!(!r.matches(&Datum::Int4(20)));

@@ -245,22 +245,21 @@ impl Value {
         }
     }
 
-    /// Parses a literal of `kind` as the type's input function would (integers, floats with
-    /// `NaN`/`Infinity`, numeric, `'YYYY-MM-DD'`, `'YYYY-MM-DD HH:MM:SS[.ffffff][+00]'`,
-    /// `'quoted text'`, `true`/`false`).
+    /// Parses a literal of `kind` as the type's input function would (integers as
+    /// `pg_strtoint` reads them — `+5`, `1_000`, `0x1F` —, floats with `NaN`/`Infinity`,
+    /// numeric, dates and timestamps in the forms of `parse_datetime_fields` — BC,
+    /// `infinity`, offsets —, `'quoted text'`, `true`/`false`).
     pub fn parse(kind: TypeKind, literal: &str) -> Result<Value, String> {
         let unquoted = unquote(literal.trim());
         let int = |min: i64, max: i64, name: &str| -> Result<i64, String> {
-            let v: i64 = unquoted
-                .trim()
-                .parse()
-                .map_err(|_| format!("invalid input syntax for type {name}: \"{unquoted}\""))?;
-            if v < min || v > max {
+            let v = parse_pg_int(&unquoted)
+                .ok_or_else(|| format!("invalid input syntax for type {name}: \"{unquoted}\""))?;
+            if v < min as i128 || v > max as i128 {
                 return Err(format!(
                     "value \"{unquoted}\" is out of range for type {name}"
                 ));
             }
-            Ok(v)
+            Ok(v as i64)
         };
         Ok(match kind {
             TypeKind::Int2 => {
@@ -270,11 +269,21 @@ impl Value {
             TypeKind::Int8 => Value::Int8(int(i64::MIN, i64::MAX, "bigint")?),
             TypeKind::Float8 => Value::Float8(parse_float8(&unquoted)?),
             TypeKind::Float4 => {
-                let v = parse_float8(&unquoted)?;
-                if v.is_finite() && (v as f32).is_infinite() {
-                    return Err(format!("\"{unquoted}\" is out of range for type real"));
+                // float4in reads the digits with strtof: rounded once to a real, never
+                // through a double (which can round differently), and with its own range.
+                let v = parse_float8(&unquoted)
+                    .map_err(|e| e.replace("type double precision", "type real"))?;
+                if !v.is_finite() {
+                    Value::Float4(v as f32)
+                } else {
+                    let text = unquoted.trim();
+                    let out_of_range = || format!("\"{text}\" is out of range for type real");
+                    let r: f32 = text.parse().map_err(|_| out_of_range())?;
+                    if r.is_infinite() || (r == 0.0 && v != 0.0) {
+                        return Err(out_of_range());
+                    }
+                    Value::Float4(r)
                 }
-                Value::Float4(v as f32)
             }
             TypeKind::Numeric => Value::Numeric(Numeric::parse(&unquoted)?),
             TypeKind::Bool => match unquoted.to_ascii_lowercase().as_str() {
@@ -310,6 +319,39 @@ impl Value {
             TypeKind::Other => return Err("values of this type cannot be compared".into()),
         })
     }
+}
+
+/// An integer as PostgreSQL's `pg_strtoint16/32/64` read it: blanks around, an optional
+/// sign, then decimal digits or a `0x`/`0o`/`0b` prefix and its digits, single underscores
+/// between digits. Magnitudes beyond 2^100 saturate (every integer type's range check
+/// refuses them); `None` for any other text.
+fn parse_pg_int(text: &str) -> Option<i128> {
+    const SATURATED: i128 = 1 << 100;
+    let t = text.trim_matches([' ', '\t', '\n', '\r', '\x0b', '\x0c']);
+    let (negative, body) = match t.strip_prefix('-') {
+        Some(b) => (true, b),
+        None => (false, t.strip_prefix('+').unwrap_or(t)),
+    };
+    let lower = body.to_ascii_lowercase();
+    let (radix, digits) = match lower.get(..2) {
+        Some("0x") => (16, &lower[2..]),
+        Some("0o") => (8, &lower[2..]),
+        Some("0b") => (2, &lower[2..]),
+        _ => (10, lower.as_str()),
+    };
+    if digits.is_empty()
+        || digits.starts_with('_')
+        || digits.ends_with('_')
+        || digits.contains("__")
+    {
+        return None;
+    }
+    let mut v: i128 = 0;
+    for c in digits.chars().filter(|&c| c != '_') {
+        let d = c.to_digit(radix)? as i128;
+        v = (v * radix as i128 + d).min(SATURATED);
+    }
+    Some(if negative { -v } else { v })
 }
 
 /// A literal without its single quotes (`''` inside is one quote).
@@ -420,76 +462,266 @@ fn timestamp_text(usecs: i64, with_zone: bool) -> String {
     }
 }
 
-fn parse_date(s: &str) -> Result<i32, String> {
-    let invalid = || format!("invalid input syntax for type date: \"{s}\" (expected YYYY-MM-DD)");
-    match s.trim().to_ascii_lowercase().as_str() {
-        "infinity" => return Ok(i32::MAX),
-        "-infinity" => return Ok(i32::MIN),
+/// Julian day of 5874897-12-31, the last `date` (`DATE_END_JULIAN` - 1).
+const LAST_DATE_JDATE: i64 = 2_147_483_493;
+/// Julian day of 294277-01-01, the first day past the last `timestamp` (`TIMESTAMP_END_JULIAN`).
+const TIMESTAMP_END_JDATE: i64 = 109_203_528;
+/// Largest time zone displacement PostgreSQL accepts: 15:59:59 (`MAX_TZDISP_HOUR` 15).
+const MAX_TZ_DISPLACEMENT_SECS: i64 = 15 * 3600 + 59 * 60 + 59;
+
+/// The fields of a date/time literal in the forms pageio reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct DateTimeFields {
+    /// The year as written (1 and up; 0 is out of range).
+    year: i64,
+    /// Before Christ (`BC`): year 1 BC is astronomical year 0.
+    bc: bool,
+    month: i64,
+    day: i64,
+    /// Microseconds since midnight (up to 24:00:00 and a leap second 60).
+    time_usecs: i64,
+    /// Seconds east of UTC, when the literal names an offset.
+    offset_secs: Option<i64>,
+}
+
+/// What a date/time literal says: a value or one of the infinities.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum DateTimeLiteral {
+    Infinity,
+    NegInfinity,
+    /// `epoch`: 1970-01-01 00:00:00 UTC.
+    Epoch,
+    Fields(DateTimeFields),
+}
+
+/// Reads the date/time forms pageio accepts, a subset of PostgreSQL's `ParseDateTime` /
+/// `DecodeDateTime`: `infinity`, `-infinity`, `epoch`, or `Y-MM-DD` (a year of any number of
+/// digits) optionally followed by ` ` or `T` and `HH:MM[:SS[.ffffff]]` (hour 24 only as
+/// 24:00:00, second 60 as a leap second rolling over), a zone `Z`, `UTC`, `GMT`,
+/// `±HH`, `±HH:MM[:SS]` or `±HHMM`, and `BC` or `AD` after the date or at the end. `None` for
+/// any other text; field values are checked by the caller.
+fn parse_datetime_fields(text: &str) -> Option<DateTimeLiteral> {
+    let t = text.trim().to_ascii_lowercase();
+    match t.as_str() {
+        "infinity" | "+infinity" => return Some(DateTimeLiteral::Infinity),
+        "-infinity" => return Some(DateTimeLiteral::NegInfinity),
+        "epoch" => return Some(DateTimeLiteral::Epoch),
         _ => {}
     }
-    let parts: Vec<&str> = s.trim().split('-').collect();
-    let [y, m, d] = parts[..] else {
-        return Err(invalid());
-    };
-    let (y, m, d): (i64, i64, i64) = (
-        y.parse().map_err(|_| invalid())?,
-        m.parse().map_err(|_| invalid())?,
-        d.parse().map_err(|_| invalid())?,
-    );
-    if !(1..=12).contains(&m) || !(1..=31).contains(&d) || y < 1 {
-        return Err(invalid());
+    let mut rest = t.as_str();
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    // The date.
+    let date_end = rest.find([' ', 't']).unwrap_or(rest.len());
+    let (date, after) = rest.split_at(date_end);
+    let mut parts = date.split('-');
+    let (y, m, d) = (parts.next()?, parts.next()?, parts.next()?);
+    if parts.next().is_some()
+        || !digits(y)
+        || !digits(m)
+        || !digits(d)
+        || m.len() > 2
+        || d.len() > 2
+    {
+        return None;
     }
-    let jd = date2j(y, m, d);
-    if j2date(jd) != (y, m as u32, d as u32) {
-        return Err(format!("date/time field value out of range: \"{s}\""));
+    // A year of more than 9 digits is out of every range; saturate rather than overflow.
+    let year: i64 = if y.len() > 9 {
+        1_000_000_000
+    } else {
+        y.parse().ok()?
+    };
+    let (month, day): (i64, i64) = (m.parse().ok()?, d.parse().ok()?);
+    rest = after;
+    let take_era = |rest: &mut &str| -> Option<bool> {
+        let trimmed = rest.trim_start();
+        for (word, is_bc) in [("bc", true), ("ad", false)] {
+            if let Some(r) = trimmed.strip_prefix(word) {
+                if r.is_empty() || r.starts_with(' ') {
+                    *rest = r;
+                    return Some(is_bc);
+                }
+            }
+        }
+        None
+    };
+    let mut bc = take_era(&mut rest);
+    let mut time_usecs = 0;
+    let mut offset_secs = None;
+    let trimmed = rest.trim_start_matches([' ', 't']);
+    if trimmed.len() != rest.len() && !trimmed.is_empty() && trimmed.as_bytes()[0].is_ascii_digit()
+    {
+        // HH:MM[:SS[.f]]
+        let end = trimmed
+            .find(|c: char| !(c.is_ascii_digit() || c == ':' || c == '.'))
+            .unwrap_or(trimmed.len());
+        let (time, after) = trimmed.split_at(end);
+        let (hms, frac) = time.split_once('.').unwrap_or((time, ""));
+        let f: Vec<&str> = hms.split(':').collect();
+        if !(2..=3).contains(&f.len()) || f.iter().any(|x| !digits(x) || x.len() > 2) {
+            return None;
+        }
+        if !frac.is_empty() && !digits(frac) {
+            return None;
+        }
+        let (h, mi): (i64, i64) = (f[0].parse().ok()?, f[1].parse().ok()?);
+        let sec: i64 = f.get(2).map_or(Some(0), |x| x.parse().ok())?;
+        if h > 24
+            || mi > 59
+            || sec > 60
+            || (h == 24 && (mi != 0 || sec != 0 || frac.bytes().any(|b| b != b'0')))
+        {
+            return None;
+        }
+        // The fraction is read as a double and rounded to the nearest microsecond, ties to
+        // even (`ParseFractionalSecond`: rint(strtod(".f") * 1e6)).
+        let usec = if frac.is_empty() {
+            0
+        } else {
+            let f: f64 = format!("0.{frac}").parse().ok()?;
+            (f * 1e6).round_ties_even() as i64
+        };
+        time_usecs = ((h * 60 + mi) * 60 + sec) * 1_000_000 + usec;
+        rest = after;
+        // The zone.
+        let z = rest.trim_start();
+        if let Some(r) = ["z", "utc", "gmt"].iter().find_map(|w| {
+            z.strip_prefix(w)
+                .filter(|r| r.is_empty() || r.starts_with(' '))
+        }) {
+            offset_secs = Some(0);
+            rest = r;
+        } else if let Some(sign) =
+            z.strip_prefix(['+', '-'])
+                .map(|_| if z.starts_with('-') { -1 } else { 1 })
+        {
+            let body = &z[1..];
+            let end = body
+                .find(|c: char| !(c.is_ascii_digit() || c == ':'))
+                .unwrap_or(body.len());
+            let (zone, after) = body.split_at(end);
+            let f: Vec<&str> = zone.split(':').collect();
+            let secs = match f[..] {
+                [hhmm] if digits(hhmm) && hhmm.len() == 4 => {
+                    hhmm[..2].parse::<i64>().ok()? * 3600 + hhmm[2..].parse::<i64>().ok()? * 60
+                }
+                [hh] if digits(hh) && hh.len() <= 2 => hh.parse::<i64>().ok()? * 3600,
+                [hh, mm] if digits(hh) && digits(mm) && hh.len() <= 2 && mm.len() == 2 => {
+                    hh.parse::<i64>().ok()? * 3600 + mm.parse::<i64>().ok()? * 60
+                }
+                [hh, mm, ss] if [hh, mm, ss].iter().all(|x| digits(x) && x.len() <= 2) => {
+                    hh.parse::<i64>().ok()? * 3600
+                        + mm.parse::<i64>().ok()? * 60
+                        + ss.parse::<i64>().ok()?
+                }
+                _ => return None,
+            };
+            offset_secs = Some(sign * secs);
+            rest = after;
+        }
+    }
+    if bc.is_none() {
+        bc = take_era(&mut rest);
+    }
+    if !rest.trim().is_empty() {
+        return None;
+    }
+    Some(DateTimeLiteral::Fields(DateTimeFields {
+        year,
+        bc: bc == Some(true),
+        month,
+        day,
+        time_usecs,
+        offset_secs,
+    }))
+}
+
+/// The Julian day of checked fields, or PostgreSQL's error for `type_name`.
+fn checked_julian(f: &DateTimeFields, text: &str) -> Result<i64, String> {
+    // Year 0 does not exist (1 BC is written 0001 BC).
+    if f.year == 0 || !(1..=12).contains(&f.month) || !(1..=31).contains(&f.day) {
+        return Err(format!("date/time field value out of range: \"{text}\""));
+    }
+    if f.year > 10_000_000 {
+        return Err(format!("date out of range: \"{text}\""));
+    }
+    let year = if f.bc { 1 - f.year } else { f.year };
+    let jd = date2j(year, f.month, f.day);
+    if j2date(jd) != (year, f.month as u32, f.day as u32) {
+        return Err(format!("date/time field value out of range: \"{text}\""));
+    }
+    Ok(jd)
+}
+
+const DATETIME_FORMS: &str = "pageio reads 'YYYY-MM-DD[ HH:MM[:SS[.ffffff]]][+HH[:MM]][ BC]', 'infinity', '-infinity' and 'epoch'";
+
+/// A `date` literal as `date_in` reads it (the forms of [`parse_datetime_fields`]; a time
+/// and zone are read and dropped, as PostgreSQL drops them): days since 2000-01-01, or
+/// `i32::MIN`/`i32::MAX` for ∓infinity.
+fn parse_date(s: &str) -> Result<i32, String> {
+    let fields = match parse_datetime_fields(s) {
+        None => {
+            return Err(format!(
+                "invalid input syntax for type date: \"{s}\" ({DATETIME_FORMS})"
+            ))
+        }
+        Some(DateTimeLiteral::Infinity) => return Ok(i32::MAX),
+        Some(DateTimeLiteral::NegInfinity) => return Ok(i32::MIN),
+        Some(DateTimeLiteral::Epoch) => {
+            return Ok((date2j(1970, 1, 1) - POSTGRES_EPOCH_JDATE) as i32)
+        }
+        Some(DateTimeLiteral::Fields(f)) => f,
+    };
+    let jd = checked_julian(&fields, s)?;
+    if !(0..=LAST_DATE_JDATE).contains(&jd) {
+        return Err(format!("date out of range: \"{s}\""));
     }
     Ok((jd - POSTGRES_EPOCH_JDATE) as i32)
 }
 
+/// A `timestamp` (`with_zone`: `timestamptz`) literal as `timestamp_in`/`timestamptz_in`
+/// read it: microseconds since 2000-01-01 00:00 (`i64::MIN`/`MAX`: ∓infinity). A
+/// timestamptz is converted to UTC by its offset (none: UTC, the `TimeZone` pageio prints
+/// in); a timestamp drops an offset, as PostgreSQL does.
 fn parse_timestamp(s: &str, with_zone: bool) -> Result<i64, String> {
-    let t = s.trim();
-    match t.to_ascii_lowercase().as_str() {
-        "infinity" => return Ok(i64::MAX),
-        "-infinity" => return Ok(i64::MIN),
-        _ => {}
-    }
-    let invalid = || {
-        format!("invalid input syntax for type timestamp: \"{s}\" (expected 'YYYY-MM-DD HH:MM:SS[.ffffff]'{})",
-            if with_zone { ", in UTC, optionally with +00" } else { "" })
-    };
-    let t = if with_zone {
-        t.strip_suffix("+00")
-            .or_else(|| t.strip_suffix("Z"))
-            .unwrap_or(t)
+    let type_name = if with_zone {
+        "timestamp with time zone"
     } else {
-        t
+        "timestamp"
     };
-    let (date, time) = t.split_once([' ', 'T']).unwrap_or((t, "00:00:00"));
-    let days = parse_date(date).map_err(|_| invalid())? as i64;
-    let (hms, frac) = time.split_once('.').unwrap_or((time, ""));
-    let parts: Vec<&str> = hms.split(':').collect();
-    let [h, m, sec] = parts[..] else {
-        return Err(invalid());
+    let fields = match parse_datetime_fields(s) {
+        None => {
+            return Err(format!(
+                "invalid input syntax for type {type_name}: \"{s}\" ({DATETIME_FORMS})"
+            ))
+        }
+        Some(DateTimeLiteral::Infinity) => return Ok(i64::MAX),
+        Some(DateTimeLiteral::NegInfinity) => return Ok(i64::MIN),
+        Some(DateTimeLiteral::Epoch) => {
+            return Ok((date2j(1970, 1, 1) - POSTGRES_EPOCH_JDATE) * USECS_PER_DAY)
+        }
+        Some(DateTimeLiteral::Fields(f)) => f,
     };
-    let (h, m, sec): (i64, i64, i64) = (
-        h.parse().map_err(|_| invalid())?,
-        m.parse().map_err(|_| invalid())?,
-        sec.parse().map_err(|_| invalid())?,
-    );
-    if !(0..24).contains(&h)
-        || !(0..60).contains(&m)
-        || !(0..60).contains(&sec)
-        || frac.len() > 6
-        || !frac.chars().all(|c| c.is_ascii_digit())
-    {
-        return Err(invalid());
+    let jd = checked_julian(&fields, s)?;
+    let offset = match fields.offset_secs {
+        Some(o) if o.abs() > MAX_TZ_DISPLACEMENT_SECS => {
+            return Err(format!("time zone displacement out of range: \"{s}\""))
+        }
+        Some(o) if with_zone => o,
+        _ => 0,
+    };
+    let out_of_range = || format!("timestamp out of range: \"{s}\"");
+    if !(0..TIMESTAMP_END_JDATE).contains(&jd) {
+        return Err(out_of_range());
     }
-    let usec: i64 = if frac.is_empty() {
-        0
-    } else {
-        format!("{frac:0<6}").parse().map_err(|_| invalid())?
-    };
-    Ok(days * USECS_PER_DAY + ((h * 60 + m) * 60 + sec) * 1_000_000 + usec)
+    let usecs =
+        (jd - POSTGRES_EPOCH_JDATE) * USECS_PER_DAY + fields.time_usecs - offset * 1_000_000;
+    // The first and last representable instants (IS_VALID_TIMESTAMP).
+    let min = -POSTGRES_EPOCH_JDATE * USECS_PER_DAY;
+    let end = (TIMESTAMP_END_JDATE - POSTGRES_EPOCH_JDATE) * USECS_PER_DAY;
+    if usecs < min || usecs >= end {
+        return Err(out_of_range());
+    }
+    Ok(usecs)
 }
 
 #[cfg(test)]
@@ -543,6 +775,106 @@ mod tests {
     }
 
     #[test]
+    fn date_and_time_literals_cover_postgresqls_range() {
+        // PostgreSQL 18 (TimeZone UTC):
+        //   SELECT '0044-03-15 BC'::date - '2000-01-01'::date                → -746117
+        //   SELECT '4714-11-24 BC'::date - '2000-01-01'::date                → -2451545
+        //   SELECT '5874897-12-31'::date - '2000-01-01'::date                → 2145031948
+        //   SELECT '4714-11-23 BC'::date      → ERROR: date out of range: "4714-11-23 BC"
+        //   SELECT '5874898-01-01'::date      → ERROR: date out of range: "5874898-01-01"
+        //   SELECT '0000-01-01'::date → ERROR: date/time field value out of range: "0000-01-01"
+        //   SELECT '2020-02-30'::date → ERROR: date/time field value out of range: "2020-02-30"
+        //   SELECT '2020-01-01 05:00+02'::date → 2020-01-01;  'epoch'::date → 1970-01-01
+        assert_eq!(parse_date("0044-03-15 BC").unwrap(), -746_117);
+        assert_eq!(parse_date("0044-03-15 bc").unwrap(), -746_117);
+        assert_eq!(Value::Date(-746_117).to_pg_text(), "0044-03-15 BC");
+        assert_eq!(parse_date("4714-11-24 BC").unwrap(), -2_451_545);
+        assert_eq!(parse_date("5874897-12-31").unwrap(), 2_145_031_948);
+        assert_eq!(
+            parse_date("4714-11-23 BC").unwrap_err(),
+            "date out of range: \"4714-11-23 BC\""
+        );
+        assert_eq!(
+            parse_date("5874898-01-01").unwrap_err(),
+            "date out of range: \"5874898-01-01\""
+        );
+        assert_eq!(
+            parse_date("0000-01-01").unwrap_err(),
+            "date/time field value out of range: \"0000-01-01\""
+        );
+        assert_eq!(
+            parse_date("2020-02-30").unwrap_err(),
+            "date/time field value out of range: \"2020-02-30\""
+        );
+        assert_eq!(parse_date("2020-01-01 05:00+02").unwrap(), 7305);
+        assert_eq!(
+            Value::Date(parse_date("epoch").unwrap()).to_pg_text(),
+            "1970-01-01"
+        );
+        assert_eq!(parse_date("Infinity").unwrap(), i32::MAX);
+        assert_eq!(parse_date("-infinity").unwrap(), i32::MIN);
+        assert!(parse_date("today")
+            .unwrap_err()
+            .starts_with("invalid input syntax for type date: \"today\""));
+        // PostgreSQL 18 (TimeZone UTC):
+        //   extract(epoch from '2020-01-01 05:00+02'::timestamptz)        → 1577847600
+        //   extract(epoch from '2020-01-01 05:00:00.5-03:30'::timestamptz) → 1577867400.5
+        //   extract(epoch from '0044-03-15 12:00+01 BC'::timestamptz)      → -63517784400
+        //   '2020-01-01 05:00+02'::timestamp → 2020-01-01 05:00:00 (the offset dropped)
+        //   '2020-01-01 24:00'::timestamptz  → 2020-01-02 00:00:00+00
+        //   '2020-01-01 12:00:00.1234565'::timestamp → …00.123456; '….1234575' → …00.123458
+        //   '2020-01-01 05:00+16'  → ERROR: time zone displacement out of range
+        //   '294277-01-01'::timestamp → ERROR: timestamp out of range: "294277-01-01"
+        //   '4714-11-24 00:00:00+01 BC'::timestamptz → ERROR: timestamp out of range
+        let unix = |t: i64| t / 1_000_000 + 946_684_800;
+        assert_eq!(
+            unix(parse_timestamp("2020-01-01 05:00+02", true).unwrap()),
+            1_577_847_600
+        );
+        let t = parse_timestamp("2020-01-01 05:00:00.5-03:30", true).unwrap();
+        assert_eq!((unix(t), t % 1_000_000), (1_577_867_400, 500_000));
+        assert_eq!(
+            unix(parse_timestamp("0044-03-15 12:00+01 BC", true).unwrap()),
+            -63_517_784_400
+        );
+        assert_eq!(
+            Value::Timestamp(parse_timestamp("2020-01-01 05:00+02", false).unwrap()).to_pg_text(),
+            "2020-01-01 05:00:00"
+        );
+        assert_eq!(
+            Value::TimestampTz(parse_timestamp("2020-01-01 24:00", true).unwrap()).to_pg_text(),
+            "2020-01-02 00:00:00+00"
+        );
+        assert_eq!(
+            Value::Timestamp(parse_timestamp("0044-03-15 BC 12:00:00", false).unwrap())
+                .to_pg_text(),
+            "0044-03-15 12:00:00 BC"
+        );
+        assert_eq!(
+            Value::Timestamp(parse_timestamp("2020-01-01 12:00:00.1234565", false).unwrap())
+                .to_pg_text(),
+            "2020-01-01 12:00:00.123456"
+        );
+        assert_eq!(
+            Value::Timestamp(parse_timestamp("2020-01-01 12:00:00.1234575", false).unwrap())
+                .to_pg_text(),
+            "2020-01-01 12:00:00.123458"
+        );
+        assert_eq!(
+            parse_timestamp("2020-01-01 05:00+16", true).unwrap_err(),
+            "time zone displacement out of range: \"2020-01-01 05:00+16\""
+        );
+        assert_eq!(
+            parse_timestamp("294277-01-01", false).unwrap_err(),
+            "timestamp out of range: \"294277-01-01\""
+        );
+        assert!(parse_timestamp("4714-11-24 00:00:00+01 BC", true)
+            .unwrap_err()
+            .starts_with("timestamp out of range"));
+        assert_eq!(parse_timestamp("infinity", true).unwrap(), i64::MAX);
+    }
+
+    #[test]
     fn text_orders_by_bytes_and_bpchar_ignores_trailing_blanks() {
         let t = |s: &str| Value::Text(s.as_bytes().to_vec());
         assert_eq!(t("B").pg_cmp(&t("a")), Some(Ordering::Less));
@@ -553,5 +885,54 @@ mod tests {
         assert!(Value::parse(TypeKind::Int4, "3000000000")
             .unwrap_err()
             .contains("out of range"));
+        // PostgreSQL 18: SELECT 'abc'::real → ERROR: invalid input syntax for type real:
+        // "abc"; '1e-50'::real → ERROR: "1e-50" is out of range for type real; '1e-40'::real
+        // → 1e-40 (a denormal); ' 1.5 '::real → 1.5.
+        assert_eq!(
+            Value::parse(TypeKind::Float4, "'abc'").unwrap_err(),
+            "invalid input syntax for type real: \"abc\""
+        );
+        assert_eq!(
+            Value::parse(TypeKind::Float4, "'1e-50'").unwrap_err(),
+            "\"1e-50\" is out of range for type real"
+        );
+        assert_eq!(
+            Value::parse(TypeKind::Float4, "'1e-40'").unwrap(),
+            Value::Float4(1e-40)
+        );
+        assert_eq!(
+            Value::parse(TypeKind::Float4, "' 1.5 '").unwrap(),
+            Value::Float4(1.5)
+        );
+        // Rounded once: 1.00000005960464477539062500001 is just above the midpoint of 1 and
+        // the next real, so strtof rounds up; through a double it would round to 1.
+        // PostgreSQL 18: SELECT '1.00000005960464477539062500001'::real::float8 → 1.0000001192092896.
+        assert_eq!(
+            Value::parse(TypeKind::Float4, "'1.00000005960464477539062500001'").unwrap(),
+            Value::Float4(f32::from_bits(1.0f32.to_bits() + 1))
+        );
+        // PostgreSQL 18: SELECT '1_000'::int4, ' +5 '::int4, '0x1F'::int4 → 1000 | 5 | 31;
+        // '99999999999999999999'::int8 → ERROR: value "99999999999999999999" is out of range
+        // for type bigint; '1__0'::int4 → ERROR: invalid input syntax for type integer.
+        assert_eq!(
+            Value::parse(TypeKind::Int4, "'1_000'").unwrap(),
+            Value::Int4(1000)
+        );
+        assert_eq!(
+            Value::parse(TypeKind::Int4, "' +5 '").unwrap(),
+            Value::Int4(5)
+        );
+        assert_eq!(
+            Value::parse(TypeKind::Int4, "'0x1F'").unwrap(),
+            Value::Int4(31)
+        );
+        assert_eq!(
+            Value::parse(TypeKind::Int8, "'99999999999999999999'").unwrap_err(),
+            "value \"99999999999999999999\" is out of range for type bigint"
+        );
+        assert_eq!(
+            Value::parse(TypeKind::Int4, "'1__0'").unwrap_err(),
+            "invalid input syntax for type integer: \"1__0\""
+        );
     }
 }
