@@ -536,6 +536,23 @@ fn literal_variant(rng: &mut Rng, ty: ColType, text: &str) -> (String, bool) {
             }
             _ => (quoted(text), true),
         },
+        // Numbers as psql printed them. Unquoted, a decimal is a numeric literal: against a
+        // real column it is compared in double precision, so the bound moves; against a
+        // double or a numeric it is the same value. NaN and the infinities exist only
+        // quoted. The special values stand in for a bound as constants of their own.
+        ColType::Float4 | ColType::Float8 | ColType::Numeric => {
+            let number = text.parse::<f64>().is_ok_and(|v| v.is_finite())
+                && !text.eq_ignore_ascii_case("infinity");
+            match rng.below(8) {
+                0..=2 if number => (text.to_string(), ty != ColType::Float4),
+                3 => (
+                    quoted(rng.pick::<&str>(&["NaN", "Infinity", "-Infinity", "-0", "0"])),
+                    false,
+                ),
+                4 if number && ty == ColType::Numeric => (format!("{text}e0"), true),
+                _ => (quoted(text), true),
+            }
+        }
     }
 }
 
