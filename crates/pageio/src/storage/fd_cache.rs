@@ -32,7 +32,7 @@ pub const RESERVED_FDS: u64 = 64;
 
 /// Smallest cache that lets the engine make progress: a merged I/O, the file being written
 /// and the file being read must be open at once, with some slack.
-const MIN_CACHED_FILES: u64 = 8;
+pub(crate) const MIN_CACHED_FILES: u64 = 8;
 
 /// How a file is opened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -47,7 +47,8 @@ pub use direct::{
     check_direct_io, dio_alignment, open_direct, DioAlignment, IoBuffer,
     DEFAULT_DIO_ALIGNMENT_BYTES,
 };
-pub use fd_cache::{FileCache, OpenMode, SegmentFile, RESERVED_FDS};
+pub(crate) use fd_cache::MIN_CACHED_FILES;
+pub use fd_cache::{nofile_soft_limit, FileCache, OpenMode, SegmentFile, RESERVED_FDS};
 pub use relation::{
     ForkNumber, OrphanSegment, RelFile, SegmentLayout, MAX_BLOCK_NUMBER, MAX_SEGMENTS,
 };

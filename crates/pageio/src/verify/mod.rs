@@ -76,7 +76,10 @@ pub use checker::{
     check_files, CheckOptions, CheckTotals, ChecksumFailure, FileOutcome, WINDOW_BYTES,
 };
 pub use control::{ControlFile, DbState};
-pub use defaults::{default_jobs, verify_config};
+pub use defaults::{
+    default_jobs, fit_jobs_to_descriptors, verify_config, TooManyJobs, RINGS_PER_CHECK_JOB,
+    RINGS_PER_ENABLE_JOB,
+};
 pub use enable::{
     enable_checksums, rewrite_checksums, sync_data_directory, write_control_file, EnableObserver,
     EnableStep, EnableTotals, SyncMethod,
