@@ -46,14 +46,14 @@ fn bad_flags_exit_2_with_the_fix() {
     );
     fails_with(
         &["advise", "--pgdata", "/nonexistent/pgdata"],
-        "not a directory; give the data directory",
+        "--pgdata /nonexistent/pgdata: the path does not exist; give the data directory",
     );
     let empty = tempfile::tempdir().unwrap();
     let empty = empty.path().display().to_string();
     fails_with(&["advise", "--pgdata", &empty], "no PG_VERSION");
     fails_with(
         &["advise", "--config", "/nonexistent.conf"],
-        "not a file; give a postgresql.conf",
+        "--config /nonexistent.conf: the path does not exist; give a postgresql.conf",
     );
     fails_with(
         &["advise", "--pg-bin", "/nonexistent/bin"],

@@ -86,7 +86,7 @@ pub use enable::{
 };
 pub use walk::{walk_cluster, ClusterFile};
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use thiserror::Error;
 
@@ -305,9 +305,19 @@ impl VerifyError {
             VerifyError::ControlVersion { .. } => Some(
                 "use the pg_checksums of the cluster's own PostgreSQL version.".into(),
             ),
-            VerifyError::ControlFileRead { .. } => Some(
-                "is the argument a PostgreSQL data directory (it must contain global/pg_control), and readable by this user?".into(),
-            ),
+            VerifyError::ControlFileRead { path, .. } => {
+                // global/pg_control → the data directory: when that is what is missing, say so.
+                let pgdata = path.parent().and_then(Path::parent);
+                match pgdata.and_then(|d| crate::storage::directory_problem(d).map(|p| (d, p))) {
+                    Some((dir, problem)) => Some(format!(
+                        "the data directory \"{}\" {problem}: give the data directory of a PostgreSQL cluster (the one holding global/pg_control).",
+                        dir.display()
+                    )),
+                    None => Some(
+                        "is the argument a PostgreSQL data directory (it must contain global/pg_control), and readable by this user?".into(),
+                    ),
+                }
+            }
             VerifyError::WriteFailed(e) => Some(format!(
                 "pg_control was not changed: the cluster still has data checksums off and starts as before. {}, then run --enable again; pages already rewritten are skipped.",
                 match e {

@@ -1,0 +1,66 @@
+//! Every command that takes a data directory says what is wrong with a path that is not
+//! one — missing, a dangling link (naming its target), a file — with its exit status:
+//! `verify` and `checksums` keep pg_checksums' message and status 1 and name the missing
+//! directory in the hint; the others exit 2 with one line naming the flag.
+
+mod common;
+use common::pageio_bounded;
+
+#[track_caller]
+fn assert_fails(args: &[&str], status: i32, stderr: &str) {
+    let out = pageio_bounded(args, 60);
+    assert_eq!(String::from_utf8_lossy(&out.stderr), stderr, "{args:?}");
+    assert_eq!(out.status.code(), Some(status), "{args:?}");
+}
+
+#[test]
+fn a_missing_data_directory_is_called_missing_by_every_command() {
+    let tmp = tempfile::tempdir().unwrap();
+    let missing = tmp.path().join("nonexistent");
+    let dangling = tmp.path().join("link");
+    std::os::unix::fs::symlink("/nonexistent/pgdata", &dangling).unwrap();
+    let file = tmp.path().join("file");
+    std::fs::write(&file, b"x").unwrap();
+    for (path, problem) in [
+        (&missing, "does not exist".to_string()),
+        (
+            &dangling,
+            "is a link to \"/nonexistent/pgdata\", which does not exist".to_string(),
+        ),
+        (&file, "is a regular file, not a directory".to_string()),
+    ] {
+        let p = path.to_str().unwrap();
+        let line = format!(
+            "pageio: error: --pgdata {p}: the path {problem}; give the data directory of a PostgreSQL cluster (the one holding PG_VERSION)\n"
+        );
+        for args in [
+            &["scan", "--pgdata", p, "--table", "t"][..],
+            &["scan", "--pgdata", p, "--heap", "base/5/16384"][..],
+            &["tables", "--pgdata", p][..],
+            &["advise", "--pgdata", p][..],
+            &["bench", "--pgdata", p, "--table", "t"][..],
+        ] {
+            assert_fails(args, 2, &line);
+        }
+        // pg_checksums' own line, then the hint naming the directory (pg_checksums 18.6
+        // says only: could not open file "…/global/pg_control" for reading: No such file
+        // or directory, or "Not a directory" for the file, exit 1).
+        let os_error = if path == &file {
+            "Not a directory (os error 20)"
+        } else {
+            "No such file or directory (os error 2)"
+        };
+        let expected = format!(
+            "pageio: error: could not open file \"{p}/global/pg_control\" for reading: {os_error}\n\
+             pageio: hint: the data directory \"{p}\" {problem}: give the data directory of a PostgreSQL cluster (the one holding global/pg_control).\n"
+        );
+        for args in [
+            &["verify", p][..],
+            &["checksums", p][..],
+            &["checksums", "--enable", "-D", p][..],
+            &["checksums", "--disable", p][..],
+        ] {
+            assert_fails(args, 1, &expected);
+        }
+    }
+}
