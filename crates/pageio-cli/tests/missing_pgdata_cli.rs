@@ -64,3 +64,48 @@ fn a_missing_data_directory_is_called_missing_by_every_command() {
         }
     }
 }
+
+/// A `pg_tblspc/<oid>` link whose tablespace directory is gone is named with its target by
+/// `verify`/`checksums` (after pg_checksums' own line), by `scan --heap` through it, and in
+/// advise's problems.
+#[test]
+fn a_dangling_tablespace_link_names_its_target() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = common::unpack_fixture(tmp.path());
+    let link = data.join("pg_tblspc/99999");
+    std::fs::create_dir_all(data.join("pg_tblspc")).unwrap();
+    std::os::unix::fs::symlink("/nonexistent/tablespace", &link).unwrap();
+    let d = data.to_str().unwrap();
+    let hint = format!(
+        "pageio: hint: \"{}\" is a link to \"/nonexistent/tablespace\", which does not exist: restore or mount the tablespace's directory there (or, for a tablespace dropped by hand, remove the link).\n",
+        link.display()
+    );
+    for args in [&["verify", d][..], &["checksums", "--check", d][..]] {
+        let out = pageio_bounded(args, 60);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.ends_with(&hint), "{args:?}: {err}");
+    }
+    let heap = "pg_tblspc/99999/PG_18_202506291/5/16384";
+    assert_fails(
+        &["scan", "--pgdata", d, "--heap", heap],
+        2,
+        &format!(
+            "pageio: error: --heap: relation file \"{d}/{heap}\" cannot be used: \"{}\" is a link to \"/nonexistent/tablespace\", which does not exist: restore or mount the tablespace's directory there, or point at the right data directory\n",
+            link.display()
+        ),
+    );
+    let out = pageio_bounded(&["advise", "--pgdata", d, "--json"], 60);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let problems: Vec<&str> = v["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_str().unwrap())
+        .collect();
+    let wanted = format!(
+        "{l}: not readable ({l} is a link to \"/nonexistent/tablespace\", which does not exist); the database size leaves it out",
+        l = link.display()
+    );
+    assert!(problems.contains(&wanted.as_str()), "{problems:#?}");
+}

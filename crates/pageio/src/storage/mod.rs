@@ -52,7 +52,9 @@ pub use fd_cache::{nofile_soft_limit, FileCache, OpenMode, SegmentFile, RESERVED
 pub use relation::{
     ForkNumber, OrphanSegment, RelFile, SegmentLayout, MAX_BLOCK_NUMBER, MAX_SEGMENTS,
 };
-pub use small_file::{directory_problem, file_type_name, read_small_file, SmallFileError};
+pub use small_file::{
+    dangling_link_on_the_way, directory_problem, file_type_name, read_small_file, SmallFileError,
+};
 
 use std::path::{Path, PathBuf};
 

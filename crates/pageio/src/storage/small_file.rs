@@ -171,6 +171,20 @@ pub fn directory_problem(path: &Path) -> Option<String> {
     }
 }
 
+/// The first link on the way to `path` (its ancestors, then itself) whose target does not
+/// exist, with that target: what a missing file under a dropped or unmounted tablespace
+/// (`pg_tblspc/<oid>`) is really missing.
+pub fn dangling_link_on_the_way(path: &Path) -> Option<(std::path::PathBuf, std::path::PathBuf)> {
+    let mut ancestors: Vec<&Path> = path.ancestors().collect();
+    ancestors.reverse();
+    ancestors.into_iter().find_map(|p| {
+        let is_link = std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_symlink());
+        (is_link && std::fs::metadata(p).is_err())
+            .then(|| std::fs::read_link(p).ok().map(|t| (p.to_path_buf(), t)))
+            .flatten()
+    })
+}
+
 #[cfg(test)]
 mod directory_problem_tests {
     use super::*;
@@ -198,5 +212,10 @@ mod directory_problem_tests {
             directory_problem(&d.join("link")).as_deref(),
             Some("is a link to \"/nonexistent/ts\", which does not exist")
         );
+        assert_eq!(
+            dangling_link_on_the_way(&d.join("link/PG_18_1/5/16384")),
+            Some((d.join("link"), "/nonexistent/ts".into()))
+        );
+        assert_eq!(dangling_link_on_the_way(&d.join("nope/16384")), None);
     }
 }

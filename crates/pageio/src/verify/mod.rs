@@ -333,6 +333,15 @@ impl VerifyError {
                 "{}, then run the command again.",
                 write_cause(source.raw_os_error())
             )),
+            VerifyError::OpenDirectory { path, .. } | VerifyError::Stat { path, .. } => {
+                crate::storage::dangling_link_on_the_way(path).map(|(link, target)| {
+                    format!(
+                        "\"{}\" is a link to \"{}\", which does not exist: restore or mount the tablespace's directory there (or, for a tablespace dropped by hand, remove the link).",
+                        link.display(),
+                        target.display()
+                    )
+                })
+            }
             VerifyError::ShortRead { .. } => Some(
                 "the file's size is not a multiple of 8192 bytes: it was truncated or damaged (pg_checksums stops here too).".into(),
             ),
