@@ -109,3 +109,39 @@ fn a_dangling_tablespace_link_names_its_target() {
     );
     assert!(problems.contains(&wanted.as_str()), "{problems:#?}");
 }
+
+/// A FIFO where `pg_class`'s file should be is reported as a FIFO at that path (it used to
+/// read as an empty catalog: "no row for oid 2615"), at once, not as a damaged catalog.
+#[test]
+fn a_fifo_at_pg_class_is_named_as_a_fifo() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = common::unpack_fixture(tmp.path());
+    let pg_class = data.join("base/5/1259");
+    std::fs::remove_file(&pg_class).unwrap();
+    let c = std::ffi::CString::new(pg_class.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: `c` is a NUL-terminated path that outlives the call.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let d = data.to_str().unwrap();
+    let line = format!(
+        "pageio: error: cannot read catalog pg_class of database \"postgres\" from \"base/5/1259\": could not read relation file \"{}\": it is a FIFO, not a regular file; a relation's segments are regular files: restore the file, or point at the right data directory\n",
+        pg_class.display()
+    );
+    assert_fails(
+        &["tables", "--pgdata", d, "--database", "postgres"],
+        2,
+        &line,
+    );
+    assert_fails(
+        &[
+            "scan",
+            "--pgdata",
+            d,
+            "--table",
+            "postgres.pg_catalog.pg_class",
+            "--select",
+            "count(*)",
+        ],
+        2,
+        &line,
+    );
+}

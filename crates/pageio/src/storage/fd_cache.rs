@@ -395,9 +395,19 @@ impl FileCache {
         if fd < 0 {
             let err = std::io::Error::last_os_error();
             return Err(match err.raw_os_error() {
-                Some(libc::ENOENT) => StorageError::NotFound {
-                    path: path.to_path_buf(),
-                },
+                Some(libc::ENOENT) => {
+                    let dir = path.parent().unwrap_or(Path::new("."));
+                    match super::directory_problem(dir) {
+                        Some(problem) => StorageError::DirectoryMissing {
+                            path: path.to_path_buf(),
+                            dir: dir.to_path_buf(),
+                            problem,
+                        },
+                        None => StorageError::NotFound {
+                            path: path.to_path_buf(),
+                        },
+                    }
+                }
                 Some(libc::EMFILE) | Some(libc::ENFILE) => StorageError::TooManyOpenFiles {
                     path: path.to_path_buf(),
                     limit: self.nofile_limit,

@@ -91,6 +91,17 @@ pub enum StorageError {
         /// The OS error.
         source: std::io::Error,
     },
+    /// The file's directory does not exist (a write into a database directory that is not
+    /// there, a path through a dangling link).
+    #[error("could not open file \"{path}\": its directory \"{dir}\" {problem}: create the directory first (a relation is written into an existing database or tablespace directory), or check the path")]
+    DirectoryMissing {
+        /// File path.
+        path: PathBuf,
+        /// The directory that should hold it.
+        dir: PathBuf,
+        /// What is wrong with it ("does not exist", "is a link to …, which does not exist").
+        problem: String,
+    },
     /// The file does not exist (a read of a relation segment that is not there).
     #[error("could not open file \"{path}\": No such file or directory (is the relation's path right, and was it not truncated?)")]
     NotFound {
@@ -238,7 +249,9 @@ impl StorageError {
             | StorageError::Io { source, .. }
             | StorageError::Syscall { source, .. }
             | StorageError::DropPageCache { source, .. } => source.raw_os_error(),
-            StorageError::NotFound { .. } => Some(libc::ENOENT),
+            StorageError::NotFound { .. } | StorageError::DirectoryMissing { .. } => {
+                Some(libc::ENOENT)
+            }
             StorageError::TooManyOpenFiles { .. } => Some(libc::EMFILE),
             _ => None,
         }
