@@ -131,7 +131,7 @@ pub fn run(args: AiosArgs) -> CliResult {
     }
     if args.watch {
         for (path, error) in &scan.unreadable {
-            eprintln!("pageio: warning: {error} (\"{}\")", path.display());
+            eprintln!("pageio: warning: {}", warning_text(error, path));
         }
         let mut watcher = Watcher {
             dir: args.aio_publish_dir.clone(),
@@ -152,7 +152,7 @@ pub fn run(args: AiosArgs) -> CliResult {
     } else {
         print!("{}", scan.to_text(&args.aio_publish_dir));
         for (path, error) in &scan.unreadable {
-            eprintln!("pageio: warning: {error} (\"{}\")", path.display());
+            eprintln!("pageio: warning: {}", warning_text(error, path));
         }
     }
     Ok(0)
@@ -729,5 +729,17 @@ impl Watcher {
             processes,
             notes,
         })
+    }
+}
+
+/// A warning about an unreadable area: the error, with the area's path only when the
+/// error does not name it already.
+fn warning_text(error: &dyn std::fmt::Display, path: &std::path::Path) -> String {
+    let text = error.to_string();
+    let shown = path.display().to_string();
+    if text.contains(&shown) {
+        text
+    } else {
+        format!("{text} (\"{shown}\")")
     }
 }
