@@ -150,7 +150,7 @@ impl TooManyJobs {
 /// when io_uring may run (`io_method` auto or io_uring), the rings come out of the same
 /// limit as the file cache, so `max_open_files` is lowered to leave them room (otherwise a
 /// large cluster fills the cache and a ring or a file finds no descriptor mid-run); when not
-/// even [`MIN_CACHED_FILES`] files would remain, the jobs are refused, naming `--jobs` and
+/// even `MIN_CACHED_FILES` (8) files would remain, the jobs are refused, naming `--jobs` and
 /// how many fit.
 pub fn fit_jobs_to_descriptors(
     config: &mut IoConfig,
