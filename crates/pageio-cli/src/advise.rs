@@ -301,8 +301,8 @@ struct JsonReport<'a> {
 }
 
 fn check_dir(flag: &str, path: &Path, what: &str) -> Result<(), Box<dyn std::error::Error>> {
-    if !path.is_dir() {
-        return Err(format!("{flag} {}: not a directory; give {what}", path.display()).into());
+    if let Some(problem) = pageio::storage::directory_problem(path) {
+        return Err(format!("{flag} {}: the path {problem}; give {what}", path.display()).into());
     }
     Ok(())
 }
@@ -310,11 +310,7 @@ fn check_dir(flag: &str, path: &Path, what: &str) -> Result<(), Box<dyn std::err
 /// Runs the subcommand.
 pub fn run(args: AdviseArgs) -> CliResult {
     if let Some(dir) = &args.pgdata {
-        check_dir(
-            "--pgdata",
-            dir,
-            "the data directory of a PostgreSQL cluster (the one holding PG_VERSION)",
-        )?;
+        crate::check_pgdata("--pgdata", dir)?;
         if !dir.join("PG_VERSION").is_file() {
             return Err(format!(
                 "--pgdata {}: no PG_VERSION; give the data directory of a PostgreSQL cluster (initdb makes one), or --config FILE for a configuration file alone",
@@ -327,17 +323,14 @@ pub fn run(args: AdviseArgs) -> CliResult {
         let problem = match std::fs::metadata(file) {
             Ok(m) if m.is_file() => None,
             Ok(m) => Some(format!(
-                "it is {}, not a regular file",
+                "is {}, not a regular file",
                 pageio::storage::file_type_name(m.file_type())
             )),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                Some("it does not exist".to_string())
-            }
-            Err(e) => Some(e.to_string()),
+            Err(_) => pageio::storage::directory_problem(file),
         };
         if let Some(problem) = problem {
             return Err(format!(
-                "--config {}: {problem}; give a postgresql.conf",
+                "--config {}: the path {problem}; give a postgresql.conf",
                 file.display()
             )
             .into());

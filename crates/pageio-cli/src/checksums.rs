@@ -18,18 +18,21 @@
 //!
 //! Exit status, as `pg_checksums`: 0 on success; 1 when the cluster is refused or a read,
 //! write or sync fails — a failed run leaves `pg_control` as it was, so the cluster starts
-//! with checksums still off (see `pageio::verify::enable` for why that is safe). Only what
-//! `pg_checksums` has no counterpart for (a bad `--io-method`, two modes at once) exits 2.
+//! with checksums still off (see `pageio::verify::enable` for why that is safe) — and on a
+//! usage error (`--jobs 0`, more jobs than the descriptor limit holds, `--filenode` outside
+//! `--check`). Only what `pg_checksums` has no counterpart for (a bad `--io-method`, two
+//! modes at once) exits 2.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use clap::{ArgGroup, Args};
+use pageio::storage::nofile_soft_limit;
 use pageio::verify::enable::PG_DATA_CHECKSUM_VERSION;
 use pageio::verify::{
-    default_jobs, enable_checksums, sync_data_directory, verify_config, walk_cluster,
+    enable_checksums, fit_jobs_to_descriptors, sync_data_directory, verify_config, walk_cluster,
     write_control_file, ClusterFile, ControlFile, EnableObserver, EnableStep, EnableTotals,
-    SyncMethod, VerifyError,
+    SyncMethod, VerifyError, RINGS_PER_ENABLE_JOB,
 };
 use pageio::Aio;
 
@@ -148,27 +151,32 @@ pub fn run(args: ChecksumsArgs) -> CliResult {
             }
             Ok(1)
         }
-        Err(Failure::Usage(message)) => {
+        Err(Failure::Usage(message, hint)) => {
             // pg_checksums' own usage errors exit 1 with a hint line.
             if json {
                 println!(
                     "{}",
-                    serde_json::json!({"error": {"kind": "usage", "message": message, "hint": "Try \"pageio checksums --help\" for more information."}})
+                    serde_json::json!({"error": {"kind": "usage", "message": message, "hint": hint}})
                 );
             }
             eprintln!("pageio: error: {message}");
-            eprintln!("pageio: hint: Try \"pageio checksums --help\" for more information.");
+            eprintln!("pageio: hint: {hint}");
             Ok(1)
         }
         Err(Failure::Setup(e)) => Err(e),
     }
 }
 
+/// pg_checksums' hint after a usage error.
+fn try_help() -> String {
+    "Try \"pageio checksums --help\" for more information.".into()
+}
+
 enum Failure {
     /// What pg_checksums reports too: its wording, exit 1.
     Cluster(VerifyError),
-    /// A usage error pg_checksums reports with exit 1.
-    Usage(String),
+    /// A usage error pg_checksums reports with exit 1: the message and the hint.
+    Usage(String, String),
     /// What pg_checksums has no counterpart for: exit 2.
     Setup(Box<dyn std::error::Error>),
 }
@@ -184,6 +192,7 @@ fn change(args: &ChecksumsArgs) -> Result<i32, Failure> {
     if args.filenode.is_some() {
         return Err(Failure::Usage(
             "option -f/--filenode can only be used with --check".into(),
+            try_help(),
         ));
     }
     let datadir = args
@@ -191,12 +200,10 @@ fn change(args: &ChecksumsArgs) -> Result<i32, Failure> {
         .clone()
         .or_else(|| args.datadir.clone())
         .or_else(|| std::env::var_os("PGDATA"))
-        .ok_or_else(|| Failure::Usage("no data directory specified".into()))?;
+        .ok_or_else(|| Failure::Usage("no data directory specified".into(), try_help()))?;
     let pgdata = PathBuf::from(&datadir);
-    let jobs = args.jobs.unwrap_or_else(default_jobs);
-    if jobs == 0 {
-        return Err(Failure::Setup("--jobs must be at least 1".into()));
-    }
+    let jobs = crate::verify::jobs_flag(args.jobs)
+        .map_err(|(message, hint)| Failure::Usage(message, hint))?;
     let sync_method = match args.sync_method.as_str() {
         "syncfs" => SyncMethod::Syncfs,
         _ => SyncMethod::Fsync,
@@ -323,7 +330,9 @@ impl EnableObserver for Printer {
 /// them; one line on stderr when `auto` did not get io_uring.
 fn start_engine(settings: &SettingsArgs, jobs: usize) -> Result<Aio, Failure> {
     let config = settings.to_config().map_err(|e| Failure::Setup(e.into()))?;
-    let config = verify_config(config, jobs, |name| settings.is_set(name));
+    let mut config = verify_config(config, jobs, |name| settings.is_set(name));
+    fit_jobs_to_descriptors(&mut config, jobs, RINGS_PER_ENABLE_JOB, nofile_soft_limit())
+        .map_err(|e| Failure::Usage(e.to_string(), e.hint()))?;
     let aio = Aio::new(config).map_err(|e| Failure::Setup(e.into()))?;
     if let Some(reason) = aio.fallback_reason() {
         eprintln!("pageio: {reason}");

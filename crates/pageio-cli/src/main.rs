@@ -21,6 +21,18 @@ mod settings;
 mod tables;
 mod verify;
 
+/// Refuses a `--pgdata` that is not a directory before anything reads it, naming what it is
+/// instead (missing, a dangling link and its target, a file).
+pub(crate) fn check_pgdata(flag: &str, path: &std::path::Path) -> Result<(), String> {
+    match pageio::storage::directory_problem(path) {
+        None => Ok(()),
+        Some(problem) => Err(format!(
+            "{flag} {}: the path {problem}; give the data directory of a PostgreSQL cluster (the one holding PG_VERSION)",
+            path.display()
+        )),
+    }
+}
+
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 

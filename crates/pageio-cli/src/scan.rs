@@ -365,6 +365,9 @@ pub fn evict(rel: &RelFile) -> Result<(), Box<dyn std::error::Error>> {
 
 /// Runs the subcommand.
 pub fn run(args: ScanArgs) -> CliResult {
+    if let Some(pgdata) = &args.pgdata {
+        crate::check_pgdata("--pgdata", pgdata)?;
+    }
     if args.table.is_some() {
         return run_table(args);
     }

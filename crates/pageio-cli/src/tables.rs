@@ -125,6 +125,7 @@ fn size_pretty(bytes: u64) -> String {
 
 /// Runs the subcommand.
 pub fn run(args: TablesArgs) -> CliResult {
+    crate::check_pgdata("--pgdata", &args.pgdata)?;
     let mut config = args.settings.to_config()?;
     // The catalogs of a small cluster are a few MB; a smaller pool maps less memory.
     if !args.settings.is_set("shared_buffers") {

@@ -14,9 +14,11 @@
 //! ```
 //!
 //! Exit status, as `pg_checksums`: 0 when every block is good, 1 when a block is bad or the
-//! run cannot be done (cluster running, checksums off, a short read, an unreadable file).
-//! Only errors `pg_checksums` has no counterpart for — a bad `--io-method` and the like —
-//! exit 2, like every other pageio subcommand.
+//! run cannot be done (cluster running, checksums off, a short read, an unreadable file) or
+//! on a usage error (no data directory given, `--jobs 0`, more jobs than the descriptor
+//! limit leaves room for: each names the flag and the fix). Only errors `pg_checksums` has
+//! no counterpart for — a bad `--io-method` and the like — exit 2, like every other pageio
+//! subcommand.
 //!
 //! Verify runs with its own defaults where they differ from the engine's (`io_method=auto`,
 //! a scanner and an I/O worker per CPU, mapped reads on; under `--direct-io on` 1 MB reads
@@ -48,9 +50,10 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use pageio::storage::nofile_soft_limit;
 use pageio::verify::{
-    check_files, default_jobs, verify_config, walk_cluster, CheckOptions, CheckTotals,
-    ChecksumFailure, ClusterFile, ControlFile, VerifyError,
+    check_files, default_jobs, fit_jobs_to_descriptors, verify_config, walk_cluster, CheckOptions,
+    CheckTotals, ChecksumFailure, ClusterFile, ControlFile, VerifyError, RINGS_PER_CHECK_JOB,
 };
 use pageio::Aio;
 
@@ -138,8 +141,16 @@ enum Fatal {
     /// A condition `pg_checksums` reports too (cluster running, checksums off, a short
     /// read, …): its wording and a hint on stderr, exit status 1, as `pg_checksums`.
     Cluster(VerifyError),
-    /// What `pg_checksums` has no counterpart for — no data directory, a bad setting, an
-    /// engine that cannot start: exit status 2, like every pageio subcommand's errors.
+    /// A usage error — no data directory given, a `--jobs` that cannot run: exit status 1
+    /// with a hint line, as `pg_checksums`' own usage errors.
+    Usage {
+        /// What was wrong, naming the flag.
+        message: String,
+        /// The fix.
+        hint: String,
+    },
+    /// What `pg_checksums` has no counterpart for — a bad setting, an engine that cannot
+    /// start: exit status 2, like every pageio subcommand's errors.
     Setup {
         /// Stable name for `--json` (`usage`, `settings`, `io`).
         kind: &'static str,
@@ -155,10 +166,10 @@ impl From<VerifyError> for Fatal {
 }
 
 impl Fatal {
-    fn usage(message: &str) -> Fatal {
-        Fatal::Setup {
-            kind: "usage",
-            error: message.into(),
+    fn usage(message: impl Into<String>, hint: impl Into<String>) -> Fatal {
+        Fatal::Usage {
+            message: message.into(),
+            hint: hint.into(),
         }
     }
 
@@ -167,6 +178,7 @@ impl Fatal {
     fn json(&self) -> serde_json::Value {
         let (kind, message, hint) = match self {
             Fatal::Cluster(e) => (e.kind(), e.to_string(), e.hint()),
+            Fatal::Usage { message, hint } => ("usage", message.clone(), Some(hint.clone())),
             Fatal::Setup { kind, error } => (*kind, error.to_string(), None),
         };
         serde_json::json!({ "error": { "kind": kind, "message": message, "hint": hint } })
@@ -184,6 +196,11 @@ impl Fatal {
                 if let Some(hint) = e.hint() {
                     eprintln!("pageio: hint: {hint}");
                 }
+                Ok(1)
+            }
+            Fatal::Usage { message, hint } => {
+                eprintln!("pageio: error: {message}");
+                eprintln!("pageio: hint: {hint}");
                 Ok(1)
             }
             // main prints the one error line and exits 2.
@@ -204,10 +221,7 @@ pub fn run(args: VerifyArgs) -> CliResult {
 /// The whole run, step by step; exit status 0 when every block is good, 1 when one is bad.
 fn verify(args: VerifyArgs) -> Result<i32, Fatal> {
     let datadir = data_directory(&args)?;
-    let jobs = args.jobs.unwrap_or_else(default_jobs);
-    if jobs == 0 {
-        return Err(Fatal::usage("--jobs must be at least 1"));
-    }
+    let jobs = jobs_flag(args.jobs).map_err(|(m, h)| Fatal::usage(m, h))?;
     let aio = start_engine(&args.settings, jobs)?;
     let options = CheckOptions {
         jobs,
@@ -242,7 +256,28 @@ fn data_directory(args: &VerifyArgs) -> Result<OsString, Fatal> {
         .clone()
         .or_else(|| args.datadir.clone())
         .or_else(|| std::env::var_os("PGDATA"))
-        .ok_or_else(|| Fatal::usage("no data directory specified: pass PGDATA or set $PGDATA"))
+        .ok_or_else(|| {
+            Fatal::usage(
+                "no data directory specified",
+                "pass PGDATA (or -D PGDATA), or set $PGDATA",
+            )
+        })
+}
+
+/// `--jobs`, or one per CPU: 0 is a usage error (exit 1, as `pg_checksums`' usage errors),
+/// returned as (message, hint).
+pub(crate) fn jobs_flag(jobs: Option<usize>) -> Result<usize, (String, String)> {
+    match jobs {
+        Some(0) => Err((
+            "--jobs 0: at least one thread must read and checksum".into(),
+            format!(
+                "give --jobs 1 or more (default: one per CPU, {} here)",
+                default_jobs()
+            ),
+        )),
+        Some(n) => Ok(n),
+        None => Ok(default_jobs()),
+    }
 }
 
 /// The settings (flags and `--config` over verify's defaults for `jobs` scanners) and the
@@ -252,7 +287,9 @@ fn start_engine(settings: &SettingsArgs, jobs: usize) -> Result<Aio, Fatal> {
         kind: "settings",
         error: e.into(),
     })?;
-    let config = verify_config(config, jobs, |name| settings.is_set(name));
+    let mut config = verify_config(config, jobs, |name| settings.is_set(name));
+    fit_jobs_to_descriptors(&mut config, jobs, RINGS_PER_CHECK_JOB, nofile_soft_limit())
+        .map_err(|e| Fatal::usage(e.to_string(), e.hint()))?;
     let aio = Aio::new(config).map_err(|e| Fatal::Setup {
         kind: "io",
         error: e.into(),

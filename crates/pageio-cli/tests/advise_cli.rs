@@ -46,18 +46,18 @@ fn bad_flags_exit_2_with_the_fix() {
     );
     fails_with(
         &["advise", "--pgdata", "/nonexistent/pgdata"],
-        "not a directory; give the data directory",
+        "--pgdata /nonexistent/pgdata: the path does not exist; give the data directory",
     );
     let empty = tempfile::tempdir().unwrap();
     let empty = empty.path().display().to_string();
     fails_with(&["advise", "--pgdata", &empty], "no PG_VERSION");
     fails_with(
         &["advise", "--config", "/nonexistent.conf"],
-        "--config /nonexistent.conf: it does not exist; give a postgresql.conf",
+        "--config /nonexistent.conf: the path does not exist; give a postgresql.conf",
     );
     fails_with(
         &["advise", "--config", "/dev/null"],
-        "--config /dev/null: it is a character device, not a regular file; give a postgresql.conf",
+        "--config /dev/null: the path is a character device, not a regular file; give a postgresql.conf",
     );
     fails_with(
         &["advise", "--pg-bin", "/nonexistent/bin"],

@@ -187,12 +187,35 @@ fn assert_starts_with(bin: &Path, root: &Path, checksums: &str) {
     );
 }
 
+/// `ControlFileData.time`'s bytes ("pg_control last modified").
+const CONTROL_TIME: std::ops::Range<usize> = 24..32;
+/// `ControlFileData.crc`'s bytes (after the 292 bytes it covers).
+const CONTROL_CRC: std::ops::Range<usize> = 292..296;
+
+fn control_time_s(control: &[u8]) -> i64 {
+    i64::from_le_bytes(control[CONTROL_TIME].try_into().unwrap())
+}
+
+fn unix_now_s() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64
+}
+
 fn enable_matches_pg_checksums(method: &str) {
     let Some(bin) = pg_bin() else { return };
     let (ours_dir, ours) = copy_of_template(&bin, "pageio-checksums-ours");
     let (_theirs_dir, theirs) = copy_of_template(&bin, "pageio-checksums-theirs");
+    let control_before = std::fs::read(ours.join("global/pg_control")).unwrap();
+    if control_time_s(&control_before) >= unix_now_s() {
+        // The template was shut down this second: wait, so a time left unchanged shows.
+        std::thread::sleep(std::time::Duration::from_millis(1100));
+    }
+    let started_s = unix_now_s();
     let out = pageio_checksums(&["--enable", "--io-method", method], &ours);
     let reference = pg_checksums(&bin, &["--enable"], &theirs);
+    let ended_s = unix_now_s();
     assert_same_outcome(&out, &reference, "--enable");
     let stdout = text(&out.stdout);
     assert!(
@@ -212,6 +235,28 @@ fn enable_matches_pg_checksums(method: &str) {
             bytes_a == bytes_b,
             "{name_a} differs from pg_checksums' result"
         );
+    }
+    // pg_control too, "last modified" time included: both set it while they ran (it was the
+    // template's before), and with pg_checksums' time in its place (the two ran seconds
+    // apart) every byte, the CRC included, is pg_checksums'.
+    let mut control = std::fs::read(ours.join("global/pg_control")).unwrap();
+    let reference_control = std::fs::read(theirs.join("global/pg_control")).unwrap();
+    for (name, c) in [("ours", &control), ("pg_checksums'", &reference_control)] {
+        let time_s = control_time_s(c);
+        assert!(
+            (started_s..=ended_s).contains(&time_s),
+            "{name} pg_control time {time_s} outside the run {started_s}..={ended_s}"
+        );
+    }
+    assert!(control_time_s(&control_before) < started_s);
+    let our_time = control_time_s(&control);
+    control[CONTROL_TIME].copy_from_slice(&reference_control[CONTROL_TIME]);
+    if control != reference_control {
+        // Equal times must give equal CRCs: only then is the rest compared with the CRC.
+        assert_ne!(our_time, control_time_s(&reference_control));
+        let crc = CONTROL_CRC;
+        assert_eq!(control[..crc.start], reference_control[..crc.start]);
+        assert_eq!(control[crc.end..], reference_control[crc.end..]);
     }
     let check = pg_checksums(&bin, &["--check"], &ours);
     assert_eq!(check.status.code(), Some(0), "{}", text(&check.stderr));

@@ -702,12 +702,6 @@ fn read_conf_recursive(
         other => open_err(other.to_string()),
     })?;
     *budget_bytes -= bytes.len() as u64;
-    let text = String::from_utf8(bytes).map_err(|e| {
-        open_err(format!(
-            "it is not UTF-8 text (invalid byte at offset {}): is it a configuration file?",
-            e.utf8_error().valid_up_to()
-        ))
-    })?;
     // The canonical path identifies the file however it was named, for the cycle check.
     let canonical = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
     if let Some(first) = stack.iter().position(|p| *p == canonical) {
@@ -723,7 +717,15 @@ fn read_conf_recursive(
     }
     stack.push(canonical);
     let base = path.parent().unwrap_or(Path::new("."));
-    for (index, line) in text.lines().enumerate() {
+    // Lines are cut from bytes, not from a decoded text: PostgreSQL reads bytes, and a
+    // comment may hold anything (a Latin-1 word, a NUL) without stopping the server, while
+    // the setting part of a line must be text.
+    let mut lines: Vec<&[u8]> = bytes.split(|b| *b == b'\n').collect();
+    if lines.last().is_some_and(|l| l.is_empty()) {
+        lines.pop();
+    }
+    for (index, raw) in lines.into_iter().enumerate() {
+        let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
         let line_no = index + 1;
         let here = Some((path.display().to_string(), line_no));
         let file_err = |reason: String| ConfigError::File {
@@ -731,19 +733,28 @@ fn read_conf_recursive(
             line: line_no,
             reason,
         };
-        if line.len() > CONF_LINE_MAX_BYTES {
+        if raw.len() > CONF_LINE_MAX_BYTES {
             return Err(file_err(format!(
                 "the line is {} bytes, longer than the {CONF_LINE_MAX_BYTES} a setting may take (CONF_LINE_MAX_BYTES); it starts \"{}\"",
-                line.len(),
-                quoted_excerpt(line)
+                raw.len(),
+                quoted_excerpt(&String::from_utf8_lossy(raw))
             )));
         }
-        if line.contains('\0') {
+        let setting_part = &raw[..comment_start(raw)];
+        if let Some(column) = setting_part.iter().position(|b| *b == 0) {
             return Err(file_err(format!(
-                "the line holds a NUL byte, which PostgreSQL cannot read either: \"{}\"",
-                quoted_excerpt(&line.replace('\0', "\\0"))
+                "the line holds a NUL byte at byte {}, outside a comment, which PostgreSQL refuses too (\"syntax error\"): \"{}\"; remove it",
+                column + 1,
+                quoted_excerpt(&String::from_utf8_lossy(setting_part).replace('\0', "\\0"))
             )));
         }
+        let line = std::str::from_utf8(setting_part).map_err(|e| {
+            file_err(format!(
+                "byte {} is not UTF-8 text, and pageio reads settings as UTF-8: \"{}\"; write the value in UTF-8 (a comment may hold any bytes)",
+                e.valid_up_to() + 1,
+                quoted_excerpt(&String::from_utf8_lossy(setting_part))
+            ))
+        })?;
         let Some((name, value)) = parse_conf_line(line).map_err(file_err)? else {
             continue;
         };
@@ -785,6 +796,23 @@ fn read_conf_recursive(
     }
     stack.pop();
     Ok(())
+}
+
+/// Where a line's comment starts: the first `#` outside a quoted value (`''` and `\'` inside
+/// quotes do not end it), or the line's length when there is none.
+fn comment_start(line: &[u8]) -> usize {
+    let mut quoted = false;
+    let mut i = 0;
+    while i < line.len() {
+        match line[i] {
+            b'\\' if quoted => i += 1,
+            b'\'' => quoted = !quoted,
+            b'#' if !quoted => return i,
+            _ => {}
+        }
+        i += 1;
+    }
+    line.len()
 }
 
 /// Parses one `postgresql.conf` line into `(name, value)`; `Ok(None)` for blank and comment
@@ -1317,9 +1345,46 @@ mod bounded_input_tests {
         );
         let e = err_of(dir.path(), b"io_method = 'sync'\nio_workers = 3\0\n");
         assert!(e.contains("NUL") && e.contains("line 2"), "{e}");
+        assert!(e.contains("at byte 15"), "{e}");
         // A bad line of any length is quoted short.
         let junk = format!("{}\n", "= ".repeat(20 << 10));
         let e = err_of(dir.path(), junk.as_bytes());
         assert!(e.len() < 600, "{e}");
+    }
+
+    /// PostgreSQL 18.6 starts with a NUL byte or a Latin-1 word in a comment
+    /// (`work_mem = 8MB # x\0y` and `# caf\xe9` give `postgres -C work_mem` = 8192), and
+    /// refuses a NUL inside the value (`work_mem = 8M\0B`: "syntax error in file … line 1").
+    #[test]
+    fn comments_may_hold_any_bytes_and_the_setting_part_must_be_text() {
+        let dir = tempfile::tempdir().unwrap();
+        let main = dir.path().join("main.conf");
+        std::fs::write(
+            &main,
+            b"work_mem = 8MB # x\0y\r\n# caf\xe9 comment\nio_method = 'a#b' # c\xe9\n",
+        )
+        .unwrap();
+        let entries = read_conf_file(&main).unwrap();
+        let got: Vec<(&str, &str, usize)> = entries
+            .iter()
+            .map(|e| (e.name.as_str(), e.value.as_str(), e.line))
+            .collect();
+        assert_eq!(got, [("work_mem", "8MB", 1), ("io_method", "a#b", 3)]);
+        let e = err_of(dir.path(), b"# ok\nwork_mem = 8M\0B\n");
+        assert_eq!(
+            e,
+            format!(
+                "configuration file \"{}\" line 2: the line holds a NUL byte at byte 14, outside a comment, which PostgreSQL refuses too (\"syntax error\"): \"work_mem = 8M\\0B\"; remove it",
+                main.display()
+            )
+        );
+        let e = err_of(dir.path(), b"\n\napplication_name = caf\xe9\n");
+        assert_eq!(
+            e,
+            format!(
+                "configuration file \"{}\" line 3: byte 23 is not UTF-8 text, and pageio reads settings as UTF-8: \"application_name = caf\u{fffd}\"; write the value in UTF-8 (a comment may hold any bytes)",
+                main.display()
+            )
+        );
     }
 }

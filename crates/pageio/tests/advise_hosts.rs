@@ -1060,3 +1060,229 @@ fn the_pgtune_comparison_in_the_docs_holds() {
         rec(&a, "vm.nr_hugepages")
     );
 }
+
+/// A value PostgreSQL refuses at start-up is BAD with PostgreSQL's own message (what
+/// PostgreSQL 18.6 logs before "FATAL: configuration file … contains errors"; the server's
+/// answers for each case are in `advise::guc`'s tests and `advise_postgres.rs`), naming the
+/// file and line; the configuration-files item lists it too, and the run exits 2. An
+/// accepted boundary value is not refused.
+#[test]
+fn values_postgresql_refuses_at_start_up_are_bad_with_its_message() {
+    let cases: &[(&str, &str, &str)] = &[
+        (
+            "effective_io_concurrency",
+            "100000",
+            "100000 is outside the valid range for parameter \"effective_io_concurrency\" (0 .. 1000)",
+        ),
+        (
+            "shared_buffers",
+            "-1",
+            "-1 8kB is outside the valid range for parameter \"shared_buffers\" (16 8kB .. 1073741823 8kB)",
+        ),
+        (
+            "shared_buffers",
+            "'abc'",
+            "invalid value for parameter \"shared_buffers\": \"abc\"",
+        ),
+        (
+            "io_method",
+            "foo",
+            "invalid value for parameter \"io_method\": \"foo\" (Available values: sync, worker, io_uring.)",
+        ),
+        (
+            "work_mem",
+            "'10gb'",
+            "invalid value for parameter \"work_mem\": \"10gb\" (Valid units for this parameter are \"B\", \"kB\", \"MB\", \"GB\", and \"TB\".)",
+        ),
+        (
+            "checkpoint_completion_target",
+            "1.5",
+            "1.5 is outside the valid range for parameter \"checkpoint_completion_target\" (0 .. 1)",
+        ),
+        (
+            "random_page_cost",
+            "-1",
+            "-1 is outside the valid range for parameter \"random_page_cost\" (0 .. 1.79769e+308)",
+        ),
+        (
+            "track_io_timing",
+            "maybe",
+            "parameter \"track_io_timing\" requires a Boolean value",
+        ),
+        (
+            "huge_pages",
+            "sometimes",
+            "invalid value for parameter \"huge_pages\": \"sometimes\" (Available values: off, on, try.)",
+        ),
+        (
+            "max_parallel_workers",
+            "2000",
+            "2000 is outside the valid range for parameter \"max_parallel_workers\" (0 .. 1024)",
+        ),
+        (
+            "wal_buffers",
+            "300000",
+            "300000 8kB is outside the valid range for parameter \"wal_buffers\" (-1 8kB .. 262143 8kB)",
+        ),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    for (name, value, message) in cases {
+        let conf = conf_file(dir.path(), &format!("# tuned\n{name} = {value}\n"));
+        let (_, a) = advise_on(
+            &tree("container-v2"),
+            None,
+            Some(&conf),
+            good_probes(),
+            Inputs {
+                pg_version: Some(18),
+                ..Inputs::default()
+            },
+        );
+        let at = format!("{}:2", conf.display());
+        let item = a.item(name).unwrap();
+        assert_eq!(item.status, Status::Bad, "{name} = {value}");
+        assert_eq!(item.source, at, "{name} = {value}");
+        assert_eq!(item.found, value.trim_matches('\''), "{name} = {value}");
+        assert_eq!(
+            item.reason,
+            format!("PostgreSQL 18 will not start with this value: {message}"),
+            "{name} = {value}"
+        );
+        assert!(
+            item.fix.starts_with(&format!("correct {at}: {name} = ")),
+            "{}",
+            item.fix
+        );
+        let files = a.item("configuration files").unwrap();
+        assert_eq!(files.status, Status::Bad, "{name} = {value}");
+        assert_eq!(files.found, format!("{at}: {message}"));
+        assert_eq!(a.exit_status(), 2, "{name} = {value}");
+    }
+    // PostgreSQL 18.6 starts with each of these (its bounds, and its spellings).
+    let conf = conf_file(
+        dir.path(),
+        "effective_io_concurrency = 1000\nmaintenance_io_concurrency = 0\nshared_buffers = 128kB\n\
+         io_max_concurrency = -1\ncheckpoint_completion_target = 1\nrandom_page_cost = 0\n\
+         track_io_timing = ye\nhuge_pages = TRY\nwal_buffers = -1\nmax_connections = 262143\n\
+         io_combine_limit = 1MB\nwork_mem = '1 GB '\nio_method = sync\n",
+    );
+    let (_, a) = advise_on(
+        &tree("container-v2"),
+        None,
+        Some(&conf),
+        good_probes(),
+        Inputs {
+            pg_version: Some(18),
+            ..Inputs::default()
+        },
+    );
+    assert_eq!(status(&a, "configuration files"), Status::Ok);
+    for item in &a.items {
+        assert!(
+            !item.reason.contains("will not start with this value"),
+            "{}: {}",
+            item.name,
+            item.reason
+        );
+    }
+    // A refused max_connections sizes nothing: the workload's default is used instead.
+    let conf = conf_file(dir.path(), "max_connections = 0\n");
+    let (_, a) = advise_on(
+        &tree("container-v2"),
+        None,
+        Some(&conf),
+        good_probes(),
+        Inputs::default(),
+    );
+    assert_eq!(
+        a.max_connections_source,
+        "pgtune's default for --workload mixed"
+    );
+    assert_eq!(
+        a.item("configuration files").unwrap().found,
+        format!(
+            "{}:1: 0 is outside the valid range for parameter \"max_connections\" (1 .. 262143)",
+            conf.display()
+        )
+    );
+}
+
+/// Each version's own names and bounds: PostgreSQL 17 has no io_method and takes
+/// io_combine_limit up to 32 blocks; PostgreSQL 18 has no io_min_workers.
+#[test]
+fn refusals_follow_the_version_advised_for() {
+    let dir = tempfile::tempdir().unwrap();
+    let conf = conf_file(dir.path(), "io_method = worker\nio_combine_limit = 512kB\n");
+    let run = |pg| {
+        advise_on(
+            &tree("container-v2"),
+            None,
+            Some(&conf),
+            good_probes(),
+            Inputs {
+                pg_version: Some(pg),
+                ..Inputs::default()
+            },
+        )
+        .1
+    };
+    let a = run(17);
+    assert_eq!(
+        a.item("configuration files").unwrap().found,
+        format!(
+            "{c}:2: 64 8kB is outside the valid range for parameter \"io_combine_limit\" (1 8kB .. 32 8kB); {c}:1: unrecognized configuration parameter \"io_method\" in file \"{c}\" line 1",
+            c = conf.display()
+        )
+    );
+    assert!(
+        a.item("io_combine_limit").is_none(),
+        "no such item before 18"
+    );
+    let a = run(18);
+    assert_eq!(status(&a, "configuration files"), Status::Ok);
+    let conf = conf_file(dir.path(), "io_min_workers = 2\n");
+    let (_, a) = advise_on(
+        &tree("container-v2"),
+        None,
+        Some(&conf),
+        good_probes(),
+        Inputs {
+            pg_version: Some(18),
+            ..Inputs::default()
+        },
+    );
+    assert_eq!(
+        a.item("configuration files").unwrap().found,
+        format!(
+            "{c}:1: unrecognized configuration parameter \"io_min_workers\" in file \"{c}\" line 1",
+            c = conf.display()
+        )
+    );
+}
+
+/// A NUL byte in a setting is reported with file and line (PostgreSQL 18.6: "syntax error
+/// in file … line 2"), not skipped; one in a comment is as harmless as PostgreSQL finds it.
+#[test]
+fn a_nul_byte_in_a_setting_is_bad_with_file_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let conf = dir.path().join("postgresql.conf");
+    std::fs::write(&conf, b"work_mem = 8MB # x\0y\nshared_buffers = 1\0GB\n").unwrap();
+    let (_, a) = advise_on(
+        &tree("container-v2"),
+        None,
+        Some(&conf),
+        good_probes(),
+        Inputs::default(),
+    );
+    let files = a.item("configuration files").unwrap();
+    assert_eq!(files.status, Status::Bad);
+    assert!(
+        files.found.starts_with(&format!(
+            "configuration file \"{}\" line 2: the line holds a NUL byte at byte 19",
+            conf.display()
+        )),
+        "{}",
+        files.found
+    );
+    assert_eq!(a.exit_status(), 2);
+}

@@ -188,3 +188,49 @@ fn descriptor_limits_too_low_are_explained() {
     );
     drop(hog);
 }
+
+/// `write_blocks` into a directory that does not exist says so (and names it), under every
+/// io_method, and creates nothing; a read of a missing file in an existing directory keeps
+/// the missing-file message.
+#[test]
+fn writing_into_a_missing_directory_names_the_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("base/5");
+    let path = missing.join("16384");
+    for method in IoMethodKind::CONCRETE {
+        let aio = Aio::new(IoConfig {
+            io_method: method,
+            ..IoConfig::default()
+        })
+        .unwrap();
+        let mut backend = aio.backend().unwrap();
+        let err = backend
+            .write_blocks(&RelFile::new(&path), 0, IoBuffer::zeroed(8192))
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "could not open file \"{}\": its directory \"{}\" does not exist: create the directory first (a relation is written into an existing database or tablespace directory), or check the path",
+                path.display(),
+                missing.display()
+            ),
+            "{method}"
+        );
+        assert_eq!(err.errno(), Some(libc::ENOENT), "{method}");
+        assert!(
+            !dir.path().join("base").exists(),
+            "{method}: nothing created"
+        );
+        let err = backend
+            .read_blocks(
+                &RelFile::new(dir.path().join("16384")),
+                0,
+                IoBuffer::zeroed(8192),
+            )
+            .unwrap_err();
+        assert!(
+            err.to_string().ends_with("No such file or directory (is the relation's path right, and was it not truncated?)"),
+            "{method}: {err}"
+        );
+    }
+}

@@ -86,7 +86,7 @@ pub struct AiosArgs {
     /// CONNINFO is libpq key=value pairs: host (a name, an address, or a socket directory),
     /// port, user, password, dbname, connect_timeout (default 5 s), options,
     /// application_name; what it leaves out comes from PGHOST, PGPORT, PGUSER, PGPASSWORD,
-    /// PGDATABASE and PGCONNECT_TIMEOUT. Plain TCP or Unix-socket connections only, no TLS
+    /// PGDATABASE and PGCONNECT_TIMEOUT, a password also from PGPASSFILE or ~/.pgpass. Plain TCP or Unix-socket connections only, no TLS
     /// (sslmode=require fails). Example: --dsn 'host=/var/run/postgresql port=5432
     /// user=monitor dbname=app'.
     ///
@@ -804,3 +804,4 @@ impl Watcher {
         })
     }
 }
+

@@ -137,6 +137,16 @@ pub enum ServerError {
         /// What the client library said.
         cause: String,
     },
+    /// The server asks for a password and none was given.
+    #[error("cannot connect to PostgreSQL at {target}: the server asks for a password and none was given{note}; set PGPASSWORD, add a line host:port:database:user:password for it to the password file ({passfile}, mode 0600; PGPASSFILE names another), or put password=… in --dsn")]
+    PasswordMissing {
+        /// Host, port, database and user (never the password).
+        target: String,
+        /// The password file looked in.
+        passfile: String,
+        /// Why the password file gave none (`: … has no line for …`), or nothing.
+        note: String,
+    },
     /// No answer within the bound.
     #[error("PostgreSQL at {target} did not answer within {bound_secs} s while {doing}; the server is overloaded or unreachable (a firewall dropping packets?): {fix}")]
     Timeout {
@@ -314,6 +324,12 @@ fn parse_dsn(dsn: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Config, 
             config.dbname(&dbname);
         }
     }
+    if config.get_password().is_none() {
+        // As libpq: the password file, when nothing else gave a password.
+        if let Ok(password) = password_from_file(&config, env) {
+            config.password(password);
+        }
+    }
     if config.get_connect_timeout().is_none() {
         let from_env = env("PGCONNECT_TIMEOUT")
             .and_then(|s| s.parse::<u64>().ok())
@@ -335,6 +351,126 @@ fn parse_dsn(dsn: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Config, 
     };
     config.options(&options);
     Ok(config)
+}
+
+/// The most bytes of a password file read: a few lines per server; more is not one.
+const PASSFILE_MAX_BYTES: u64 = 1 << 20;
+
+/// The password file libpq reads: `PGPASSFILE`, else `~/.pgpass`.
+fn passfile_path(env: &dyn Fn(&str) -> Option<String>) -> std::path::PathBuf {
+    match env("PGPASSFILE") {
+        Some(p) => p.into(),
+        None => std::path::Path::new(&env("HOME").unwrap_or_else(|| "~".into())).join(".pgpass"),
+    }
+}
+
+/// The password for `config`'s first host from the password file, as libpq matches it:
+/// `host:port:database:user:password` lines, `*` matching anything, `\:` and `\\`
+/// escaped, a socket directory matched as `localhost` when it is the default one; a file
+/// others may read is ignored, as libpq ignores it. `Err` says why there is none.
+fn password_from_file(
+    config: &Config,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<String, String> {
+    use std::os::unix::fs::PermissionsExt;
+    let path = passfile_path(env);
+    let meta =
+        std::fs::metadata(&path).map_err(|e| format!("{} cannot be read: {e}", path.display()))?;
+    if !meta.is_file() {
+        return Err(format!("{} is not a regular file", path.display()));
+    }
+    if meta.permissions().mode() & 0o077 != 0 {
+        return Err(format!(
+            "{} may be read by others (mode {:o}), so it is ignored, as libpq ignores it: chmod 600 it",
+            path.display(),
+            meta.permissions().mode() & 0o777
+        ));
+    }
+    let bytes = pageio::storage::read_small_file(&path, PASSFILE_MAX_BYTES)
+        .map_err(|e| format!("{} cannot be read: {e}", path.display()))?;
+    let text = String::from_utf8_lossy(&bytes);
+    let host = match config.get_hosts().first() {
+        Some(Host::Tcp(name)) => name.clone(),
+        Some(Host::Unix(dir))
+            if dir == std::path::Path::new("/var/run/postgresql")
+                || dir == std::path::Path::new("/tmp") =>
+        {
+            "localhost".into()
+        }
+        Some(Host::Unix(dir)) => dir.display().to_string(),
+        None => "localhost".into(),
+    };
+    let port = config
+        .get_ports()
+        .first()
+        .copied()
+        .unwrap_or(5432)
+        .to_string();
+    let user = config.get_user().unwrap_or_default().to_string();
+    let dbname = config
+        .get_dbname()
+        .map_or_else(|| user.clone(), str::to_string);
+    let wanted = [host.as_str(), port.as_str(), dbname.as_str(), user.as_str()];
+    for line in text.lines() {
+        if line.starts_with('#') || line.trim().is_empty() {
+            continue;
+        }
+        let fields = split_passfile_line(line);
+        if fields.len() < 5 {
+            continue;
+        }
+        if fields[..4]
+            .iter()
+            .zip(wanted)
+            .all(|(field, want)| field == "*" || field == want)
+        {
+            return Ok(fields[4..].join(":"));
+        }
+    }
+    Err(format!(
+        "{} has no line for {host}:{port}:{dbname}:{user}",
+        path.display()
+    ))
+}
+
+/// The fields of a password-file line: `:` separates, `\` escapes the next character.
+fn split_passfile_line(line: &str) -> Vec<String> {
+    let mut fields = vec![String::new()];
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => {
+                if let (Some(next), Some(f)) = (chars.next(), fields.last_mut()) {
+                    f.push(next);
+                }
+            }
+            ':' if fields.len() < 5 => fields.push(String::new()),
+            c => {
+                if let Some(f) = fields.last_mut() {
+                    f.push(c)
+                }
+            }
+        }
+    }
+    fields
+}
+
+/// The error for a failed connection: a missing password says how to give one.
+fn connect_error(e: &postgres::Error, config: &Config, target: String) -> ServerError {
+    let cause = error_text(e);
+    if config.get_password().is_none() && cause.contains("password missing") {
+        let env = |name: &str| std::env::var(name).ok();
+        let note = match password_from_file(config, &env) {
+            Err(why) => format!(" ({why})"),
+            Ok(_) => String::new(),
+        };
+        return ServerError::PasswordMissing {
+            target,
+            passfile: passfile_path(&env).display().to_string(),
+            note,
+        };
+    }
+    ServerError::Connect { target, cause }
 }
 
 /// Host, port, database and user of `config`, for messages (never the password).
@@ -558,10 +694,7 @@ fn serve(
     let mut client = match config.connect(NoTls) {
         Ok(client) => client,
         Err(e) => {
-            let _ = answers.send(Err(ServerError::Connect {
-                target,
-                cause: error_text(&e),
-            }));
+            let _ = answers.send(Err(connect_error(&e, &config, target)));
             return;
         }
     };
@@ -1780,6 +1913,69 @@ mod tests {
         assert_eq!(target, "host=db.example port=6000 dbname=x user=u");
         let e = parse_dsn("host=/tmp bogus_key=1", &env).unwrap_err();
         assert!(e.to_string().starts_with("invalid --dsn: "), "{e}");
+    }
+
+    /// The password file is read as libpq reads it, and a missing password says how to
+    /// give one, with why the file gave none.
+    #[test]
+    fn a_password_comes_from_the_password_file_as_libpq_finds_it() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("pgpass");
+        std::fs::write(
+            &file,
+            "# comment\ndb.example:6000:app:alice:pa\\:ss\n*:*:*:bob:wild\nlocalhost:5432:bob:carol:sock\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let passfile = file.display().to_string();
+        let env = |name: &str| match name {
+            "PGPASSFILE" => Some(passfile.clone()),
+            _ => None,
+        };
+        let password = |dsn: &str| {
+            let config = parse_dsn(dsn, &env).unwrap();
+            config
+                .get_password()
+                .map(|p| String::from_utf8_lossy(p).into_owned())
+        };
+        assert_eq!(
+            password("host=db.example port=6000 dbname=app user=alice").as_deref(),
+            Some("pa:ss")
+        );
+        assert_eq!(password("host=other user=bob").as_deref(), Some("wild"));
+        // The default socket directory is matched as localhost; the database defaults to
+        // the user.
+        assert_eq!(
+            password("host=/tmp port=5432 user=carol dbname=bob").as_deref(),
+            Some("sock")
+        );
+        // A password in the DSN wins.
+        assert_eq!(
+            password("host=other user=bob password=given").as_deref(),
+            Some("given")
+        );
+        let config = parse_dsn("host=db.example port=6000 dbname=app user=dave", &env).unwrap();
+        assert_eq!(config.get_password(), None);
+        assert_eq!(
+            password_from_file(&config, &env).unwrap_err(),
+            format!("{passfile} has no line for db.example:6000:app:dave")
+        );
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+        assert_eq!(password("host=other user=bob"), None);
+        assert_eq!(
+            password_from_file(&config, &env).unwrap_err(),
+            format!("{passfile} may be read by others (mode 644), so it is ignored, as libpq ignores it: chmod 600 it")
+        );
+        let e = ServerError::PasswordMissing {
+            target: describe_target(&config),
+            passfile: passfile.clone(),
+            note: " (why)".into(),
+        };
+        assert_eq!(
+            e.to_string(),
+            format!("cannot connect to PostgreSQL at host=db.example port=6000 dbname=app user=dave: the server asks for a password and none was given (why); set PGPASSWORD, add a line host:port:database:user:password for it to the password file ({passfile}, mode 0600; PGPASSFILE names another), or put password=… in --dsn")
+        );
     }
 
     #[test]

@@ -790,6 +790,9 @@ fn run_matrix(
 /// Runs the subcommand: parse the matrix, then either rebuild outputs (`--from-runs`), print
 /// the plan (`--plan`), or load the tables, measure the device, run, and write the results.
 pub fn run(args: BenchArgs) -> CliResult {
+    if let Some(pgdata) = &args.pgdata {
+        crate::check_pgdata("--pgdata", pgdata)?;
+    }
     let base = args.settings.to_config()?;
     let matrix = parse_matrix(&args, &base)?;
     if let Some(runs_path) = args.from_runs.clone() {

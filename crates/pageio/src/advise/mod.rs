@@ -25,13 +25,15 @@
 //! # Statuses and exit status
 //!
 //! `ok` — nothing to change; `warn` — a change is recommended; `bad` — something that fails
-//! or loses data as configured (a server that will not start with `io_method = io_uring`
+//! or loses data as configured (a value PostgreSQL refuses at start-up, with its own
+//! message — see [`guc`] —, a server that will not start with `io_method = io_uring`
 //! here, `huge_pages = on` without enough huge pages, write barriers off, commit limit
 //! exceeded). [`Advice::exit_status`] is 0, 1 or 2. A run that could not be made (a bad
 //! flag, an unreadable file) also exits 2, as every pageio command does, but prints no
 //! report: a script tells the two apart by the report on stdout (with `--json`, an object
 //! with `items`).
 
+pub mod guc;
 pub mod measured;
 pub mod render;
 pub mod rules;
@@ -310,7 +312,7 @@ impl Advice {
             .unwrap_or(Status::Ok)
     }
 
-    /// 0: nothing to fix; 1: warnings; 3: something bad (see the module header).
+    /// 0: nothing to fix; 1: warnings; 2: something bad (see the module header).
     pub fn exit_status(&self) -> i32 {
         match self.worst() {
             Status::Ok => 0,

@@ -148,6 +148,49 @@ pub struct Ctx<'a> {
     pub max_connections: (u32, String),
     /// Whether PGDATA's disks spin: `Some(true)` if any does.
     pub rotational: Option<bool>,
+    /// Settings whose value PostgreSQL refuses at start-up, in name order.
+    pub refused: Vec<Refused>,
+}
+
+/// A setting PostgreSQL will not start with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refused {
+    /// The setting.
+    pub name: String,
+    /// The value as written.
+    pub value: String,
+    /// `file:line`.
+    pub location: String,
+    /// PostgreSQL's message, with its hint when it gives one.
+    pub message: String,
+}
+
+/// Every configured setting PostgreSQL `pg` refuses (see [`super::guc`]).
+fn refused_settings(facts: &Facts, pg: u32) -> Vec<Refused> {
+    let Some(instance) = facts.instance.as_ref() else {
+        return Vec::new();
+    };
+    instance
+        .settings
+        .iter()
+        .filter_map(|(name, s)| {
+            let message = if super::guc::unknown_in(name, pg) {
+                super::guc::unknown_message(name, &s.file.display().to_string(), s.line)
+            } else {
+                let r = super::guc::check(name, &s.value, pg).err()?;
+                match r.hint {
+                    Some(h) => format!("{} ({h})", r.message),
+                    None => r.message,
+                }
+            };
+            Some(Refused {
+                name: name.clone(),
+                value: s.value.clone(),
+                location: s.location(),
+                message,
+            })
+        })
+        .collect()
 }
 
 impl<'a> Ctx<'a> {
@@ -157,6 +200,7 @@ impl<'a> Ctx<'a> {
             .pg_version
             .or(instance.and_then(|i| i.pg_version))
             .unwrap_or(super::DEFAULT_PG_VERSION);
+        let refused = refused_settings(facts, pg);
         let res = &facts.host.resources;
         let (ram, ram_limit) = match &res.effective_memory_bytes {
             Some(e) => (e.value, e.limit.to_string()),
@@ -168,6 +212,7 @@ impl<'a> Ctx<'a> {
         };
         let conf_connections = instance
             .and_then(|i| i.setting("max_connections"))
+            .filter(|_| !refused.iter().any(|r| r.name == "max_connections"))
             .and_then(|s| s.value.parse::<u32>().ok().map(|v| (v, s.location())));
         let max_connections = match (inputs.max_connections, conf_connections) {
             (Some(n), _) => (n, "--max-connections".to_string()),
@@ -191,6 +236,7 @@ impl<'a> Ctx<'a> {
             cpu_limit,
             max_connections,
             rotational,
+            refused,
         }
     }
 
@@ -202,7 +248,16 @@ impl<'a> Ctx<'a> {
         self.inputs.measured.as_ref()
     }
 
+    /// A configured value PostgreSQL accepts; a refused one is judged apart (its item is
+    /// BAD), so no recommendation is derived from it.
     fn setting(&self, name: &str) -> Option<&SettingSource> {
+        if self
+            .refused
+            .iter()
+            .any(|r| r.name.eq_ignore_ascii_case(name))
+        {
+            return None;
+        }
         self.facts.instance.as_ref()?.setting(name)
     }
 
@@ -1583,12 +1638,22 @@ fn r_config_files(ctx: &Ctx) -> Option<Verdict> {
         .iter()
         .map(|f| f.display().to_string())
         .collect();
-    let broken = !inst.config_problems.is_empty();
+    let problems: Vec<String> = inst
+        .config_problems
+        .iter()
+        .cloned()
+        .chain(
+            ctx.refused
+                .iter()
+                .map(|r| format!("{}: {}", r.location, r.message)),
+        )
+        .collect();
+    let broken = !problems.is_empty();
     Some(
         Verdict::new(
             if broken { Status::Bad } else { Status::Ok },
             if broken {
-                inst.config_problems.join("; ")
+                problems.join("; ")
             } else {
                 format!("{} read: {}", files.len(), files.join(", "))
             },
@@ -1596,9 +1661,9 @@ fn r_config_files(ctx: &Ctx) -> Option<Verdict> {
         )
         .rec("every configuration file readable and valid")
         .why(if broken {
-            "PostgreSQL refuses to start on a configuration file it cannot read or parse, and the settings below are judged without it"
+            format!("PostgreSQL {} refuses to start on a configuration file it cannot read or parse, or on a value it does not accept, and the settings below are judged without it", ctx.pg)
         } else {
-            "the settings below are the last value each file sets, as PostgreSQL resolves them"
+            "the settings below are the last value each file sets, as PostgreSQL resolves them".to_string()
         })
         .fix(if broken { "correct the file and line named" } else { "none" }),
     )
@@ -2474,6 +2539,18 @@ pub fn evaluate(facts: &Facts, inputs: &Inputs) -> Advice {
             })
         })
         .collect();
+    for r in &ctx.refused {
+        if let Some(item) = items.iter_mut().find(|i| i.name == r.name) {
+            item.status = Status::Bad;
+            item.found = r.value.clone();
+            item.source = r.location.clone();
+            item.reason = format!(
+                "PostgreSQL {} will not start with this value: {}",
+                ctx.pg, r.message
+            );
+            item.fix = format!("correct {}: {}", r.location, item.fix);
+        }
+    }
     items.sort_by_key(|i| i.group);
     let mut advice = Advice {
         pg_version: ctx.pg,

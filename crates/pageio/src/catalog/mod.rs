@@ -141,7 +141,7 @@ pub enum CatalogError {
     },
     /// A catalog's file could not be read: a page failed verification, the file is
     /// truncated, or a read failed.
-    #[error("cannot read catalog {catalog} of {scope} from \"{path}\": {source}; the catalog is damaged: restore the cluster from a backup (pageio verify lists every damaged page)")]
+    #[error("cannot read catalog {catalog} of {scope} from \"{path}\": {source}{}", damaged_suffix(&**.source))]
     CatalogUnreadable {
         /// The catalog (`pg_class`, …).
         catalog: String,
@@ -1591,6 +1591,33 @@ impl DatabaseCatalog {
         out.sort_by(|a, b| (&a.schema, &a.name).cmp(&(&b.schema, &b.name)));
         Ok(out)
     }
+}
+
+/// What [`CatalogError::CatalogUnreadable`] adds after its cause: a damaged page calls for a
+/// backup, while a file that is missing or not a regular file (a FIFO, a directory) already
+/// says what to restore, and is not damage to the catalog's pages.
+fn damaged_suffix(source: &(dyn std::error::Error + Send + Sync + 'static)) -> &'static str {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(source);
+    while let Some(e) = cause {
+        let storage = e
+            .downcast_ref::<crate::storage::StorageError>()
+            .or_else(|| match e.downcast_ref::<crate::aio::AioError>() {
+                Some(crate::aio::AioError::Storage(s)) => Some(&**s),
+                _ => None,
+            });
+        if matches!(
+            storage,
+            Some(
+                crate::storage::StorageError::NotRegularFile { .. }
+                    | crate::storage::StorageError::NotFound { .. }
+                    | crate::storage::StorageError::DirectoryMissing { .. }
+            )
+        ) {
+            return "";
+        }
+        cause = e.source();
+    }
+    "; the catalog is damaged: restore the cluster from a backup (pageio verify lists every damaged page)"
 }
 
 #[cfg(test)]

@@ -212,12 +212,23 @@ fn database_size_bytes(pgdata: &Path, problems: &mut Vec<String>) -> u64 {
         // A tablespace link is followed once, at the top; nothing below is followed.
         let mut stack = vec![(root, 0usize)];
         while let Some((dir, depth)) = stack.pop() {
-            let Ok(list) = std::fs::read_dir(&dir) else {
-                problems.push(format!(
-                    "{}: not readable; the database size leaves it out",
-                    dir.display()
-                ));
-                continue;
+            let list = match std::fs::read_dir(&dir) {
+                Ok(list) => list,
+                Err(e) => {
+                    let why = match crate::storage::dangling_link_on_the_way(&dir) {
+                        Some((link, target)) => format!(
+                            "{} is a link to \"{}\", which does not exist",
+                            link.display(),
+                            target.display()
+                        ),
+                        None => e.to_string(),
+                    };
+                    problems.push(format!(
+                        "{}: not readable ({why}); the database size leaves it out",
+                        dir.display()
+                    ));
+                    continue;
+                }
             };
             for entry in list.flatten() {
                 entries += 1;

@@ -62,6 +62,16 @@ pub enum RelPathError {
         /// The OS error.
         source: std::io::Error,
     },
+    /// A link on the way to the file (a tablespace's `pg_tblspc/<oid>`) leads nowhere.
+    #[error("relation file \"{path}\" cannot be used: \"{link}\" is a link to \"{target}\", which does not exist: restore or mount the tablespace's directory there, or point at the right data directory")]
+    DanglingLink {
+        /// The path as given, joined to the data directory.
+        path: PathBuf,
+        /// The link.
+        link: PathBuf,
+        /// Where it points.
+        target: PathBuf,
+    },
     /// The path resolves outside the data directory (and not through a tablespace link).
     #[error("relation file \"{given}\" resolves to \"{resolved}\", outside the data directory \"{pgdata}\": relation paths must stay inside it (tablespaces through pg_tblspc/<oid>)")]
     OutsideDataDirectory {
@@ -102,9 +112,18 @@ pub fn resolve_relation_path(
 ) -> Result<PathBuf, RelPathError> {
     let joined = pgdata.join(relpath);
     let resolve = |p: &Path| {
-        std::fs::canonicalize(p).map_err(|source| RelPathError::Resolve {
-            path: p.to_path_buf(),
-            source,
+        std::fs::canonicalize(p).map_err(|source| {
+            match crate::storage::dangling_link_on_the_way(p) {
+                Some((link, target)) => RelPathError::DanglingLink {
+                    path: p.to_path_buf(),
+                    link,
+                    target,
+                },
+                None => RelPathError::Resolve {
+                    path: p.to_path_buf(),
+                    source,
+                },
+            }
         })
     };
     let real_pgdata = resolve(pgdata)?;

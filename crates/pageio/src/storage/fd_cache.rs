@@ -32,7 +32,7 @@ pub const RESERVED_FDS: u64 = 64;
 
 /// Smallest cache that lets the engine make progress: a merged I/O, the file being written
 /// and the file being read must be open at once, with some slack.
-const MIN_CACHED_FILES: u64 = 8;
+pub(crate) const MIN_CACHED_FILES: u64 = 8;
 
 /// How a file is opened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -403,9 +403,19 @@ impl FileCache {
                 }
             }
             return Err(match err.raw_os_error() {
-                Some(libc::ENOENT) => StorageError::NotFound {
-                    path: path.to_path_buf(),
-                },
+                Some(libc::ENOENT) => {
+                    let dir = path.parent().unwrap_or(Path::new("."));
+                    match super::directory_problem(dir) {
+                        Some(problem) => StorageError::DirectoryMissing {
+                            path: path.to_path_buf(),
+                            dir: dir.to_path_buf(),
+                            problem,
+                        },
+                        None => StorageError::NotFound {
+                            path: path.to_path_buf(),
+                        },
+                    }
+                }
                 Some(libc::EMFILE) | Some(libc::ENFILE) => StorageError::TooManyOpenFiles {
                     path: path.to_path_buf(),
                     limit: self.nofile_limit,

@@ -47,13 +47,15 @@ pub use direct::{
     check_direct_io, dio_alignment, open_direct, DioAlignment, IoBuffer,
     DEFAULT_DIO_ALIGNMENT_BYTES,
 };
-pub use fd_cache::{FileCache, OpenMode, SegmentFile, RESERVED_FDS};
+pub(crate) use fd_cache::MIN_CACHED_FILES;
+pub use fd_cache::{nofile_soft_limit, FileCache, OpenMode, SegmentFile, RESERVED_FDS};
 pub use relation::{
     ForkNumber, OrphanSegment, RelFile, SegmentLayout, MAX_BLOCK_NUMBER, MAX_SEGMENTS,
     SEGMENT_BYTES,
 };
 pub use small_file::{
-    file_type_name, read_small_file, read_small_file_through_links, SmallFileError,
+    dangling_link_on_the_way, directory_problem, file_type_name, read_small_file,
+    read_small_file_through_links, SmallFileError,
 };
 
 use std::path::{Path, PathBuf};
@@ -90,6 +92,17 @@ pub enum StorageError {
         path: PathBuf,
         /// The OS error.
         source: std::io::Error,
+    },
+    /// The file's directory does not exist (a write into a database directory that is not
+    /// there, a path through a dangling link).
+    #[error("could not open file \"{path}\": its directory \"{dir}\" {problem}: create the directory first (a relation is written into an existing database or tablespace directory), or check the path")]
+    DirectoryMissing {
+        /// File path.
+        path: PathBuf,
+        /// The directory that should hold it.
+        dir: PathBuf,
+        /// What is wrong with it ("does not exist", "is a link to …, which does not exist").
+        problem: String,
     },
     /// The file does not exist (a read of a relation segment that is not there).
     #[error("could not open file \"{path}\": No such file or directory (is the relation's path right, and was it not truncated?)")]
@@ -247,7 +260,9 @@ impl StorageError {
             | StorageError::Io { source, .. }
             | StorageError::Syscall { source, .. }
             | StorageError::DropPageCache { source, .. } => source.raw_os_error(),
-            StorageError::NotFound { .. } => Some(libc::ENOENT),
+            StorageError::NotFound { .. } | StorageError::DirectoryMissing { .. } => {
+                Some(libc::ENOENT)
+            }
             StorageError::TooManyOpenFiles { .. } => Some(libc::EMFILE),
             _ => None,
         }

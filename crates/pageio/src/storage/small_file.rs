@@ -269,3 +269,76 @@ mod tests {
         }
     }
 }
+
+/// What is wrong with `path` as a directory to read, in words for a message, or `None`
+/// when it is a directory (links followed): "does not exist", "is a link to \"…\", which
+/// does not exist", "is a regular file, not a directory", or the OS error.
+pub fn directory_problem(path: &Path) -> Option<String> {
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_dir() => None,
+        Ok(m) => Some(format!(
+            "is {}, not a directory",
+            file_type_name(m.file_type())
+        )),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            match std::fs::read_link(path) {
+                // The path itself is a link whose target is missing.
+                Ok(target) => Some(format!(
+                    "is a link to \"{}\", which does not exist",
+                    target.display()
+                )),
+                Err(_) => Some("does not exist".to_string()),
+            }
+        }
+        Err(e) => Some(format!("cannot be examined: {e}")),
+    }
+}
+
+/// The first link on the way to `path` (its ancestors, then itself) whose target does not
+/// exist, with that target: what a missing file under a dropped or unmounted tablespace
+/// (`pg_tblspc/<oid>`) is really missing.
+pub fn dangling_link_on_the_way(path: &Path) -> Option<(std::path::PathBuf, std::path::PathBuf)> {
+    let mut ancestors: Vec<&Path> = path.ancestors().collect();
+    ancestors.reverse();
+    ancestors.into_iter().find_map(|p| {
+        let is_link = std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_symlink());
+        (is_link && std::fs::metadata(p).is_err())
+            .then(|| std::fs::read_link(p).ok().map(|t| (p.to_path_buf(), t)))
+            .flatten()
+    })
+}
+
+#[cfg(test)]
+mod directory_problem_tests {
+    use super::*;
+
+    #[test]
+    fn each_kind_of_missing_directory_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        assert_eq!(directory_problem(d), None);
+        assert_eq!(
+            directory_problem(&d.join("nope")).as_deref(),
+            Some("does not exist")
+        );
+        assert_eq!(
+            directory_problem(&d.join("nope/deeper")).as_deref(),
+            Some("does not exist")
+        );
+        std::fs::write(d.join("f"), b"x").unwrap();
+        assert_eq!(
+            directory_problem(&d.join("f")).as_deref(),
+            Some("is a regular file, not a directory")
+        );
+        std::os::unix::fs::symlink("/nonexistent/ts", d.join("link")).unwrap();
+        assert_eq!(
+            directory_problem(&d.join("link")).as_deref(),
+            Some("is a link to \"/nonexistent/ts\", which does not exist")
+        );
+        assert_eq!(
+            dangling_link_on_the_way(&d.join("link/PG_18_1/5/16384")),
+            Some((d.join("link"), "/nonexistent/ts".into()))
+        );
+        assert_eq!(dangling_link_on_the_way(&d.join("nope/16384")), None);
+    }
+}

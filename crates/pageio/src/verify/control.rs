@@ -53,6 +53,9 @@ pub const PG_CONTROL_VERSION: u32 = 1800;
 const OFFSET_PG_CONTROL_VERSION: usize = 8;
 /// Byte offset of `state`.
 const OFFSET_STATE: usize = 16;
+/// Byte offset of `time`: when pg_control was last written, seconds since 1970 (a
+/// `pg_time_t`, 8 bytes; pg_controldata's "pg_control last modified").
+pub(crate) const OFFSET_TIME: usize = 24;
 /// Byte offset of `checkPointCopy.nextXid` (a `FullTransactionId`, 8 bytes).
 const OFFSET_NEXT_XID: usize = 64;
 /// Byte offset of `checkPointCopy.nextMulti`.

@@ -46,6 +46,7 @@
 use crate::config::{IoConfig, IoMethodKind, MAX_IO_COMBINE_LIMIT_BLOCKS, MAX_IO_WORKERS};
 
 use super::checker::MAX_JOBS;
+use crate::storage::{MIN_CACHED_FILES, RESERVED_FDS};
 
 /// Reads in flight under direct I/O, over all scanners: `effective_io_concurrency` defaults
 /// to this divided by the scanner count (at least [`DIRECT_IO_MIN_PER_SCANNER`]). Without the
@@ -105,6 +106,80 @@ pub fn verify_config(mut config: IoConfig, jobs: usize, chosen: impl Fn(&str) ->
             .max(config.effective_io_concurrency);
     }
     config
+}
+
+/// Ring descriptors one `pageio verify` scanner holds under io_uring (its backend's ring).
+pub const RINGS_PER_CHECK_JOB: usize = 1;
+
+/// Ring descriptors one `checksums --enable` job holds under io_uring: its reading and its
+/// writing backend each have a ring.
+pub const RINGS_PER_ENABLE_JOB: usize = 2;
+
+/// `--jobs` asks for more threads than the descriptor limit leaves room for.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("--jobs {requested}: {running} threads{} under io_uring hold {} ring descriptors ({per_job} each), which with the {RESERVED_FDS} descriptors reserved for the process and a file cache of at least {MIN_CACHED_FILES} files is more than RLIMIT_NOFILE {limit} allows: at most {allowed} jobs fit", if *requested > *running { " (the most that run)".to_string() } else { String::new() }, running * per_job)]
+pub struct TooManyJobs {
+    /// The `--jobs` asked for.
+    pub requested: usize,
+    /// The threads that would run (at most [`MAX_JOBS`]).
+    pub running: usize,
+    /// Ring descriptors per thread.
+    pub per_job: usize,
+    /// The soft `RLIMIT_NOFILE`.
+    pub limit: u64,
+    /// The most jobs the limit leaves room for (0 when not even one fits).
+    pub allowed: usize,
+}
+
+impl TooManyJobs {
+    /// The fix: fewer jobs, the worker method, or a higher limit.
+    pub fn hint(&self) -> String {
+        let needed = RESERVED_FDS + MIN_CACHED_FILES + (self.running * self.per_job) as u64;
+        if self.allowed == 0 {
+            format!("use --io-method worker, or raise the limit with `ulimit -n {needed}`")
+        } else {
+            format!(
+                "give --jobs {} or fewer, use --io-method worker, or raise the limit with `ulimit -n {needed}`",
+                self.allowed
+            )
+        }
+    }
+}
+
+/// Fits `requested` jobs of `per_job` ring descriptors each into the descriptor `limit`:
+/// when io_uring may run (`io_method` auto or io_uring), the rings come out of the same
+/// limit as the file cache, so `max_open_files` is lowered to leave them room (otherwise a
+/// large cluster fills the cache and a ring or a file finds no descriptor mid-run); when not
+/// even `MIN_CACHED_FILES` (8) files would remain, the jobs are refused, naming `--jobs` and
+/// how many fit.
+pub fn fit_jobs_to_descriptors(
+    config: &mut IoConfig,
+    requested: usize,
+    per_job: usize,
+    limit: u64,
+) -> Result<(), TooManyJobs> {
+    if !matches!(config.io_method, IoMethodKind::Auto | IoMethodKind::IoUring) {
+        return Ok(());
+    }
+    let running = requested.clamp(1, MAX_JOBS);
+    let rings = (running as u64).saturating_mul(per_job as u64);
+    let room = limit.saturating_sub(RESERVED_FDS).saturating_sub(rings);
+    if room < MIN_CACHED_FILES {
+        let spare = limit.saturating_sub(RESERVED_FDS + MIN_CACHED_FILES);
+        let allowed = usize::try_from(spare / per_job.max(1) as u64)
+            .unwrap_or(usize::MAX)
+            .min(MAX_JOBS);
+        return Err(TooManyJobs {
+            requested,
+            running,
+            per_job,
+            limit,
+            allowed,
+        });
+    }
+    let room = usize::try_from(room).unwrap_or(usize::MAX);
+    config.max_open_files = config.max_open_files.min(room);
+    Ok(())
 }
 
 /// `effective_io_concurrency` per scanner under direct I/O: [`DIRECT_IO_READS_IN_FLIGHT`]
@@ -187,5 +262,33 @@ mod tests {
         assert_eq!(config.io_max_concurrency, 9);
         assert_eq!(config.io_combine_limit_blocks, 128);
         assert_eq!(config.io_workers, 32);
+    }
+
+    #[test]
+    fn jobs_are_fitted_to_the_descriptor_limit_and_refused_naming_jobs() {
+        let mut config = IoConfig {
+            io_method: IoMethodKind::IoUring,
+            ..IoConfig::default()
+        };
+        // 1024 descriptors, 64 enable jobs: 128 rings, so the cache keeps 1024 - 64 - 128.
+        fit_jobs_to_descriptors(&mut config, 64, RINGS_PER_ENABLE_JOB, 1024).unwrap();
+        assert_eq!(config.max_open_files, 832);
+        // 100 descriptors: 1000 asked, 64 would run, 64 rings; (100 - 64 - 8) / 1 = 28 fit.
+        let e = fit_jobs_to_descriptors(&mut config, 1000, RINGS_PER_CHECK_JOB, 100).unwrap_err();
+        assert_eq!(e.allowed, 28);
+        assert_eq!(
+            e.to_string(),
+            "--jobs 1000: 64 threads (the most that run) under io_uring hold 64 ring descriptors (1 each), which with the 64 descriptors reserved for the process and a file cache of at least 8 files is more than RLIMIT_NOFILE 100 allows: at most 28 jobs fit"
+        );
+        assert_eq!(
+            e.hint(),
+            "give --jobs 28 or fewer, use --io-method worker, or raise the limit with `ulimit -n 136`"
+        );
+        let e = fit_jobs_to_descriptors(&mut config, 20, RINGS_PER_ENABLE_JOB, 80).unwrap_err();
+        assert_eq!((e.allowed, e.running), (4, 20));
+        // The worker method holds no rings: nothing to fit.
+        let mut worker = IoConfig::default();
+        fit_jobs_to_descriptors(&mut worker, 64, RINGS_PER_ENABLE_JOB, 100).unwrap();
+        assert_eq!(worker.max_open_files, IoConfig::default().max_open_files);
     }
 }

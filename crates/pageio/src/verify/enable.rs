@@ -27,7 +27,7 @@
 //!   sync_data_directory               fsync every file of the data directory, pg_wal and the
 //!                                     tablespaces (or syncfs per file system), as pg_checksums
 //!        │                            ── only now are the new page images durable ──
-//!   write_control_file                data_checksum_version = 1, CRC-32C recomputed,
+//!   write_control_file                data_checksum_version = 1, time = now, CRC-32C recomputed,
 //!                                     written in place and fsynced
 //! ```
 //!
@@ -612,8 +612,9 @@ fn sync_path(path: &Path, syncfs: bool) -> Result<(), VerifyError> {
     Ok(())
 }
 
-/// Sets `data_checksum_version` in `<pgdata>/global/pg_control` to `version`, recomputes
-/// the CRC-32C, writes the file in place (one write of the whole file, as PostgreSQL's
+/// Sets `data_checksum_version` in `<pgdata>/global/pg_control` to `version` and its
+/// "last modified" `time` to now (as PostgreSQL's `update_controlfile` does, so the file is
+/// the one `pg_checksums` would write), recomputes the CRC-32C, writes the file in place (one write of the whole file, as PostgreSQL's
 /// `update_controlfile`; the struct fits in one 512-byte sector, which a device writes
 /// whole) and, with `sync`, fsyncs it. The file is re-read and checked first, so a file
 /// another program changed since it was checked is parsed again, not overwritten blindly.
@@ -623,6 +624,12 @@ pub fn write_control_file(pgdata: &Path, version: u32, sync: bool) -> Result<(),
     ControlFile::parse(&bytes, &path)?;
     bytes[OFFSET_DATA_CHECKSUM_VERSION..OFFSET_DATA_CHECKSUM_VERSION + 4]
         .copy_from_slice(&version.to_le_bytes());
+    // A clock before 1970 is not a reason to refuse: the time is only informative.
+    let now_s = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+    bytes[super::control::OFFSET_TIME..super::control::OFFSET_TIME + 8]
+        .copy_from_slice(&now_s.to_le_bytes());
     let crc = crc32c(&bytes[..OFFSET_CRC]);
     bytes[OFFSET_CRC..OFFSET_CRC + 4].copy_from_slice(&crc.to_le_bytes());
     let error = |source| VerifyError::ControlFileWrite {

@@ -76,14 +76,17 @@ pub use checker::{
     check_files, CheckOptions, CheckTotals, ChecksumFailure, FileOutcome, WINDOW_BYTES,
 };
 pub use control::{ControlFile, DbState};
-pub use defaults::{default_jobs, verify_config};
+pub use defaults::{
+    default_jobs, fit_jobs_to_descriptors, verify_config, TooManyJobs, RINGS_PER_CHECK_JOB,
+    RINGS_PER_ENABLE_JOB,
+};
 pub use enable::{
     enable_checksums, rewrite_checksums, sync_data_directory, write_control_file, EnableObserver,
     EnableStep, EnableTotals, SyncMethod,
 };
 pub use walk::{walk_cluster, ClusterFile};
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use thiserror::Error;
 
@@ -324,26 +327,63 @@ impl VerifyError {
             VerifyError::ControlVersion { .. } => Some(
                 "use the pg_checksums of the cluster's own PostgreSQL version.".into(),
             ),
-            VerifyError::ControlFileRead { .. } => Some(
-                "is the argument a PostgreSQL data directory (it must contain global/pg_control), and readable by this user?".into(),
-            ),
+            VerifyError::ControlFileRead { path, .. } => {
+                // global/pg_control → the data directory: when that is what is missing, say so.
+                let pgdata = path.parent().and_then(Path::parent);
+                match pgdata.and_then(|d| crate::storage::directory_problem(d).map(|p| (d, p))) {
+                    Some((dir, problem)) => Some(format!(
+                        "the data directory \"{}\" {problem}: give the data directory of a PostgreSQL cluster (the one holding global/pg_control).",
+                        dir.display()
+                    )),
+                    None => Some(
+                        "is the argument a PostgreSQL data directory (it must contain global/pg_control), and readable by this user?".into(),
+                    ),
+                }
+            }
             VerifyError::WriteFailed(e) => Some(format!(
-                "pg_control was not changed: the cluster still has data checksums off and starts as before. {}Then run --enable again; pages already rewritten are skipped.",
-                match e.errno() {
-                    Some(libc::ENOSPC) => "Free space on the file system holding the file (a rewrite needs none, but the file system refused the write). ",
-                    Some(libc::EIO) => "The device reported an I/O error: check the kernel log (dmesg) and the disk. ",
-                    _ if matches!(e, AioError::Short { .. }) => "A write of nothing usually means the file system is full: check free disk space. ",
-                    _ => "",
+                "pg_control was not changed: the cluster still has data checksums off and starts as before. {}, then run --enable again; pages already rewritten are skipped.",
+                match e {
+                    AioError::Short { .. } => "A write of nothing usually means the file system is full: free space on it".to_string(),
+                    _ => write_cause(e.errno()),
                 }
             )),
-            VerifyError::Sync { .. } => Some(
-                "pg_control was not changed: the cluster still has data checksums off. Fix the cause and run --enable again.".into(),
-            ),
+            VerifyError::Sync { source, .. } => Some(format!(
+                "pg_control was not changed: the cluster still has data checksums off. {}, then run --enable again.",
+                write_cause(source.raw_os_error())
+            )),
+            VerifyError::ControlFileWrite { source, .. } => Some(format!(
+                "{}, then run the command again.",
+                write_cause(source.raw_os_error())
+            )),
+            VerifyError::OpenDirectory { path, .. } | VerifyError::Stat { path, .. } => {
+                crate::storage::dangling_link_on_the_way(path).map(|(link, target)| {
+                    format!(
+                        "\"{}\" is a link to \"{}\", which does not exist: restore or mount the tablespace's directory there (or, for a tablespace dropped by hand, remove the link).",
+                        link.display(),
+                        target.display()
+                    )
+                })
+            }
             VerifyError::ShortRead { .. } => Some(
                 "the file's size is not a multiple of 8192 bytes: it was truncated or damaged (pg_checksums stops here too).".into(),
             ),
             _ => None,
         }
+    }
+}
+
+/// Why a write or sync failed, as the first half of a hint ("…, then run --enable again"),
+/// from its errno: what the user must change.
+fn write_cause(errno: Option<i32>) -> String {
+    match errno {
+        Some(libc::ENOSPC) => "The file system holding the file is full: free space on it (a rewrite needs none, but the file system refused the write)".into(),
+        Some(libc::EDQUOT) => "The disk quota of this user is used up: raise it or free space".into(),
+        Some(libc::EROFS) => "The file system is mounted read-only: remount it read-write (mount -o remount,rw)".into(),
+        Some(libc::EACCES) => "This user may not write the file (a read-only file, or another owner): run as the cluster's owner, or make the file writable (chmod u+w)".into(),
+        Some(libc::EPERM) => "Writing the file is not permitted: it may be immutable or append-only (lsattr, chattr -i), or a security policy refuses it".into(),
+        Some(libc::EIO) => "The device reported an I/O error: check the kernel log (dmesg) and the disk".into(),
+        Some(errno) => format!("Fix the cause ({})", std::io::Error::from_raw_os_error(errno)),
+        None => "Fix the cause named above".into(),
     }
 }
 
@@ -425,5 +465,72 @@ mod tests {
             .all(|k| k.chars().all(|c| c.is_ascii_lowercase() || c == '_')));
         assert_eq!(errors[6].kind(), "cluster_running");
         assert_eq!(errors[16].kind(), "short_read");
+    }
+
+    /// Every hint that says to run again first names what to change, from the errno.
+    #[test]
+    fn run_again_hints_name_the_cause() {
+        let target = crate::aio::IoTarget {
+            path: "base/5/16384".into(),
+            first_block: 3,
+            nblocks: 1,
+        };
+        let write = |errno| {
+            VerifyError::WriteFailed(AioError::Io {
+                op: crate::aio::IoOp::Writev,
+                errno,
+                target: target.clone(),
+            })
+            .hint()
+            .unwrap()
+        };
+        for (errno, cause) in [
+            (libc::ENOSPC, "The file system holding the file is full"),
+            (libc::EDQUOT, "The disk quota of this user is used up"),
+            (
+                libc::EROFS,
+                "The file system is mounted read-only: remount it read-write",
+            ),
+            (
+                libc::EACCES,
+                "This user may not write the file (a read-only file, or another owner)",
+            ),
+            (
+                libc::EPERM,
+                "it may be immutable or append-only (lsattr, chattr -i)",
+            ),
+            (libc::EIO, "The device reported an I/O error"),
+            (
+                libc::EBADF,
+                "Fix the cause (Bad file descriptor (os error 9))",
+            ),
+        ] {
+            let hint = write(errno);
+            assert!(hint.contains(cause), "{errno}: {hint}");
+            assert!(
+                hint.ends_with(", then run --enable again; pages already rewritten are skipped."),
+                "{hint}"
+            );
+            let sync = VerifyError::Sync {
+                path: "p".into(),
+                source: std::io::Error::from_raw_os_error(errno),
+            }
+            .hint()
+            .unwrap();
+            assert!(
+                sync.contains(cause) && sync.ends_with(", then run --enable again."),
+                "{sync}"
+            );
+        }
+        let control = VerifyError::ControlFileWrite {
+            path: "global/pg_control".into(),
+            source: std::io::Error::from_raw_os_error(libc::EROFS),
+        }
+        .hint()
+        .unwrap();
+        assert_eq!(
+            control,
+            "The file system is mounted read-only: remount it read-write (mount -o remount,rw), then run the command again."
+        );
     }
 }
