@@ -804,4 +804,3 @@ impl Watcher {
         })
     }
 }
-
