@@ -266,18 +266,12 @@ fn bad_flags_fail_with_the_fix() {
             "--rows must be at least 1",
         ),
         (
-            vec!["bench", "--pgdata", "/nonexistent", "--table", "t=base/1/2"],
+            vec!["bench", "--pgdata", "/tmp", "--table", "t=base/1/2"],
             "--pgdata needs --rows",
         ),
         (
             vec![
-                "bench",
-                "--pgdata",
-                "/nonexistent",
-                "--table",
-                "nonsense",
-                "--rows",
-                "10",
+                "bench", "--pgdata", "/tmp", "--table", "nonsense", "--rows", "10",
             ],
             "expected NAME=HEAP[,INDEX]",
         ),

@@ -302,7 +302,9 @@ pub fn dangling_link_on_the_way(path: &Path) -> Option<(std::path::PathBuf, std:
     ancestors.reverse();
     ancestors.into_iter().find_map(|p| {
         let is_link = std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_symlink());
-        (is_link && std::fs::metadata(p).is_err())
+        // Missing, not a loop: a link that leads back to itself exists, endlessly.
+        let missing = std::fs::metadata(p).is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound);
+        (is_link && missing)
             .then(|| std::fs::read_link(p).ok().map(|t| (p.to_path_buf(), t)))
             .flatten()
     })
@@ -340,5 +342,11 @@ mod directory_problem_tests {
             Some((d.join("link"), "/nonexistent/ts".into()))
         );
         assert_eq!(dangling_link_on_the_way(&d.join("nope/16384")), None);
+        // A link to itself is a loop, not a link to something missing.
+        std::os::unix::fs::symlink(d.join("loop"), d.join("loop")).unwrap();
+        assert_eq!(dangling_link_on_the_way(&d.join("loop")), None);
+        assert!(directory_problem(&d.join("loop"))
+            .unwrap()
+            .contains("Too many levels of symbolic links"));
     }
 }
