@@ -778,7 +778,9 @@ fn an_index_of_another_collation_is_refused_by_name() {
         Some("tc_a_default"),
     ) {
         Err((2, stderr)) => assert!(
-            stderr.contains("index \"tc_a_default\" orders its text keys by collation oid 100"),
+            stderr.contains(
+                "index \"tc_a_default\" orders its text keys by collation \"default\" (oid 100)"
+            ),
             "{stderr}"
         ),
         other => panic!("tc_a_default was used: {other:?}"),

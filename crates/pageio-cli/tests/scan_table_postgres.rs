@@ -914,7 +914,7 @@ fn names_that_do_not_exist_are_refused_with_what_exists() {
     );
     assert_eq!(code, 2);
     assert!(
-        err.contains("\"in_ts_b\" orders its text keys by collation oid 100"),
+        err.contains("\"in_ts_b\" orders its text keys by collation \"default\" (oid 100)"),
         "{err}"
     );
     let (code, _, err) = run(&c.data, &["--table", "types", "--select", "sum(t)"]);

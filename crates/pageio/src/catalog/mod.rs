@@ -389,6 +389,9 @@ pub struct Index {
     /// `indcollation` of each key column: the collation the index orders that key by (0
     /// for a type without collations).
     pub key_collations: Vec<u32>,
+    /// The `pg_collation` name of each of [`Self::key_collations`] (`None` for 0 or an oid
+    /// without a row).
+    pub key_collation_names: Vec<Option<String>>,
     /// `indpred`: a partial index's predicate as PostgreSQL stored it (`pg_node_tree` text,
     /// see [`node_tree`]); `None` for an index of every row. A value this reader cannot
     /// read (TOASTed out of line) is kept as an empty string, which never parses, so such an
@@ -1143,6 +1146,7 @@ pub struct DatabaseCatalog {
     namespaces: HashMap<u32, String>,
     attributes: HashMap<u32, Vec<AttRow>>,
     type_names: HashMap<u32, String>,
+    collation_names: HashMap<u32, String>,
     indexes: HashMap<u32, Vec<IndexRow>>,
     access_methods: HashMap<u32, String>,
 }
@@ -1164,6 +1168,7 @@ impl DatabaseCatalog {
             namespaces: HashMap::new(),
             attributes: HashMap::new(),
             type_names: HashMap::new(),
+            collation_names: HashMap::new(),
             indexes: HashMap::new(),
             access_methods: HashMap::new(),
         };
@@ -1244,7 +1249,8 @@ impl DatabaseCatalog {
             Ok(())
         })?;
         check_unique(&file, collations.iter().map(|c| c.0))?;
-        let collation_names: HashMap<u32, String> = collations.into_iter().collect();
+        cat.collation_names = collations.into_iter().collect();
+        let collation_names = &cat.collation_names;
 
         let file = file_of(&cat, "pg_am", rows::pg_am::OID)?;
         let mut ams = Vec::new();
@@ -1501,6 +1507,11 @@ impl DatabaseCatalog {
                 relpages: ic.relpages,
                 key_options: row.key_options.clone(),
                 key_collations: row.key_collations.clone(),
+                key_collation_names: row
+                    .key_collations
+                    .iter()
+                    .map(|c| self.collation_names.get(c).cloned())
+                    .collect(),
                 predicate: row.predicate.clone(),
             });
         }

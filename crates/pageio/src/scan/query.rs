@@ -360,8 +360,16 @@ fn index_problem<'r>(
         .copied()
         .unwrap_or(column.collation_oid);
     if key_type == ColumnType::Text && !BYTE_ORDER_COLLATIONS.contains(&collation) {
+        let name = match i.key_collations.first() {
+            Some(_) => i.key_collation_names.first().cloned().flatten(),
+            None => column.collation_name.clone(),
+        };
+        let named = match name {
+            Some(name) => format!("collation \"{name}\" (oid {collation})"),
+            None => format!("collation oid {collation}"),
+        };
         return Err(format!(
-            "orders its text keys by collation oid {collation}, and the btree walk compares bytes (the \"C\" collation): use --kind seq, or an index on the column COLLATE \"C\""
+            "orders its text keys by {named}, and the btree walk compares bytes (the \"C\" collation): use --kind seq, or an index on the column COLLATE \"C\""
         ));
     }
     if let Some(text) = &i.predicate {
