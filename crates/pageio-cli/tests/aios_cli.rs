@@ -728,18 +728,10 @@ fn watch_under_tmux_restores_the_terminal_on_panic() {
     });
 }
 
-/// Another user's area (mode 0600) is counted, not warned about: the view is of the
-/// processes this user may see.
-#[test]
-fn other_users_areas_are_counted_not_reported_as_damaged() {
-    if !common::have_root("other_users_areas_are_counted_not_reported_as_damaged") {
-        return;
-    }
-    use std::os::unix::fs::PermissionsExt;
-    let publish = tempfile::tempdir().unwrap();
-    std::fs::set_permissions(publish.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+/// The header of an area published for this test process (pid and start time its own).
+fn own_area_header() -> pageio::aio::publish::AreaHeader {
     let me = std::process::id() as i32;
-    let header = pageio::aio::publish::AreaHeader {
+    pageio::aio::publish::AreaHeader {
         pid: me,
         start_time_ticks: pageio::aio::publish::process_start_time(me).unwrap(),
         program: "aios_cli".into(),
@@ -750,7 +742,20 @@ fn other_users_areas_are_counted_not_reported_as_damaged() {
         direct_io: false,
         io_workers: 0,
         instance: 0,
-    };
+    }
+}
+
+/// Another user's area (mode 0600) is counted, not warned about: the view is of the
+/// processes this user may see.
+#[test]
+fn other_users_areas_are_counted_not_reported_as_damaged() {
+    if !common::have_root("other_users_areas_are_counted_not_reported_as_damaged") {
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let publish = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(publish.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let header = own_area_header();
     let _area = pageio::aio::publish::TestAreaWriter::create(publish.path(), &header).unwrap();
     let dir = publish.path().to_str().unwrap();
     let out =
@@ -793,18 +798,7 @@ fn another_users_look_alike_area_never_crashes_the_reader() {
         let publish = tempfile::tempdir().unwrap();
         std::fs::set_permissions(publish.path(), std::fs::Permissions::from_mode(0o1777)).unwrap();
         let me = std::process::id() as i32;
-        let header = pageio::aio::publish::AreaHeader {
-            pid: me,
-            start_time_ticks: pageio::aio::publish::process_start_time(me).unwrap(),
-            program: "aios_cli".into(),
-            io_method: "sync".into(),
-            effective_io_concurrency: 16,
-            io_combine_limit_blocks: 16,
-            io_max_concurrency: 64,
-            direct_io: false,
-            io_workers: 0,
-            instance: 0,
-        };
+        let header = own_area_header();
         let elsewhere = tempfile::tempdir().unwrap();
         let writer =
             pageio::aio::publish::TestAreaWriter::create(elsewhere.path(), &header).unwrap();
