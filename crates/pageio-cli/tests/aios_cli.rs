@@ -889,3 +889,74 @@ fn another_users_look_alike_area_never_crashes_the_reader() {
         drop(writer);
     });
 }
+
+/// `pageio aios | head -c 1`: a reader that goes away before the output is written ends the
+/// command quietly (exit 0, nothing on stderr), not with "Broken pipe" or a panic.
+#[test]
+fn a_closed_stdout_ends_quietly() {
+    use std::io::Read;
+    let publish = tempfile::tempdir().unwrap();
+    // Enough areas, each with rows, that the output is far larger than a pipe's buffer.
+    let mut header = own_area_header();
+    let rows: Vec<pageio::aio::AioRow> = (0..64)
+        .map(|io_id| pageio::aio::AioRow {
+            pid: header.pid,
+            io_id,
+            io_generation: 1,
+            state: "SUBMITTED",
+            operation: "readv",
+            off: io_id as u64 * 131072,
+            length: 131072,
+            target: "smgr",
+            handle_data_len: 16,
+            raw_result: None,
+            result: "UNKNOWN",
+            target_desc: format!(
+                "blocks {}..{} in file \"base/5/16384\"",
+                io_id * 16,
+                io_id * 16 + 15
+            ),
+            f_sync: false,
+            f_localmem: false,
+            f_buffered: true,
+        })
+        .collect();
+    let mut writers = Vec::new();
+    for instance in 0..40 {
+        header.instance = instance;
+        let w = pageio::aio::publish::TestAreaWriter::create(publish.path(), &header).unwrap();
+        w.publish(
+            1,
+            Default::default(),
+            &[0; pageio::aio::publish::DEPTH_BUCKETS],
+            &rows,
+        );
+        writers.push(w);
+    }
+    for args in [&["--json"][..], &[][..]] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_pageio"))
+            .arg("aios")
+            .args(args)
+            .arg("--aio-publish-dir")
+            .arg(publish.path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut first = [0u8; 1];
+        child.stdout.take().unwrap().read_exact(&mut first).unwrap();
+        // The read end is closed here (dropped): every later write fails with EPIPE.
+        let mut stderr = String::new();
+        child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut stderr)
+            .unwrap();
+        let status = child.wait().unwrap();
+        assert_eq!(status.code(), Some(0), "{args:?}: {status:?} {stderr}");
+        assert_eq!(stderr, "", "{args:?}");
+    }
+    drop(writers);
+}

@@ -166,10 +166,15 @@ pub fn run(args: AiosArgs) -> CliResult {
         )?;
         return Ok(0);
     }
+    // Written (not printed): a closed stdout (`| head`) is then an error main ends quietly
+    // on, not a panic.
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&scan.to_json())?);
+        writeln!(out, "{}", serde_json::to_string_pretty(&scan.to_json())?)?;
     } else {
-        print!("{}", scan.to_text(&args.aio_publish_dir));
+        write!(out, "{}", scan.to_text(&args.aio_publish_dir))?;
+        out.flush()?;
         scan.print_warnings();
     }
     Ok(0)
