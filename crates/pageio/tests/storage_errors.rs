@@ -1,8 +1,9 @@
 //! Storage refusals the user can meet, with real kernels and file systems: O_DIRECT on a
 //! file system that refuses it, and a descriptor limit too low to work with.
 //!
-//! Both change process-wide state (a mount, RLIMIT_NOFILE), so they live in a binary of
-//! their own and run one after the other under a lock.
+//! Two change process-wide state (a mount, RLIMIT_NOFILE), so they live in a binary of
+//! their own, and every test here (each opens descriptors) runs one after the other under
+//! a lock.
 
 use std::sync::Mutex;
 
@@ -194,6 +195,7 @@ fn descriptor_limits_too_low_are_explained() {
 /// the missing-file message.
 #[test]
 fn writing_into_a_missing_directory_names_the_directory() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("base/5");
     let path = missing.join("16384");
