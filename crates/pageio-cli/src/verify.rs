@@ -353,11 +353,28 @@ fn check_cluster(
 
 /// The `pg_checksums` summary on stdout.
 fn print_text_summary(totals: &CheckTotals, control: &ControlFile) {
-    println!("Checksum operation completed");
-    println!("Files scanned:   {}", totals.files_scanned);
-    println!("Blocks scanned:  {}", totals.blocks_scanned);
-    println!("Bad checksums:  {}", totals.bad_checksums);
-    println!("Data checksum version: {}", control.data_checksum_version);
+    let summary = format!(
+        "Checksum operation completed\n\
+         Files scanned:   {}\n\
+         Blocks scanned:  {}\n\
+         Bad checksums:  {}\n\
+         Data checksum version: {}\n",
+        totals.files_scanned,
+        totals.blocks_scanned,
+        totals.bad_checksums,
+        control.data_checksum_version
+    );
+    print_summary(&summary);
+}
+
+/// Writes the summary to stdout. A reader that went away (`| head -1`) has what it wanted,
+/// and the exit status must still say whether a block was bad, so a failed write is not an
+/// error here (the failure lines went to stderr).
+fn print_summary(summary: &str) {
+    let mut stdout = std::io::stdout().lock();
+    let _ = stdout
+        .write_all(summary.as_bytes())
+        .and_then(|()| stdout.flush());
 }
 
 /// The summary as one JSON object on stdout, with the settings the run used.
@@ -403,7 +420,7 @@ fn print_json_summary(
         kind: "internal",
         error: e.into(),
     })?;
-    println!("{text}");
+    print_summary(&format!("{text}\n"));
     Ok(())
 }
 

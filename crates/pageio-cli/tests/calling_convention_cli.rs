@@ -396,4 +396,23 @@ fn a_closed_stdout_ends_every_command_quietly() {
             assert_eq!(stderr, "", "{args:?}");
         }
     }
+    // verify keeps pg_checksums' exit status for a bad block when nobody reads its summary.
+    let heap = data.join(uniform);
+    let mut page = std::fs::read(&heap).unwrap();
+    page[8000] ^= 0xff;
+    std::fs::write(&heap, &page).unwrap();
+    for args in [&["verify", d][..], &["verify", d, "--json"][..]] {
+        let (status, stderr) = with_closed_stdout(args, tmp.path());
+        assert_eq!(status, Some(1), "{args:?}: {stderr}");
+        assert!(
+            stderr.starts_with(&format!(
+                "pageio: error: checksum verification failed in file \"{d}/{uniform}\", block 0: calculated checksum "
+            )),
+            "{args:?}: {stderr}"
+        );
+        assert!(
+            stderr.ends_with('\n') && stderr.lines().count() == 1,
+            "{stderr}"
+        );
+    }
 }
