@@ -578,8 +578,10 @@ def run_postgres_once(pg, cfg, rep, table, files, runs, skipped, save):
 def pageio_features(pageio):
     r = subprocess.run([pageio, "scan", "--help"], capture_output=True, text=True)
     h = r.stdout
-    return {"select": "--select" in h and "--table" in h, "parallel": "--parallel" in h,
-            "adaptive": "--io-min-workers" in h}
+    # The thread count is -j/--jobs; builds before it spelt it --parallel (still accepted).
+    jobs = "--jobs" if "--jobs" in h else "--parallel" if "--parallel" in h else None
+    return {"select": "--select" in h and "--table" in h, "parallel": jobs is not None,
+            "jobs_flag": jobs, "adaptive": "--io-min-workers" in h}
 
 
 def pageio_label(method, workers, parallel):
@@ -618,7 +620,7 @@ def pageio_cmd(pageio, a, feats, table, method, workers, parallel):
         else:
             cmd += ["--io-workers", str(workers)]
     if feats["parallel"]:
-        cmd += ["--parallel", str(parallel)]
+        cmd += [feats["jobs_flag"], str(parallel)]
     return cmd
 
 
@@ -639,7 +641,7 @@ def pageio_configs(pageio, a, skipped):
     say("pageio: " + (f"count({COLUMN}) by name (--table, --select)" if feats["select"] else
                       "count(*) over the heap file (no --select in this pageio; equal to "
                       f"count({COLUMN}), which has no NULLs)")
-        + (", --parallel" if feats["parallel"] else ", serial only (no --parallel)"))
+        + (f", {feats['jobs_flag']}" if feats["parallel"] else ", serial only (no --jobs)"))
     out = []
     for method, workers in a.pageio_methods:
         if method == "defaults":

@@ -28,6 +28,7 @@ use pageio::advise::{self, Facts, Inputs, MeasuredIo, Sources, Workload};
 use pageio::host::{Probes, Sysroot};
 use pageio::measure::{self, MeasureOptions, MeasureTarget, Measurement, Phase};
 
+use crate::datadir::DataDirArgs;
 use crate::CliResult;
 
 /// Longest `--measure` run accepted: the measurement reads the disk for this long, and an
@@ -83,8 +84,12 @@ Examples:
 #[command(after_help = AFTER_HELP)]
 pub struct AdviseArgs {
     /// The cluster's data directory: its PG_VERSION, postgresql.conf + postgresql.auto.conf
-    /// (with includes), checksums, size and storage are checked
-    #[arg(long, value_name = "DIR")]
+    /// (with includes), checksums, size and storage are checked. -D DIR, --pgdata DIR, a
+    /// directory argument, or (without --config) $PGDATA
+    #[command(flatten)]
+    location: DataDirArgs,
+    /// The data directory `location` names, set by `run`.
+    #[arg(skip)]
     pgdata: Option<PathBuf>,
     /// A postgresql.conf to check instead of (or without) the data directory's
     #[arg(long, value_name = "FILE")]
@@ -308,16 +313,25 @@ fn check_dir(flag: &str, path: &Path, what: &str) -> Result<(), Box<dyn std::err
 }
 
 /// Runs the subcommand.
-pub fn run(args: AdviseArgs) -> CliResult {
-    if let Some(dir) = &args.pgdata {
-        crate::check_pgdata("--pgdata", dir)?;
-        if !dir.join("PG_VERSION").is_file() {
+pub fn run(mut args: AdviseArgs) -> CliResult {
+    // $PGDATA counts only when no --config names the configuration instead.
+    let dir = if args.config.is_some() {
+        args.location.explicit()
+    } else {
+        args.location.given()
+    }
+    .map_err(|e| e.line())?;
+    if let Some(dir) = dir {
+        dir.check()?;
+        if !dir.path.join("PG_VERSION").is_file() {
             return Err(format!(
-                "--pgdata {}: no PG_VERSION; give the data directory of a PostgreSQL cluster (initdb makes one), or --config FILE for a configuration file alone",
-                dir.display()
+                "{} {}: no PG_VERSION; give the data directory of a PostgreSQL cluster (initdb makes one), or --config FILE for a configuration file alone",
+                dir.label(),
+                dir.path.display()
             )
             .into());
         }
+        args.pgdata = Some(dir.path);
     }
     if let Some(file) = &args.config {
         let problem = match std::fs::metadata(file) {

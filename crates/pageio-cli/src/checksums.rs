@@ -23,7 +23,6 @@
 //! `--check`). Only what `pg_checksums` has no counterpart for (a bad `--io-method`, two
 //! modes at once) exits 2.
 
-use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use clap::{ArgGroup, Args};
@@ -36,6 +35,7 @@ use pageio::verify::{
 };
 use pageio::Aio;
 
+use crate::datadir::DataDirArgs;
 use crate::settings::SettingsArgs;
 use crate::verify::VerifyArgs;
 use crate::CliResult;
@@ -71,17 +71,8 @@ choice here: the page cache absorbs the writes and the final sync is short, whil
 --direct-io on waits for every write on the device (measured in docs/BENCHMARKS.md)."
 )]
 pub struct ChecksumsArgs {
-    /// The data directory [default: $PGDATA]
-    #[arg(value_name = "PGDATA")]
-    datadir: Option<OsString>,
-    /// The data directory, as pg_checksums -D spells it
-    #[arg(
-        short = 'D',
-        long = "pgdata",
-        value_name = "PGDATA",
-        conflicts_with = "datadir"
-    )]
-    pgdata: Option<OsString>,
+    #[command(flatten)]
+    location: DataDirArgs,
     /// Check data checksums (the default mode)
     #[arg(short = 'c', long = "check")]
     check: bool,
@@ -123,8 +114,7 @@ pub struct ChecksumsArgs {
 pub fn run(args: ChecksumsArgs) -> CliResult {
     if !args.enable && !args.disable {
         return crate::verify::run(VerifyArgs {
-            datadir: args.datadir,
-            pgdata: args.pgdata,
+            location: args.location,
             check: true,
             filenode: args.filenode,
             progress: args.progress,
@@ -196,11 +186,11 @@ fn change(args: &ChecksumsArgs) -> Result<i32, Failure> {
         ));
     }
     let datadir = args
-        .pgdata
-        .clone()
-        .or_else(|| args.datadir.clone())
-        .or_else(|| std::env::var_os("PGDATA"))
-        .ok_or_else(|| Failure::Usage("no data directory specified".into(), try_help()))?;
+        .location
+        .resolve()
+        .map_err(|e| Failure::Usage(e.to_string(), e.hint().into()))?
+        .path
+        .into_os_string();
     let pgdata = PathBuf::from(&datadir);
     let jobs = crate::verify::jobs_flag(args.jobs)
         .map_err(|(message, hint)| Failure::Usage(message, hint))?;
@@ -329,8 +319,10 @@ impl EnableObserver for Printer {
 /// The settings (flags and `--config` over verify's defaults) and the engine started with
 /// them; one line on stderr when `auto` did not get io_uring.
 fn start_engine(settings: &SettingsArgs, jobs: usize) -> Result<Aio, Failure> {
-    let config = settings.to_config().map_err(|e| Failure::Setup(e.into()))?;
-    let mut config = verify_config(config, jobs, |name| settings.is_set(name));
+    let settings = settings.build().map_err(|e| Failure::Setup(e.into()))?;
+    let mut config = verify_config(settings.config().clone(), jobs, |name| {
+        settings.is_set(name)
+    });
     fit_jobs_to_descriptors(&mut config, jobs, RINGS_PER_ENABLE_JOB, nofile_soft_limit())
         .map_err(|e| Failure::Usage(e.to_string(), e.hint()))?;
     let aio = Aio::new(config).map_err(|e| Failure::Setup(e.into()))?;

@@ -13,6 +13,7 @@ mod advise;
 mod aios;
 mod bench;
 mod checksums;
+mod datadir;
 mod gen;
 mod io_bench;
 mod methods;
@@ -36,7 +37,7 @@ pub(crate) fn check_pgdata(flag: &str, path: &std::path::Path) -> Result<(), Str
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 /// PostgreSQL 18's asynchronous I/O, as a standalone engine and tools for data directories.
 #[derive(Debug, Parser)]
@@ -216,12 +217,78 @@ extern "C" fn on_abort(_signal: libc::c_int) {
     }
 }
 
+/// The page of `docs/` each subcommand's `--help` ends by pointing to.
+const DOC_PAGES: [(&str, &str); 9] = [
+    ("scan", "docs/SCAN.md"),
+    ("verify", "docs/VERIFY.md"),
+    ("checksums", "docs/CHECKSUMS.md"),
+    ("tables", "docs/TABLES.md"),
+    ("advise", "docs/ADVISE.md"),
+    ("aios", "docs/AIOS.md"),
+    ("bench", "docs/BENCH.md"),
+    ("gen", "docs/GEN.md"),
+    ("io-bench", "docs/IO-BENCH.md"),
+];
+
+/// The command line: [`Cli`], each subcommand's help ending with its page of `docs/`.
+fn command() -> clap::Command {
+    let mut cmd = Cli::command();
+    for (name, page) in DOC_PAGES {
+        cmd = cmd.mut_subcommand(name, |sub| {
+            let line = format!("Documentation: {page} (in the pageio source tree)");
+            let after = match sub.get_after_help() {
+                Some(text) => format!("{text}\n\n{line}"),
+                None => line.clone(),
+            };
+            let after_long = sub
+                .get_after_long_help()
+                .map(|text| format!("{text}\n\n{line}"));
+            let sub = sub.after_help(after);
+            match after_long {
+                Some(text) => sub.after_long_help(text),
+                None => sub,
+            }
+        });
+    }
+    cmd
+}
+
+/// Whether a panic is `print!`'s on a closed stdout ("failed printing to stdout: Broken
+/// pipe (os error 32)"): the reader went away (`| head`), not a bug.
+fn is_closed_stdout_panic(info: &std::panic::PanicHookInfo<'_>) -> bool {
+    let payload = info.payload();
+    let message = payload
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| payload.downcast_ref::<&str>().copied())
+        .unwrap_or_default();
+    message.starts_with("failed printing to stdout")
+        && message.contains(&format!("(os error {})", libc::EPIPE))
+}
+
+/// Ends the process quietly with status 0 when `println!` panics because stdout was closed
+/// (`pageio tables … | head -1`), as a command returning a BrokenPipe error does; any
+/// other panic is reported as before.
+fn end_quietly_on_closed_stdout() {
+    let report = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if is_closed_stdout_panic(info) {
+            std::process::exit(0);
+        }
+        report(info);
+    }));
+}
+
 fn main() {
     // SAFETY: installing a handler that only calls async-signal-safe functions.
     unsafe {
         libc::signal(libc::SIGABRT, on_abort as *const () as libc::sighandler_t);
     }
-    let cli = match Cli::try_parse() {
+    end_quietly_on_closed_stdout();
+    let parsed = command()
+        .try_get_matches()
+        .and_then(|matches| Cli::from_arg_matches(&matches));
+    let cli = match parsed {
         Ok(cli) => cli,
         Err(e) => {
             // pg_checksums exits 1 on a usage error (an unknown option, a bad
@@ -249,18 +316,23 @@ fn main() {
     match result {
         Ok(code) => std::process::exit(code),
         // The reader of stdout went away (`| head`): it has what it wanted; end quietly.
-        Err(e)
-            if e.downcast_ref::<std::io::Error>()
-                .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe) =>
-        {
-            std::process::exit(0)
-        }
+        Err(e) if is_broken_pipe(e.as_ref()) => std::process::exit(0),
         Err(e) => {
             let message = e.to_string();
             eprintln!("pageio: error: {message}{}", flag_hint(&message));
             std::process::exit(2);
         }
     }
+}
+
+/// Whether an error is a write to a closed pipe, directly or through serde_json's writer.
+fn is_broken_pipe(e: &(dyn std::error::Error + 'static)) -> bool {
+    let broken = |kind: std::io::ErrorKind| kind == std::io::ErrorKind::BrokenPipe;
+    e.downcast_ref::<std::io::Error>()
+        .is_some_and(|io| broken(io.kind()))
+        || e.downcast_ref::<serde_json::Error>()
+            .and_then(serde_json::Error::io_error_kind)
+            .is_some_and(broken)
 }
 
 /// The command-line spelling of the settings an error names. The library names settings as
@@ -295,6 +367,161 @@ pub type CliResult = Result<i32, Box<dyn std::error::Error>>;
 
 #[cfg(test)]
 mod tests {
+    use std::cell::RefCell;
+    use std::collections::BTreeSet;
+
+    use crate::settings::{command_settings, SETTINGS};
+
+    /// The flags listed under "Settings:" in `help`, and each one's help text.
+    fn settings_in_help(help: &str) -> Vec<(String, String)> {
+        let Some((_, section)) = help.split_once("\nSettings:\n") else {
+            return Vec::new();
+        };
+        let mut flags: Vec<(String, String)> = Vec::new();
+        for line in section.lines() {
+            // Long help separates the arguments by blank lines; the next heading ends them.
+            if line.is_empty() {
+                continue;
+            }
+            if !line.starts_with(' ') {
+                break;
+            }
+            let trimmed = line.trim_start();
+            if let Some(flag) = trimmed.strip_prefix("--") {
+                let name = flag.split([' ', '=']).next().unwrap_or_default();
+                let rest = flag[name.len()..].to_string();
+                flags.push((format!("--{name}"), rest));
+            } else if let Some(last) = flags.last_mut() {
+                last.1.push(' ');
+                last.1.push_str(trimmed);
+            }
+        }
+        flags
+    }
+
+    #[test]
+    fn each_subcommands_help_lists_exactly_the_settings_it_reads_with_its_defaults() {
+        let mut cmd = super::command();
+        cmd.build();
+        let names: Vec<String> = cmd
+            .get_subcommands()
+            .map(|s| s.get_name().to_string())
+            .filter(|name| name != "help")
+            .collect();
+        assert_eq!(names.len(), 10, "{names:?}");
+        for name in &names {
+            let sub = cmd.find_subcommand_mut(name).unwrap();
+            let help = sub.render_long_help().to_string();
+            let listed = settings_in_help(&help);
+            let Some(reads) = command_settings(name) else {
+                assert!(
+                    listed.is_empty(),
+                    "{name} takes no engine settings: {listed:?}"
+                );
+                continue;
+            };
+            let mut expected: Vec<String> = SETTINGS
+                .iter()
+                .filter(|s| reads.uses.contains(&s.name))
+                .map(|s| format!("--{}", s.flag))
+                .collect();
+            expected.push("--config".into());
+            let flags: Vec<String> = listed.iter().map(|(f, _)| f.clone()).collect();
+            assert_eq!(flags, expected, "{name}");
+            for s in SETTINGS.iter().filter(|s| reads.uses.contains(&s.name)) {
+                let default = reads
+                    .defaults
+                    .iter()
+                    .find(|(n, _)| *n == s.name)
+                    .map_or(s.default, |(_, d)| *d);
+                let (_, text) = listed
+                    .iter()
+                    .find(|(f, _)| *f == format!("--{}", s.flag))
+                    .unwrap();
+                assert!(
+                    text.ends_with(&format!("[default: {default}]")),
+                    "{name} --{}: {text}",
+                    s.flag
+                );
+            }
+        }
+        // The cases the listing exists for.
+        let mut help = |name: &str| {
+            cmd.find_subcommand_mut(name)
+                .unwrap()
+                .render_long_help()
+                .to_string()
+        };
+        assert!(!help("checksums").contains("--seq-read-ahead"));
+        assert!(!help("gen").contains("--seq-read-ahead"));
+        assert!(help("checksums").contains("[default: auto]"));
+        assert!(help("scan").contains("--seq-read-ahead"));
+    }
+
+    /// The settings a library defaults function asks `chosen` about.
+    fn asked(apply: impl FnOnce(&dyn Fn(&str) -> bool)) -> BTreeSet<String> {
+        let names = RefCell::new(BTreeSet::new());
+        apply(&|name: &str| {
+            names.borrow_mut().insert(name.to_string());
+            false
+        });
+        names.into_inner()
+    }
+
+    #[test]
+    fn every_setting_a_command_reads_is_one_of_its_flags() {
+        let uses = |command: &str| -> BTreeSet<String> {
+            command_settings(command)
+                .unwrap()
+                .uses
+                .iter()
+                .map(|s| s.to_string())
+                .collect()
+        };
+        // verify's and checksums' defaults, buffered and direct.
+        for direct_io in [false, true] {
+            let config = pageio::IoConfig {
+                direct_io,
+                ..pageio::IoConfig::default()
+            };
+            let read = asked(|chosen| {
+                pageio::verify::verify_config(config.clone(), 4, chosen);
+            });
+            assert!(!read.is_empty());
+            for command in ["verify", "checksums"] {
+                assert!(read.is_subset(&uses(command)), "{command}: {read:?}");
+            }
+        }
+        // scan's defaults, for every kind.
+        for kind in [
+            pageio::scan::ScanKind::Seq,
+            pageio::scan::ScanKind::Bitmap,
+            pageio::scan::ScanKind::Index,
+        ] {
+            let read = asked(|chosen| {
+                pageio::scan::scan_config(pageio::IoConfig::default(), kind, chosen);
+            });
+            assert!(!read.is_empty());
+            assert!(read.is_subset(&uses("scan")), "{kind}: {read:?}");
+        }
+        // Each command's own `is_set` questions.
+        for (command, source) in [
+            ("tables", include_str!("tables.rs")),
+            ("scan", include_str!("scan.rs")),
+            ("verify", include_str!("verify.rs")),
+            ("checksums", include_str!("checksums.rs")),
+            ("gen", include_str!("gen.rs")),
+            ("io-bench", include_str!("io_bench.rs")),
+            ("bench", include_str!("bench/mod.rs")),
+        ] {
+            for (at, _) in source.match_indices("is_set(\"") {
+                let name = source[at + 8..].split('"').next().unwrap();
+                assert!(uses(command).contains(name), "{command} reads {name}");
+            }
+        }
+        assert!(include_str!("tables.rs").contains("is_set(\"shared_buffers\")"));
+    }
+
     #[test]
     fn flag_hint_names_the_flags_of_the_settings_in_a_message() {
         assert_eq!(

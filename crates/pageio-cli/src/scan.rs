@@ -37,6 +37,7 @@ use pageio::storage::{ForkNumber, RelFile};
 use pageio::stream::DistancePolicy;
 use pageio::Aio;
 
+use crate::datadir::DataDirArgs;
 use crate::settings::SettingsArgs;
 use crate::CliResult;
 
@@ -57,13 +58,17 @@ effective_io_concurrency unless set. Measured in docs/BENCHMARKS.md (\"Scan defa
 scan defaults within 10% of the best flags?\"). PostgreSQL's own defaults are worker and 16; \
 pass --io-method worker --effective-io-concurrency 16 to compare.")]
 pub struct ScanArgs {
-    /// PostgreSQL data directory holding the relation files
-    #[arg(long, value_name = "DIR", conflicts_with = "dataset")]
+    /// PostgreSQL data directory holding the relation files: -D DIR, --pgdata DIR, a
+    /// directory argument, or $PGDATA (unless --dataset is given)
+    #[command(flatten)]
+    location: DataDirArgs,
+    /// The data directory `location` names, set by `run`.
+    #[arg(skip)]
     pgdata: Option<PathBuf>,
     /// A table of the stopped cluster at --pgdata, by name: [database.][schema.]table, read
     /// as SQL reads names (T is t; '"T"' keeps its case; '"s.dot"."t.x"' holds dots),
     /// resolved through the cluster's catalog (columns, TOAST table and indexes included)
-    #[arg(long, value_name = "NAME", requires = "pgdata", conflicts_with_all = ["heap", "columns", "key_column"])]
+    #[arg(long, value_name = "NAME", conflicts_with_all = ["heap", "columns", "key_column"])]
     table: Option<String>,
     /// With --table: the database the name is looked up in
     #[arg(
@@ -87,15 +92,15 @@ pub struct ScanArgs {
     )]
     select: String,
     /// Heap relation file, relative to --pgdata (e.g. base/5/16384)
-    #[arg(long, value_name = "PATH", requires = "pgdata")]
+    #[arg(long, value_name = "PATH")]
     heap: Option<String>,
     /// Btree on the first column, relative to --pgdata (needed for bitmap and index scans);
     /// with --table, the index's name [default: the valid btree whose first key column is
     /// the --where column]
-    #[arg(long, value_name = "PATH|NAME", requires = "pgdata")]
+    #[arg(long, value_name = "PATH|NAME")]
     index: Option<String>,
     /// A data set written by `pageio gen` (uniform, linear, linear_10, cyclic, pgbench_accounts, …)
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, value_name = "NAME", conflicts_with_all = ["pgdata", "datadir"])]
     dataset: Option<String>,
     /// Where `pageio gen` wrote its data sets
     #[arg(long, value_name = "DIR", default_value = "datasets")]
@@ -149,7 +154,7 @@ pub struct ScanArgs {
     /// so all finish together), each with its own read stream and AIO handles, and their
     /// counts are combined — the answer is the serial scan's. 0 or 1 scans serially
     /// [default: the CPUs this process may use, at most 8, like max_parallel_workers]
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(0..=pageio::scan::MAX_PARALLEL_WORKERS as i64))]
+    #[arg(short = 'j', long = "jobs", alias = "parallel", value_name = "N", value_parser = clap::value_parser!(u16).range(0..=pageio::scan::MAX_PARALLEL_WORKERS as i64))]
     parallel: Option<u16>,
     /// Print one JSON object instead of text. With --table, "aggregates" lists
     /// {"expr", "type", "value", "text"} in the order asked: "value" is a JSON number when
@@ -364,16 +369,32 @@ pub fn evict(rel: &RelFile) -> Result<(), Box<dyn std::error::Error>> {
 }
 
 /// Runs the subcommand.
-pub fn run(args: ScanArgs) -> CliResult {
-    if let Some(pgdata) = &args.pgdata {
-        crate::check_pgdata("--pgdata", pgdata)?;
+pub fn run(mut args: ScanArgs) -> CliResult {
+    let wants_cluster = args.table.is_some() || args.heap.is_some() || args.index.is_some();
+    // $PGDATA counts only when no data set was named.
+    let dir = if args.dataset.is_some() {
+        args.location.explicit()
+    } else {
+        args.location.given()
+    }
+    .map_err(|e| e.line())?;
+    if let Some(dir) = dir {
+        dir.check()?;
+        args.pgdata = Some(dir.path);
+    } else if wants_cluster {
+        return Err(format!(
+            "--table, --heap and --index read a cluster: {}",
+            crate::datadir::DataDirError::Missing.line()
+        )
+        .into());
     }
     if args.table.is_some() {
         return run_table(args);
     }
     let kind: ScanKind = args.kind.parse()?;
-    let config = pageio::scan::scan_config(args.settings.to_config()?, kind, |name| {
-        args.settings.is_set(name)
+    let settings = args.settings.build()?;
+    let config = pageio::scan::scan_config(settings.config().clone(), kind, |name| {
+        settings.is_set(name)
     });
 
     let policy = parse_policy(&args.distance_policy)?;
@@ -472,7 +493,7 @@ fn parse_policy(s: &str) -> Result<DistancePolicy, String> {
 
 /// `--table`: the relation, its columns and indexes from the catalog; the aggregates of
 /// `--select` over the rows `--where` keeps.
-/// Threads for the scan from `--parallel`: the default for seq scans, refused above 1 for
+/// Threads for the scan from `--jobs` (or its old name `--parallel`): the default for seq scans, refused above 1 for
 /// the others.
 fn parallel_workers(kind: ScanKind, parallel: Option<u16>) -> Result<usize, String> {
     Ok(match (kind, parallel) {
@@ -480,7 +501,7 @@ fn parallel_workers(kind: ScanKind, parallel: Option<u16>) -> Result<usize, Stri
         (ScanKind::Seq, None) => pageio::scan::default_parallel_workers(),
         (_, Some(n)) if n > 1 => {
             return Err(format!(
-                "--parallel {n}: only seq scans run in parallel ({} {kind} scan reads the pages its index names, in one stream); drop --parallel or use --kind seq",
+                "--jobs {n}: only seq scans run in parallel ({} {kind} scan reads the pages its index names, in one stream); drop --jobs or use --kind seq",
                 if kind == ScanKind::Index { "an" } else { "a" }
             ))
         }
@@ -490,8 +511,9 @@ fn parallel_workers(kind: ScanKind, parallel: Option<u16>) -> Result<usize, Stri
 
 fn run_table(args: ScanArgs) -> CliResult {
     let kind: ScanKind = args.kind.parse()?;
-    let config = pageio::scan::scan_config(args.settings.to_config()?, kind, |name| {
-        args.settings.is_set(name)
+    let settings = args.settings.build()?;
+    let config = pageio::scan::scan_config(settings.config().clone(), kind, |name| {
+        settings.is_set(name)
     });
     let policy = parse_policy(&args.distance_policy)?;
     let pgdata = args.pgdata.clone().ok_or("--table needs --pgdata")?;

@@ -1,7 +1,7 @@
 //! `pageio tables`: a stopped cluster's tables, like psql's `\dt+`, read offline.
 //!
 //! ```text
-//!   pageio tables --pgdata DIR [--database NAME] [--json]
+//!   pageio tables [-D] DIR [--database NAME] [--json]
 //! ```
 //!
 //! The library's catalog reader (`pageio::catalog`) reads the cluster's catalogs through
@@ -19,14 +19,19 @@ use pageio::buffer::BufferPool;
 use pageio::catalog::{cluster_check_options, Catalog, Relation};
 use pageio::Aio;
 
+use crate::datadir::DataDirArgs;
 use crate::settings::SettingsArgs;
 use crate::CliResult;
 
 /// Arguments of `pageio tables`.
 #[derive(Debug, Args)]
 pub struct TablesArgs {
-    /// The data directory of a cleanly stopped PostgreSQL 18 cluster
-    #[arg(long, value_name = "DIR")]
+    /// The data directory of a cleanly stopped PostgreSQL 18 cluster: -D DIR, --pgdata DIR,
+    /// a directory argument, or $PGDATA
+    #[command(flatten)]
+    location: DataDirArgs,
+    /// The data directory `location` names, set by `run`.
+    #[arg(skip)]
     pgdata: PathBuf,
     /// The database whose tables to list
     #[arg(long, value_name = "NAME", default_value = "postgres")]
@@ -124,11 +129,14 @@ fn size_pretty(bytes: u64) -> String {
 }
 
 /// Runs the subcommand.
-pub fn run(args: TablesArgs) -> CliResult {
-    crate::check_pgdata("--pgdata", &args.pgdata)?;
-    let mut config = args.settings.to_config()?;
+pub fn run(mut args: TablesArgs) -> CliResult {
+    let dir = args.location.resolve().map_err(|e| e.line())?;
+    dir.check()?;
+    args.pgdata = dir.path;
+    let settings = args.settings.build()?;
+    let mut config = settings.config().clone();
     // The catalogs of a small cluster are a few MB; a smaller pool maps less memory.
-    if !args.settings.is_set("shared_buffers") {
+    if !settings.is_set("shared_buffers") {
         config.shared_buffers_bytes = 32 << 20;
     }
     let check = cluster_check_options(&args.pgdata)?;

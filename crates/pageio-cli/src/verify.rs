@@ -57,6 +57,7 @@ use pageio::verify::{
 };
 use pageio::Aio;
 
+use crate::datadir::DataDirArgs;
 use crate::settings::SettingsArgs;
 use crate::CliResult;
 
@@ -88,24 +89,16 @@ io_workers = one per CPU; with --direct-io on, io_combine_limit=1MB, 128 reads i
 all scanners (effective_io_concurrency = 128 / jobs) and io_workers=32."
 )]
 pub struct VerifyArgs {
-    /// The data directory [default: $PGDATA]
-    #[arg(value_name = "PGDATA")]
-    pub(crate) datadir: Option<OsString>,
-    /// The data directory, as pg_checksums -D spells it
-    #[arg(
-        short = 'D',
-        long = "pgdata",
-        value_name = "PGDATA",
-        conflicts_with = "datadir"
-    )]
-    pub(crate) pgdata: Option<OsString>,
+    #[command(flatten)]
+    pub(crate) location: DataDirArgs,
     /// Accepted for pg_checksums compatibility: checking is the only mode
     #[arg(short = 'c', long = "check")]
     pub(crate) check: bool,
     /// Check only the relation with this filenode (all its forks and segments)
     #[arg(short = 'f', long = "filenode", value_name = "FILENODE")]
     pub(crate) filenode: Option<u32>,
-    /// Show progress on stderr: MB done, MB/s, ETA (a bar on a terminal, else a line a second)
+    /// Show progress on stderr: MB done (of 1024 * 1024 bytes, as pg_checksums), MB/s, ETA (a
+    /// bar on a terminal, else a line a second)
     #[arg(short = 'P', long = "progress")]
     pub(crate) progress: bool,
     /// List every file checked ("checksums verified in file …") on stderr
@@ -250,18 +243,12 @@ fn verify(args: VerifyArgs) -> Result<i32, Fatal> {
     Ok(if totals.bad_checksums > 0 { 1 } else { 0 })
 }
 
-/// The data directory: the argument, `-D`, or `$PGDATA`.
+/// The data directory: `-D`, the argument, or `$PGDATA`.
 fn data_directory(args: &VerifyArgs) -> Result<OsString, Fatal> {
-    args.pgdata
-        .clone()
-        .or_else(|| args.datadir.clone())
-        .or_else(|| std::env::var_os("PGDATA"))
-        .ok_or_else(|| {
-            Fatal::usage(
-                "no data directory specified",
-                "pass PGDATA (or -D PGDATA), or set $PGDATA",
-            )
-        })
+    args.location
+        .resolve()
+        .map(|dir| dir.path.into_os_string())
+        .map_err(|e| Fatal::usage(e.to_string(), e.hint()))
 }
 
 /// `--jobs`, or one per CPU: 0 is a usage error (exit 1, as `pg_checksums`' usage errors),
@@ -283,11 +270,13 @@ pub(crate) fn jobs_flag(jobs: Option<usize>) -> Result<usize, (String, String)> 
 /// The settings (flags and `--config` over verify's defaults for `jobs` scanners) and the
 /// engine started with them; one line on stderr when `auto` did not get io_uring.
 fn start_engine(settings: &SettingsArgs, jobs: usize) -> Result<Aio, Fatal> {
-    let config = settings.to_config().map_err(|e| Fatal::Setup {
+    let settings = settings.build().map_err(|e| Fatal::Setup {
         kind: "settings",
         error: e.into(),
     })?;
-    let mut config = verify_config(config, jobs, |name| settings.is_set(name));
+    let mut config = verify_config(settings.config().clone(), jobs, |name| {
+        settings.is_set(name)
+    });
     fit_jobs_to_descriptors(&mut config, jobs, RINGS_PER_CHECK_JOB, nofile_soft_limit())
         .map_err(|e| Fatal::usage(e.to_string(), e.hint()))?;
     let aio = Aio::new(config).map_err(|e| Fatal::Setup {
@@ -364,11 +353,28 @@ fn check_cluster(
 
 /// The `pg_checksums` summary on stdout.
 fn print_text_summary(totals: &CheckTotals, control: &ControlFile) {
-    println!("Checksum operation completed");
-    println!("Files scanned:   {}", totals.files_scanned);
-    println!("Blocks scanned:  {}", totals.blocks_scanned);
-    println!("Bad checksums:  {}", totals.bad_checksums);
-    println!("Data checksum version: {}", control.data_checksum_version);
+    let summary = format!(
+        "Checksum operation completed\n\
+         Files scanned:   {}\n\
+         Blocks scanned:  {}\n\
+         Bad checksums:  {}\n\
+         Data checksum version: {}\n",
+        totals.files_scanned,
+        totals.blocks_scanned,
+        totals.bad_checksums,
+        control.data_checksum_version
+    );
+    print_summary(&summary);
+}
+
+/// Writes the summary to stdout. A reader that went away (`| head -1`) has what it wanted,
+/// and the exit status must still say whether a block was bad, so a failed write is not an
+/// error here (the failure lines went to stderr).
+fn print_summary(summary: &str) {
+    let mut stdout = std::io::stdout().lock();
+    let _ = stdout
+        .write_all(summary.as_bytes())
+        .and_then(|()| stdout.flush());
 }
 
 /// The summary as one JSON object on stdout, with the settings the run used.
@@ -414,7 +420,7 @@ fn print_json_summary(
         kind: "internal",
         error: e.into(),
     })?;
-    println!("{text}");
+    print_summary(&format!("{text}\n"));
     Ok(())
 }
 
@@ -499,9 +505,13 @@ impl ProgressLines {
     }
 }
 
-/// `1234/4727 MB (26%) computed, 5123 MB/s, eta 1s`.
+/// Bytes in the "MB" pg_checksums' progress counts: it divides by 1024 * 1024.
+const PROGRESS_MB_BYTES: u64 = 1024 * 1024;
+
+/// `1234/4727 MB (26%) computed, 5123 MB/s, eta 1s`, in pg_checksums' MB of
+/// [`PROGRESS_MB_BYTES`] (the rate too).
 fn progress_line(done_bytes: u64, total_bytes: u64, elapsed: Duration) -> String {
-    let mb = |b: u64| b / 1_000_000;
+    let mb = |b: u64| b / PROGRESS_MB_BYTES;
     let percent = (done_bytes * 100).checked_div(total_bytes).unwrap_or(100);
     let secs = elapsed.as_secs_f64().max(1e-3);
     let rate_bytes_per_s = done_bytes as f64 / secs;
@@ -515,7 +525,7 @@ fn progress_line(done_bytes: u64, total_bytes: u64, elapsed: Duration) -> String
         "{}/{} MB ({percent}%) computed, {:.0} MB/s, eta {eta}",
         mb(done_bytes),
         mb(total_bytes),
-        rate_bytes_per_s / 1e6
+        rate_bytes_per_s / PROGRESS_MB_BYTES as f64
     )
 }
 
@@ -525,9 +535,19 @@ mod tests {
 
     #[test]
     fn progress_line_format() {
+        // pg_checksums 18: "%lld/%lld MB (%d%%) computed" of current_size / (1024 * 1024).
+        assert_eq!(
+            progress_line(1 << 30, 4 << 30, Duration::from_millis(500)),
+            "1024/4096 MB (25%) computed, 2048 MB/s, eta 2s"
+        );
         assert_eq!(
             progress_line(1_234_000_000, 4_727_000_000, Duration::from_millis(500)),
-            "1234/4727 MB (26%) computed, 2468 MB/s, eta 2s"
+            "1176/4508 MB (26%) computed, 2354 MB/s, eta 2s"
+        );
+        // One byte short of a MiB is still 0 MB, as pg_checksums truncates.
+        assert_eq!(
+            progress_line(1_048_575, 1_048_576, Duration::from_secs(1)),
+            "0/1 MB (99%) computed, 1 MB/s, eta 1s"
         );
         assert_eq!(
             progress_line(0, 0, Duration::from_secs(1)),

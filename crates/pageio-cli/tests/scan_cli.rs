@@ -148,7 +148,8 @@ fn parallel_seq_scan_reports_its_workers_and_the_serial_answer() {
             ],
             "only seq scans run in parallel",
         ),
-        (vec!["--parallel", "100000"], "--parallel"),
+        (vec!["--parallel", "100000"], "--jobs"),
+        (vec!["-j", "100000"], "--jobs"),
     ] {
         let mut args = vec!["scan", "--pgdata", pgdata, "--heap", rel("uniform")];
         args.extend(extra);

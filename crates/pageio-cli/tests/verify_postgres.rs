@@ -392,6 +392,20 @@ fn progress_is_printed_as_lines_when_stderr_is_not_a_terminal() {
         last.contains(" MB (100%) computed, ") && last.contains(" MB/s, eta "),
         "{stderr}"
     );
+    // The sizes are pg_checksums' own: MB of 1024 * 1024 bytes (pg_checksums 18.6 on the
+    // pg18-small fixture, 42.5 million bytes: "40/40 MB (100%) computed", where MB of 10^6
+    // would say 42), followed here by the rate and the time left.
+    let data = c.data_str();
+    let theirs = pg(&bin, "pg_checksums", &["-c", "-P", &data]);
+    let theirs_stderr = String::from_utf8_lossy(&theirs.stderr).replace('\r', "\n");
+    let theirs_last = theirs_stderr
+        .lines()
+        .rfind(|l| l.ends_with(" MB (100%) computed"))
+        .unwrap_or_else(|| panic!("{theirs_stderr}"));
+    assert!(
+        last.starts_with(&format!("{theirs_last}, ")),
+        "ours: {last}\npg_checksums: {theirs_last}"
+    );
 }
 
 #[test]
@@ -490,7 +504,10 @@ fn json_reports_fatal_errors_as_a_json_object_with_the_same_exit_status() {
     let error = json_error(&out);
     assert_eq!(error["kind"], "usage");
     assert_eq!(error["message"], "no data directory specified");
-    assert_eq!(error["hint"], "pass PGDATA (or -D PGDATA), or set $PGDATA");
+    assert_eq!(
+        error["hint"],
+        "give -D DIR, a directory argument, or set PGDATA"
+    );
     let out = pageio(&["--json", "--jobs", "0", empty]);
     assert_eq!(out.status.code(), Some(1));
     let error = json_error(&out);

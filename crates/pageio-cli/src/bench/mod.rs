@@ -48,6 +48,7 @@ use pageio::{Aio, IoConfig};
 
 use record::Cache;
 
+use crate::datadir::DataDirArgs;
 use crate::settings::SettingsArgs;
 use crate::CliResult;
 
@@ -71,26 +72,25 @@ pub struct BenchArgs {
     /// Where `pageio gen` data sets live (generated there when missing or of another size)
     #[arg(long, value_name = "DIR", default_value = "datasets")]
     pub data_dir: PathBuf,
-    /// Run on PostgreSQL's relation files instead: the data directory (stopped cluster)
-    #[arg(long, value_name = "DIR")]
+    /// Run on PostgreSQL's relation files instead: the data directory (stopped cluster),
+    /// as -D DIR, --pgdata DIR, a directory argument, or (with --table) $PGDATA
+    #[command(flatten)]
+    pub location: DataDirArgs,
+    /// The data directory `location` names, set by `run`.
+    #[arg(skip)]
     pub pgdata: Option<PathBuf>,
     /// With --pgdata: a table by name, [database.][schema.]table (read as SQL reads names:
     /// T is t, '"T"' keeps its case), resolved through the cluster's catalog (its file, and the btree on --key-column), or NAME=HEAP[,INDEX]
     /// with paths relative to --pgdata (repeatable)
-    #[arg(long, value_name = "NAME|NAME=HEAP,INDEX", requires = "pgdata")]
+    #[arg(long, value_name = "NAME|NAME=HEAP,INDEX")]
     pub table: Vec<String>,
     /// With --table NAME: the database the name is looked up in
-    #[arg(
-        long,
-        value_name = "NAME",
-        default_value = "postgres",
-        requires = "pgdata"
-    )]
+    #[arg(long, value_name = "NAME", default_value = "postgres")]
     pub database: String,
     /// With --table NAME: the column the queries' ranges filter, which must be the table's
     /// first column and the first key of one of its btrees [default: the first key of the
     /// first btree on the table's first column]
-    #[arg(long, value_name = "COLUMN", requires = "pgdata")]
+    #[arg(long, value_name = "COLUMN")]
     pub key_column: Option<String>,
     /// Scan types, comma-separated [default: seq,bitmap,index]
     #[arg(long, value_delimiter = ',')]
@@ -138,7 +138,7 @@ pub struct BenchArgs {
     pub out: PathBuf,
     /// Run nothing: rebuild summary.md and the charts in --out from a runs.json written
     /// earlier (its device.json, if next to it, supplies the device limit)
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["plan", "pgdata"])]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["plan", "pgdata", "datadir"])]
     pub from_runs: Option<PathBuf>,
     /// Print the plan (data sets, scans, predicates) and exit
     #[arg(long)]
@@ -789,9 +789,23 @@ fn run_matrix(
 
 /// Runs the subcommand: parse the matrix, then either rebuild outputs (`--from-runs`), print
 /// the plan (`--plan`), or load the tables, measure the device, run, and write the results.
-pub fn run(args: BenchArgs) -> CliResult {
-    if let Some(pgdata) = &args.pgdata {
-        crate::check_pgdata("--pgdata", pgdata)?;
+pub fn run(mut args: BenchArgs) -> CliResult {
+    // $PGDATA counts only when --table asks for a cluster's tables.
+    let dir = if args.table.is_empty() {
+        args.location.explicit()
+    } else {
+        args.location.given()
+    }
+    .map_err(|e| e.line())?;
+    if let Some(dir) = dir {
+        dir.check()?;
+        args.pgdata = Some(dir.path);
+    } else if !args.table.is_empty() || args.key_column.is_some() || args.database != "postgres" {
+        return Err(format!(
+            "--table, --database and --key-column name a cluster's tables: {}",
+            crate::datadir::DataDirError::Missing.line()
+        )
+        .into());
     }
     let base = args.settings.to_config()?;
     let matrix = parse_matrix(&args, &base)?;
