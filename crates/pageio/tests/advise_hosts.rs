@@ -1479,3 +1479,33 @@ fn messages_name_inputs_as_the_caller_spells_them() {
         "make /proc/meminfo readable (or pass <Sysroot> to a complete capture)"
     );
 }
+
+/// The huge pages advised cover what PostgreSQL asks for. PostgreSQL 18.6, for
+/// `shared_buffers = 1GB` and `max_connections = 100` (its other settings at their defaults):
+/// `postgres -C shared_memory_size` = 1086 (MB), `-C shared_memory_size_in_huge_pages` = 543
+/// (2 MB pages). pageio estimates 1082.8 MB and adds 10%: 596 pages.
+#[test]
+fn huge_pages_needed_cover_what_postgresql_18_asks_for() {
+    const POSTGRESQL_18_HUGE_PAGES: u64 = 543;
+    let machine = sized_machine("thp-always", 4, 2);
+    let (_, a) = advise_on(
+        machine.path(),
+        None,
+        None,
+        good_probes(),
+        Inputs {
+            pg_version: Some(18),
+            ..Default::default()
+        },
+    );
+    assert_eq!(rec(&a, "shared_buffers"), "1GB");
+    assert_eq!(a.max_connections, 100);
+    let reason = &a.item("huge_pages").unwrap().reason;
+    let needed: u64 = reason
+        .strip_prefix("0 huge pages reserved, ")
+        .and_then(|r| r.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{reason}"));
+    assert_eq!(needed, 596, "{reason}");
+    assert!(needed >= POSTGRESQL_18_HUGE_PAGES);
+}

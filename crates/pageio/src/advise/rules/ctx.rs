@@ -92,16 +92,22 @@ pub const AUXILIARY_PROCESSES_BEFORE_PG18: u64 = 6;
 pub const AUXILIARY_PROCESSES_PG18: u64 = 38;
 
 /// Shared memory beside `shared_buffers` for each buffer: descriptors and checkpoint sort
-/// space take about 1/64 of the buffers (buf_init.c, per 8 kB buffer).
+/// space take about 1/64 of the buffers (buf_init.c: a 64-byte descriptor and a 20-byte
+/// checkpoint entry per 8 kB buffer, plus the buffer mapping table).
 pub const BUFFER_OVERHEAD_DIVISOR: u64 = 64;
 
 /// Shared memory per possible process: PGPROC, lock and predicate-lock tables at their
-/// default sizes, about 64 kB (PostgreSQL's `shared_memory_size` grows about that much per
-/// connection).
+/// default sizes. PostgreSQL 18.6's `shared_memory_size` grows from 150 MB to 201 MB when
+/// `max_connections` goes from 100 to 1100 (with `shared_buffers = 128MB`): about 50 kB
+/// each, rounded up to 64 kB.
 pub const SHARED_BYTES_PER_PROCESS: u64 = 64 * KB;
 
-/// Shared memory of fixed structures (CLOG, subtransaction and multixact buffers, stats),
-/// about 16 MB at default settings (`shared_memory_size` of a server with tiny buffers).
+/// Shared memory of fixed structures (CLOG, subtransaction and multixact buffers, stats,
+/// the AIO handles). A generous allowance: PostgreSQL 18.6 reports `shared_memory_size =
+/// 9MB` for `shared_buffers = 128kB` with 100 connections, everything included. With the
+/// other terms the estimate is 1083 MB where PostgreSQL 18.6 asks for 1086 MB
+/// (`shared_buffers = 1GB`, 100 connections); [`HUGE_PAGES_HEADROOM`] covers the rest
+/// (tested in `advise_hosts.rs`).
 pub const FIXED_SHARED_BYTES: u64 = 16 * MB;
 
 /// The huge page size assumed when `/proc/meminfo` reports none: x86-64's and arm64's

@@ -21,6 +21,10 @@ pub const HUGE_PAGES_WORTH_BYTES: u64 = 2 * GB;
 /// headroom.
 pub const HUGE_PAGES_HEADROOM: f64 = 1.10;
 
+/// `vm.overcommit_memory = 2`: strict accounting, allocations beyond the commit limit fail
+/// (kernel mm/overcommit-accounting.rst; PostgreSQL docs 19.4.4 recommend it).
+pub const STRICT_OVERCOMMIT: u64 = 2;
+
 /// The kernel's default `vm.overcommit_ratio` (kernel admin-guide/sysctl/vm.rst), assumed
 /// when the sysctl cannot be read.
 pub const KERNEL_DEFAULT_OVERCOMMIT_RATIO: u64 = 50;
@@ -178,7 +182,7 @@ impl Commit {
     fn found(&self, ctx: &Ctx, mode: u64) -> (Status, String) {
         let m = &ctx.facts.host.memory;
         let (swap, total, committed) = (self.swap, self.total, self.committed);
-        if mode != 2 {
+        if mode != STRICT_OVERCOMMIT {
             return (
                 Status::Warn,
                 format!(
@@ -257,7 +261,7 @@ pub(super) fn r_overcommit(ctx: &Ctx) -> Option<Verdict> {
         });
     if status != Status::Ok && !needs_swap {
         v = v
-            .sysctl("vm.overcommit_memory", 2)
+            .sysctl("vm.overcommit_memory", STRICT_OVERCOMMIT)
             .sysctl("vm.overcommit_ratio", ratio);
     }
     Some(v)
