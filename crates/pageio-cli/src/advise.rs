@@ -9,7 +9,8 @@
 //!
 //! The library reads the facts (`pageio::host`, with the live probes run here: io_uring
 //! setup, O_DIRECT on PGDATA, the clock's cost) and evaluates the rule table
-//! (`pageio::advise::rules::RULES`); this module parses flags, prints the report or JSON,
+//! (`pageio::advise::rules::RULES`), naming our flags where a message points at one
+//! ([`names::Flags`]); this module parses flags, prints the report ([`report`]) or JSON,
 //! and turns the worst status into the exit status. `--measure` goes through
 //! [`measure_io`]: `pageio::measure::run` on the cluster (read-only), with progress on
 //! stderr and SIGINT passed to its cancel flag; its [`Measurement`] becomes
@@ -30,6 +31,9 @@ use pageio::measure::{self, MeasureOptions, MeasureTarget, Measurement, Phase};
 
 use crate::datadir::DataDirArgs;
 use crate::CliResult;
+
+mod names;
+mod report;
 
 /// Longest `--measure` run accepted: the measurement reads the disk for this long, and an
 /// advice run should never take longer than a short benchmark.
@@ -397,7 +401,7 @@ pub fn run(mut args: AdviseArgs) -> CliResult {
         pg_version: args.pg_version,
         measured,
     };
-    let advice = advise::advise(&facts, &inputs);
+    let advice = advise::advise_with_names(&facts, &inputs, &names::Flags);
     if args.json {
         let report = JsonReport {
             advice: &advice,
@@ -406,7 +410,7 @@ pub fn run(mut args: AdviseArgs) -> CliResult {
         };
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        print!("{}", advise::render::report(&advice));
+        print!("{}", report::report(&advice));
     }
     Ok(advice.exit_status())
 }

@@ -1,4 +1,4 @@
-//! What `pageio advise --measure` measured on PGDATA's storage, as the rules use it.
+//! What a measurement of PGDATA's storage found, as the rules use it.
 //!
 //! The measurement and the choice of settings live in [`crate::measure`]: [`measure::run`]
 //! reads the disk and the engine for a bounded time, and [`measure::recommend`] turns the

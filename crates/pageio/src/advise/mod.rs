@@ -8,8 +8,8 @@
 //!   host::Probes ────┤      (live: io_uring_setup, O_DIRECT, clock cost — injectable)
 //!   host::PgBinFacts ┼─► Facts ─► Ctx (effective RAM/CPUs, derived sizes) ─► RULES ─► Advice
 //!   host::Instance ──┤                                                         │
-//!   MeasuredIo? ─────┘ (--measure: measure::run + measure::recommend)
-//!                                                          report · postgresql.conf · sysctl.d
+//!   MeasuredIo? ─────┘ (measure::run + measure::recommend)          items · postgresql.conf
+//!                                                                          · sysctl.d snippets
 //! ```
 //!
 //! Facts are gathered once ([`Facts`]); nothing after that touches the machine, so the same
@@ -19,8 +19,15 @@
 //! documentation, the kernel's, pgtune's formulas, PostgreSQL 18/19 release notes), and
 //! computes one [`Item`]: status, the value found and where, the recommendation, a
 //! one-sentence reason and the exact fix. Every size is computed from the *effective* RAM and
-//! CPUs — the container's when a cgroup limits them — and the report says which limit
+//! CPUs — the container's when a cgroup limits them — and the advice says which limit
 //! applied.
+//!
+//! The [`Advice`] is data: the items, the `postgresql.conf` and `sysctl.d` snippets (file
+//! contents, ready to apply), the problems met; it serialises to JSON as it is. Showing it
+//! to a person is the front end's work (the `pageio` command prints a grouped report). A
+//! message that points the user at one of advise's inputs — measure the disk, give the data
+//! directory — names the input as the caller spells it ([`InputNames`]: a command line's
+//! flags), so the library never spells a flag.
 //!
 //! # Statuses and exit status
 //!
@@ -28,15 +35,14 @@
 //! or loses data as configured (a value PostgreSQL refuses at start-up, with its own
 //! message — see [`guc`] —, a server that will not start with `io_method = io_uring`
 //! here, `huge_pages = on` without enough huge pages, write barriers off, commit limit
-//! exceeded). [`Advice::exit_status`] is 0, 1 or 2. A run that could not be made (a bad
-//! flag, an unreadable file) also exits 2, as every pageio command does, but prints no
-//! report: a script tells the two apart by the report on stdout (with `--json`, an object
-//! with `items`).
+//! exceeded). [`Advice::exit_status`] is 0, 1 or 2. (The `pageio` command also exits 2 when
+//! it could not run at all, and then prints no advice: a script tells the two apart by the
+//! advice on stdout.)
 
 pub mod guc;
 pub mod measured;
-pub mod render;
 pub mod rules;
+mod snippets;
 pub mod units;
 
 use std::path::{Path, PathBuf};
@@ -95,11 +101,11 @@ impl Workload {
 pub struct Inputs {
     /// The workload.
     pub workload: Workload,
-    /// `--max-connections`; else the configuration's, else the workload's default.
+    /// The connections to size for; else the configuration's, else the workload's default.
     pub max_connections: Option<u32>,
-    /// `--pg-version`; else the cluster's `PG_VERSION`, else 18.
+    /// The PostgreSQL major version to advise for; else the cluster's `PG_VERSION`, else 18.
     pub pg_version: Option<u32>,
-    /// `--measure`'s results.
+    /// A measurement of the data directory's disk, when one was made.
     pub measured: Option<MeasuredIo>,
 }
 
@@ -117,7 +123,8 @@ impl Default for Inputs {
 /// PostgreSQL versions advice can be given for.
 pub const PG_VERSIONS: [u32; 3] = [17, 18, 19];
 
-/// The version assumed without `--pg-version` or a data directory: the current release.
+/// The version assumed when neither the inputs nor a data directory give one: the current
+/// release.
 pub const DEFAULT_PG_VERSION: u32 = 18;
 
 /// Everything read from the machine for one run.
@@ -131,7 +138,7 @@ pub struct Facts {
     pub probes: Probes,
     /// The PostgreSQL binaries, when found.
     pub pg_bin: Option<PgBinFacts>,
-    /// The instance, with `--pgdata` or `--config`.
+    /// The instance, when a data directory or a configuration file was given.
     pub instance: Option<InstanceFacts>,
     /// The storage under `pg_wal` when it is a link to another place (`initdb --waldir`).
     pub wal_storage: Option<crate::host::StorageFacts>,
@@ -144,7 +151,7 @@ pub struct Sources<'a> {
     pub pgdata: Option<&'a Path>,
     /// A `postgresql.conf` to read instead of (or without) the data directory's.
     pub config: Option<&'a Path>,
-    /// Where the PostgreSQL binaries are (`--pg-bin`); else `PATH` is searched.
+    /// Where the PostgreSQL binaries are; else `PATH` is searched.
     pub pg_bin: Option<&'a Path>,
     /// The machine path whose storage to examine when there is no data directory (a
     /// captured tree's mount point in tests).
@@ -194,7 +201,7 @@ impl Facts {
     }
 }
 
-/// The groups of the report, in order.
+/// The groups of the advice, in order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Group {
@@ -233,7 +240,7 @@ pub enum Status {
 }
 
 impl Status {
-    /// The report's marker.
+    /// The marker a report shows.
     pub fn marker(self) -> &'static str {
         match self {
             Status::Ok => "OK",
@@ -246,7 +253,7 @@ impl Status {
 /// One line of advice.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Item {
-    /// The report group.
+    /// The advice group.
     pub group: Group,
     /// The setting or check (`vm.swappiness`, `shared_buffers`, `io_uring`).
     pub name: String,
@@ -327,10 +334,82 @@ impl Advice {
     }
 }
 
-/// Evaluates every rule of [`rules::RULES`] on `facts`.
-pub fn advise(facts: &Facts, inputs: &Inputs) -> Advice {
-    rules::evaluate(facts, inputs)
+/// An input of advise that a message may point the user at: "run with a measurement",
+/// "give the data directory". The caller names each one ([`InputNames`]) — a command line
+/// by its flag — so the library's text says what to give, not how to spell it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UserInput {
+    /// The cluster's data directory ([`Sources::pgdata`]).
+    PgData,
+    /// Where the PostgreSQL binaries are ([`Sources::pg_bin`]).
+    PgBin,
+    /// The PostgreSQL version advised for ([`Inputs::pg_version`]).
+    PgVersion,
+    /// The connections to size for ([`Inputs::max_connections`]).
+    MaxConnections,
+    /// The workload ([`Inputs::workload`]).
+    Workload,
+    /// A measurement of the disk ([`Inputs::measured`], from `measure::run`).
+    Measure,
+    /// A captured machine tree read instead of `/` ([`Sysroot`]).
+    Sysroot,
+    /// The engine's direct-I/O setting (`IoConfig::direct_io`), which needs O_DIRECT.
+    DirectIo,
 }
 
-/// How long `--measure` runs by default.
+/// How the caller spells the [`UserInput`]s its user gives; advice's messages use it where
+/// they point at one. A command line answers with its flags, a library caller with its own
+/// words ([`PlainNames`]).
+pub trait InputNames {
+    /// The input's name, as a message mentions it: "run with NAME", "pgtune's default for
+    /// NAME mixed".
+    fn name(&self, input: UserInput) -> String;
+    /// The input with a placeholder for its value: "run with USAGE to check ...".
+    fn usage(&self, input: UserInput) -> String;
+    /// The whole step that gives advice again with the input, as a fix.
+    fn rerun(&self, input: UserInput) -> String;
+}
+
+/// The inputs in plain words, for callers without flags of their own (the library API, its
+/// tests): "run with a measurement of the disk".
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PlainNames;
+
+impl InputNames for PlainNames {
+    fn name(&self, input: UserInput) -> String {
+        match input {
+            UserInput::PgData => "the data directory",
+            UserInput::PgBin => "the PostgreSQL binary directory",
+            UserInput::PgVersion => "the PostgreSQL version given",
+            UserInput::MaxConnections => "the connection count given",
+            UserInput::Workload => "the workload",
+            UserInput::Measure => "a measurement of the disk",
+            UserInput::Sysroot => "a sysroot",
+            UserInput::DirectIo => "direct I/O",
+        }
+        .to_string()
+    }
+
+    fn usage(&self, input: UserInput) -> String {
+        self.name(input)
+    }
+
+    fn rerun(&self, input: UserInput) -> String {
+        format!("advise again with {}", self.name(input))
+    }
+}
+
+/// Evaluates every rule of [`rules::RULES`] on `facts`, naming the user's inputs in plain
+/// words ([`PlainNames`]).
+pub fn advise(facts: &Facts, inputs: &Inputs) -> Advice {
+    rules::evaluate(facts, inputs, &PlainNames)
+}
+
+/// Evaluates every rule of [`rules::RULES`] on `facts`; messages that point at one of the
+/// user's inputs name it as `names` spells it (a command line's flags).
+pub fn advise_with_names(facts: &Facts, inputs: &Inputs, names: &dyn InputNames) -> Advice {
+    rules::evaluate(facts, inputs, names)
+}
+
+/// How long a measurement for advice runs by default.
 pub const DEFAULT_MEASURE: Duration = Duration::from_secs(30);

@@ -1,0 +1,309 @@
+//! The PostgreSQL I/O settings: `random_page_cost`, `effective_io_concurrency`,
+//! `maintenance_io_concurrency`, `io_combine_limit`, `io_method` and the I/O workers
+//! (`io_workers` in PostgreSQL 18, the pool's `io_min_workers` / `io_max_workers` in 19).
+//!
+//! Each is measured when the disk was (the measurement's recommendation, with its reason),
+//! else guessed from whether the data directory's disks spin.
+
+use super::super::units::{BLOCK, KB};
+use super::ctx::AIO_SINCE_PG;
+use super::settings::{
+    number_setting, size_setting, word_setting, CONCURRENCY_TOLERANCE, COST_TOLERANCE, EXACT,
+};
+use super::{Ctx, Verdict};
+use crate::advise::{Status, UserInput};
+use crate::config::IoMethodKind;
+
+/// `effective_io_concurrency` guessed for a spinning disk: PostgreSQL docs 19.4.6 ("for
+/// magnetic drives, the number of separate drives"); pgtune's HDD value.
+pub const ROTATIONAL_IO_CONCURRENCY: u32 = 2;
+
+/// `effective_io_concurrency` guessed for SSD and NVMe: PostgreSQL docs 19.4.6 (SSDs "can
+/// often process many concurrent requests, so the best value might be in the hundreds");
+/// pgtune's SSD value.
+pub const SSD_IO_CONCURRENCY: u32 = 200;
+
+/// `random_page_cost` guessed for a spinning disk: PostgreSQL's default (docs 19.7.2).
+pub const ROTATIONAL_RANDOM_PAGE_COST: f64 = 4.0;
+
+/// `random_page_cost` guessed for SSD and NVMe (pgtune; PostgreSQL docs 19.7.2: lower it
+/// when random reads cost little more than sequential ones).
+pub const SSD_RANDOM_PAGE_COST: f64 = 1.1;
+
+/// Guessed `io_workers`: one per this many effective CPUs (pageio's guess, a quarter).
+pub const CPUS_PER_IO_WORKER: u32 = 4;
+
+/// PostgreSQL 18's default `io_workers` (docs io_workers): the guess never goes below it.
+pub const DEFAULT_IO_WORKERS: u32 = 3;
+
+/// The most I/O workers PostgreSQL allows (`MAX_IO_WORKERS` in PostgreSQL 18's proc.h).
+pub const MAX_IO_WORKERS: u32 = 32;
+
+/// PostgreSQL 19's pool keeps one worker ready per this many CPUs (`io_min_workers`).
+pub const CPUS_PER_READY_IO_WORKER: u32 = 8;
+
+/// PostgreSQL 19's pool may grow to one worker per this many CPUs (`io_max_workers`): half.
+pub const CPUS_PER_POOL_IO_WORKER: u32 = 2;
+
+/// The first PostgreSQL version with the adaptive I/O worker pool (`io_min_workers`,
+/// `io_max_workers`) instead of a fixed `io_workers` (PostgreSQL 19 docs).
+pub const IO_WORKER_POOL_SINCE_PG: u32 = 19;
+
+/// `io_combine_limit` recommended: 128 kB, the most `io_max_combine_limit` allows by
+/// default (PostgreSQL 18 docs io_combine_limit).
+pub const IO_COMBINE_LIMIT_BYTES: u64 = 128 * KB;
+
+impl Ctx<'_> {
+    /// The recommended io_method, with the reason.
+    pub fn io_method(&self) -> (String, String) {
+        let causes = self.uring_causes();
+        if let Some(m) = self.measured() {
+            let r = &m.recommendations.io_method;
+            if r.value == IoMethodKind::IoUring && !causes.is_empty() {
+                let other = &m.for_postgresql(false).io_method;
+                return (
+                    other.value.to_string(),
+                    format!(
+                        "measured: io_uring was the best, but PostgreSQL cannot use it here ({}); without it: {}",
+                        causes.join("; "),
+                        other.reason
+                    ),
+                );
+            }
+            return (r.value.to_string(), format!("measured: {}", r.reason));
+        }
+        if causes.is_empty() {
+            (
+                "worker".into(),
+                format!(
+                    "guessed: worker is PostgreSQL's default and needs nothing from the kernel; io_uring is usable here — run with {} to see whether it is faster on this disk",
+                    self.names.name(UserInput::Measure)
+                ),
+            )
+        } else {
+            (
+                "worker".into(),
+                format!("io_uring cannot be used here: {}", causes.join("; ")),
+            )
+        }
+    }
+
+    /// Why a device setting is a guess, and how to measure instead.
+    fn guess_note(&self) -> String {
+        let rot = match self.rotational {
+            Some(true) => "rotational=1",
+            Some(false) => "rotational=0",
+            None => "rotational=unknown, SSD assumed",
+        };
+        format!(
+            "guessed ({rot}); run with {}",
+            self.names.name(UserInput::Measure)
+        )
+    }
+
+    /// `effective_io_concurrency` and its reason.
+    pub fn eic(&self) -> (u32, String) {
+        if let Some(m) = self.measured() {
+            let r = &m.recommendations.effective_io_concurrency;
+            return (measured_count(r.value), format!("measured: {}", r.reason));
+        }
+        match self.rotational {
+            Some(true) => (ROTATIONAL_IO_CONCURRENCY, self.guess_note()),
+            _ => (SSD_IO_CONCURRENCY, self.guess_note()),
+        }
+    }
+
+    /// `maintenance_io_concurrency` and its reason: measured, the depth near the device's
+    /// peak; guessed, the same as `effective_io_concurrency`.
+    pub fn mic(&self) -> (u32, String) {
+        if let Some(m) = self.measured() {
+            let r = &m.recommendations.maintenance_io_concurrency;
+            return (measured_count(r.value), format!("measured: {}", r.reason));
+        }
+        let (eic, why) = self.eic();
+        (eic, format!("as effective_io_concurrency: {why}"))
+    }
+
+    /// `random_page_cost` and its reason.
+    pub fn random_page_cost(&self) -> (f64, String) {
+        if let Some(m) = self.measured() {
+            let r = &m.recommendations.random_page_cost;
+            return (r.value, format!("measured: {}", r.reason));
+        }
+        match self.rotational {
+            Some(true) => (ROTATIONAL_RANDOM_PAGE_COST, self.guess_note()),
+            _ => (SSD_RANDOM_PAGE_COST, self.guess_note()),
+        }
+    }
+
+    /// `io_workers` (PostgreSQL 18) and its reason.
+    pub fn io_workers(&self) -> (u32, String) {
+        if let Some(m) = self.measured() {
+            let r = &m.for_postgresql(self.uring_causes().is_empty()).io_workers;
+            return (measured_count(r.value), format!("measured: {}", r.reason));
+        }
+        (
+            self.cpus
+                .div_ceil(CPUS_PER_IO_WORKER)
+                .clamp(DEFAULT_IO_WORKERS, MAX_IO_WORKERS),
+            format!(
+                "a quarter of the {} effective CPUs, at least PostgreSQL's default {DEFAULT_IO_WORKERS}, at most {MAX_IO_WORKERS} — run with {}",
+                self.cpus,
+                self.names.name(UserInput::Measure)
+            ),
+        )
+    }
+}
+
+/// A measured count as the rules' `u32`: the measurement's values are small (queue depths
+/// up to 64, workers up to 32), so saturating is only a guard.
+fn measured_count(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+pub(super) fn r_random_page_cost(ctx: &Ctx) -> Option<Verdict> {
+    let (rec, why) = ctx.random_page_cost();
+    Some(number_setting(
+        ctx,
+        "random_page_cost",
+        rec,
+        COST_TOLERANCE,
+        format!("{rec}"),
+        format!("a random page read relative to a sequential one: {why}"),
+    ))
+}
+
+pub(super) fn r_eic(ctx: &Ctx) -> Option<Verdict> {
+    let (rec, why) = ctx.eic();
+    Some(number_setting(
+        ctx,
+        "effective_io_concurrency",
+        rec as f64,
+        CONCURRENCY_TOLERANCE,
+        rec.to_string(),
+        format!("I/Os a scan keeps in flight: {why}"),
+    ))
+}
+
+pub(super) fn r_mic(ctx: &Ctx) -> Option<Verdict> {
+    let (rec, why) = ctx.mic();
+    Some(number_setting(
+        ctx,
+        "maintenance_io_concurrency",
+        rec as f64,
+        CONCURRENCY_TOLERANCE,
+        rec.to_string(),
+        format!("I/Os VACUUM, index builds and recovery keep in flight: {why}"),
+    ))
+}
+
+pub(super) fn r_io_combine_limit(ctx: &Ctx) -> Option<Verdict> {
+    if ctx.pg < AIO_SINCE_PG {
+        return None;
+    }
+    Some(size_setting(
+        ctx,
+        "io_combine_limit",
+        BLOCK,
+        IO_COMBINE_LIMIT_BYTES,
+        "the largest I/O PostgreSQL 18 merges adjacent blocks into; 128 kB is the most io_max_combine_limit allows by default".into(),
+    ))
+}
+
+pub(super) fn r_io_method(ctx: &Ctx) -> Option<Verdict> {
+    if ctx.pg < AIO_SINCE_PG {
+        return None;
+    }
+    let (rec, why) = ctx.io_method();
+    let mut v = word_setting(ctx, "io_method", &rec, why);
+    if ctx.wants_uring() && !ctx.uring_causes().is_empty() {
+        v.status = Some(Status::Bad);
+        v.reason = format!(
+            "io_method = io_uring cannot start here: {}",
+            ctx.uring_causes().join("; ")
+        );
+    }
+    Some(v)
+}
+
+pub(super) fn r_io_workers(ctx: &Ctx) -> Option<Verdict> {
+    // Only PostgreSQL 18 has a fixed io_workers; 19 sizes a pool instead.
+    if ctx.pg != AIO_SINCE_PG {
+        return None;
+    }
+    let (rec, why) = ctx.io_workers();
+    Some(number_setting(
+        ctx,
+        "io_workers",
+        rec as f64,
+        EXACT,
+        rec.to_string(),
+        format!("I/O worker processes for io_method = worker: {why}"),
+    ))
+}
+
+pub(super) fn r_io_min_workers(ctx: &Ctx) -> Option<Verdict> {
+    if ctx.pg < IO_WORKER_POOL_SINCE_PG {
+        return None;
+    }
+    let by_cpus = ctx
+        .cpus
+        .div_ceil(CPUS_PER_READY_IO_WORKER)
+        .clamp(1, MAX_IO_WORKERS);
+    let usable = ctx.uring_causes().is_empty();
+    let measured = ctx.measured().and_then(|m| m.io_workers(usable));
+    let (rec, why) = match measured {
+        // The measured count is what one cold scan needed at full speed: kept ready, the
+        // first scan after a quiet spell does not wait for the pool to grow. Never above
+        // the pool's ceiling (io_max_workers' rule takes at least the same count).
+        Some(w) => {
+            let rec = (measured_count(w)).max(by_cpus).clamp(1, MAX_IO_WORKERS);
+            (
+                rec,
+                format!(
+                    "PostgreSQL 19 grows the I/O worker pool on demand; keep ready the {w} workers one cold scan needed (measured: {}), at least one per {CPUS_PER_READY_IO_WORKER} of the {} CPUs",
+                    ctx.measured().map_or("", |m| m.for_postgresql(usable).io_workers.reason.as_str()),
+                    ctx.cpus
+                ),
+            )
+        }
+        None => (
+            by_cpus,
+            format!(
+                "PostgreSQL 19 grows the I/O worker pool on demand; keep one per {CPUS_PER_READY_IO_WORKER} of the {} CPUs ready",
+                ctx.cpus
+            ),
+        ),
+    };
+    Some(number_setting(
+        ctx,
+        "io_min_workers",
+        rec as f64,
+        EXACT,
+        rec.to_string(),
+        why,
+    ))
+}
+
+pub(super) fn r_io_max_workers(ctx: &Ctx) -> Option<Verdict> {
+    if ctx.pg < IO_WORKER_POOL_SINCE_PG {
+        return None;
+    }
+    let (rec, why) = ctx.io_workers();
+    let rec = rec
+        .max(ctx.cpus.div_ceil(CPUS_PER_POOL_IO_WORKER))
+        .clamp(1, MAX_IO_WORKERS);
+    let why = format!(
+        "the pool's ceiling: half the {} CPUs or the PostgreSQL 18 io_workers choice ({why}), \
+         at most {MAX_IO_WORKERS}",
+        ctx.cpus
+    );
+    Some(number_setting(
+        ctx,
+        "io_max_workers",
+        rec as f64,
+        EXACT,
+        rec.to_string(),
+        why,
+    ))
+}
