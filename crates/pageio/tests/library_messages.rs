@@ -198,8 +198,14 @@ fn t() { let _ = "--jobs"; }
             .map(|f| f.at)
             .collect::<Vec<_>>()
     };
-    assert_eq!(found("m.rs"), vec!["m.rs:5", "m.rs:10", "m.rs:11", "m.rs:14"]);
-    assert_eq!(found("host/pgbin.rs"), vec!["host/pgbin.rs:5", "host/pgbin.rs:11", "host/pgbin.rs:14"]);
+    assert_eq!(
+        found("m.rs"),
+        vec!["m.rs:5", "m.rs:10", "m.rs:11", "m.rs:14"]
+    );
+    assert_eq!(
+        found("host/pgbin.rs"),
+        vec!["host/pgbin.rs:5", "host/pgbin.rs:11", "host/pgbin.rs:14"]
+    );
     assert!(!holds_flag("-- SQL comment and -1"));
     assert!(holds_flag("\"--x\""));
 }

@@ -118,7 +118,12 @@ impl<'ast> Visit<'ast> for FunctionSizes<'_> {
         if is_test_only(&item.attrs) {
             return;
         }
-        self.check(&item.attrs, &item.sig.fn_token, &item.sig.ident, &item.block);
+        self.check(
+            &item.attrs,
+            &item.sig.fn_token,
+            &item.sig.ident,
+            &item.block,
+        );
         syn::visit::visit_item_fn(self, item);
     }
 
@@ -126,7 +131,12 @@ impl<'ast> Visit<'ast> for FunctionSizes<'_> {
         if is_test_only(&item.attrs) {
             return;
         }
-        self.check(&item.attrs, &item.sig.fn_token, &item.sig.ident, &item.block);
+        self.check(
+            &item.attrs,
+            &item.sig.fn_token,
+            &item.sig.ident,
+            &item.block,
+        );
         syn::visit::visit_impl_item_fn(self, item);
     }
 
@@ -200,7 +210,10 @@ fn the_size_check_finds_long_units_and_honours_reasons_and_tests() {
         is_test_file: false,
     };
     let total_lines = text.lines().count();
-    assert!(total_lines > FILE_LINES_MAX, "the sample is {total_lines} lines");
+    assert!(
+        total_lines > FILE_LINES_MAX,
+        "the sample is {total_lines} lines"
+    );
     assert_eq!(
         offenders_in(&file),
         vec![
@@ -220,7 +233,10 @@ fn the_size_check_finds_long_units_and_honours_reasons_and_tests() {
     );
     assert_eq!(
         offenders_in(&file)[1].to_string(),
-        format!("m.rs:5: fn too_long is {} lines (limit 120)", FN_LINES_MAX + 1)
+        format!(
+            "m.rs:5: fn too_long is {} lines (limit 120)",
+            FN_LINES_MAX + 1
+        )
     );
     let reasoned = SourceFile {
         text: format!("// size: a generated table\n{text}"),
@@ -239,7 +255,10 @@ fn files_declared_by_a_test_module_are_test_code() {
         .find(|f| f.relative == "visibility/tests.rs")
         .expect("visibility/tests.rs is a library source");
     assert!(visibility_tests.is_test_file);
-    let lib = files.iter().find(|f| f.relative == "lib.rs").expect("lib.rs");
+    let lib = files
+        .iter()
+        .find(|f| f.relative == "lib.rs")
+        .expect("lib.rs");
     assert!(!lib.is_test_file);
     assert!(is_under("advise/rules.rs", NOT_YET_SPLIT));
     assert!(!is_under("aio/mod.rs", NOT_YET_SPLIT));

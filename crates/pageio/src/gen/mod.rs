@@ -99,7 +99,7 @@ pub enum GenError {
         name: String,
     },
     /// The output directory lies inside a PostgreSQL cluster or tablespace.
-    #[error("refusing to write a data set into \"{out}\": it lies inside the PostgreSQL cluster or tablespace \"{cluster}\", whose own files pg_checksums and verify would then fail on; choose an --out directory outside any cluster")]
+    #[error("refusing to write a data set into \"{out}\": it lies inside the PostgreSQL cluster or tablespace \"{cluster}\", whose own files pg_checksums and verify would then fail on; choose an {} directory outside any cluster", crate::config::Term::OutputDirectory)]
     InsideCluster {
         /// The output directory asked for.
         out: PathBuf,
