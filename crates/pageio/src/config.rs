@@ -673,6 +673,37 @@ pub fn read_conf_file(path: &Path) -> Result<Vec<ConfEntry>, ConfigError> {
     Ok(out)
 }
 
+/// The setting part of a configuration file's line (before any comment) as text: a line
+/// longer than [`CONF_LINE_MAX_BYTES`], a NUL outside a comment, or bytes that are not
+/// UTF-8 are errors made by `file_err`.
+fn conf_line_setting_text(
+    raw: &[u8],
+    file_err: impl Fn(String) -> ConfigError,
+) -> Result<&str, ConfigError> {
+    if raw.len() > CONF_LINE_MAX_BYTES {
+        return Err(file_err(format!(
+            "the line is {} bytes, longer than the {CONF_LINE_MAX_BYTES} a setting may take (CONF_LINE_MAX_BYTES); it starts \"{}\"",
+            raw.len(),
+            quoted_excerpt(&String::from_utf8_lossy(raw))
+        )));
+    }
+    let setting_part = &raw[..comment_start(raw)];
+    if let Some(column) = setting_part.iter().position(|b| *b == 0) {
+        return Err(file_err(format!(
+            "the line holds a NUL byte at byte {}, outside a comment, which PostgreSQL refuses too (\"syntax error\"): \"{}\"; remove it",
+            column + 1,
+            quoted_excerpt(&String::from_utf8_lossy(setting_part).replace('\0', "\\0"))
+        )));
+    }
+    std::str::from_utf8(setting_part).map_err(|e| {
+        file_err(format!(
+            "byte {} is not UTF-8 text, and pageio reads settings as UTF-8: \"{}\"; write the value in UTF-8 (a comment may hold any bytes)",
+            e.valid_up_to() + 1,
+            quoted_excerpt(&String::from_utf8_lossy(setting_part))
+        ))
+    })
+}
+
 fn read_conf_recursive(
     path: &Path,
     included_from: Option<(String, usize)>,
@@ -733,28 +764,7 @@ fn read_conf_recursive(
             line: line_no,
             reason,
         };
-        if raw.len() > CONF_LINE_MAX_BYTES {
-            return Err(file_err(format!(
-                "the line is {} bytes, longer than the {CONF_LINE_MAX_BYTES} a setting may take (CONF_LINE_MAX_BYTES); it starts \"{}\"",
-                raw.len(),
-                quoted_excerpt(&String::from_utf8_lossy(raw))
-            )));
-        }
-        let setting_part = &raw[..comment_start(raw)];
-        if let Some(column) = setting_part.iter().position(|b| *b == 0) {
-            return Err(file_err(format!(
-                "the line holds a NUL byte at byte {}, outside a comment, which PostgreSQL refuses too (\"syntax error\"): \"{}\"; remove it",
-                column + 1,
-                quoted_excerpt(&String::from_utf8_lossy(setting_part).replace('\0', "\\0"))
-            )));
-        }
-        let line = std::str::from_utf8(setting_part).map_err(|e| {
-            file_err(format!(
-                "byte {} is not UTF-8 text, and pageio reads settings as UTF-8: \"{}\"; write the value in UTF-8 (a comment may hold any bytes)",
-                e.valid_up_to() + 1,
-                quoted_excerpt(&String::from_utf8_lossy(setting_part))
-            ))
-        })?;
+        let line = conf_line_setting_text(raw, file_err)?;
         let Some((name, value)) = parse_conf_line(line).map_err(file_err)? else {
             continue;
         };

@@ -220,34 +220,7 @@ impl<'p> LeafWalk<'p> {
                 block = opaque.btpo_next as u64;
                 continue;
             }
-            if opaque.btpo_level != level {
-                return Err(walk.corrupt(
-                    block,
-                    format!(
-                        "{link} leads to a page of level {}, expected level {level}",
-                        opaque.btpo_level
-                    ),
-                ));
-            }
-            if opaque.is_leaf() != (level == 0) {
-                return Err(walk.corrupt(
-                    block,
-                    format!(
-                        "page of level {level} is {}flagged as a leaf (btpo_flags {:#x})",
-                        if opaque.is_leaf() { "" } else { "not " },
-                        opaque.btpo_flags
-                    ),
-                ));
-            }
-            if must_be_leftmost && opaque.btpo_prev != 0 {
-                return Err(walk.corrupt(
-                    link.holder_block(),
-                    format!(
-                        "{link} must lead to the leftmost page of its level, but block {block} has a left sibling (btpo_prev {})",
-                        opaque.btpo_prev
-                    ),
-                ));
-            }
+            walk.check_descent_page(block, link, level, must_be_leftmost, &opaque)?;
             if level == 0 {
                 // The leaf level gets its own visited set: a right link back into the
                 // descent's pages is a link to a page that is not a leaf, and is reported so.
@@ -256,35 +229,83 @@ impl<'p> LeafWalk<'p> {
                 walk.next_leaf = Some((block, link));
                 return Ok(walk);
             }
-            let page = BtreePage::new(buf.page()).map_err(page_err(index, block))?;
-            let items = page.data_items().map_err(page_err(index, block))?;
-            // The last pivot whose key sorts before the range in the index's order
-            // (`_bt_binsrch` on an internal page); the first item, whose keys were all
-            // truncated away, is minus infinity. A pivot's NULL key is a key like any other:
-            // after every value with NULLS LAST, before them with NULLS FIRST.
-            let mut child = None;
-            for (i, (_, item)) in items.iter().enumerate() {
-                let place = if item.pivot_natts() == Some(0) {
-                    Place::Before
-                } else {
-                    let key = item.first_key(key_type).map_err(page_err(index, block))?;
-                    walk.order.place(predicate, key.as_ref())
-                };
-                if place != Place::Before {
-                    break;
-                }
-                child = Some((i, item.downlink()));
-            }
-            let Some((child_item, child)) =
-                child.or_else(|| items.first().map(|(_, i)| (0, i.downlink())))
-            else {
-                return Err(walk.corrupt(block, "internal page has no items".into()));
-            };
+            let (child_item, child) = walk.downlink_to_follow(buf.page(), block)?;
             must_be_leftmost = child_item == 0 && opaque.btpo_prev == 0;
             link = Link::Downlink { from: block };
             block = child as u64;
             level -= 1;
         }
+    }
+
+    /// Checks a page the descent entered through `link`: of the `level` expected, flagged
+    /// a leaf exactly at level 0, and the leftmost of its level when the link must lead
+    /// there.
+    fn check_descent_page(
+        &self,
+        block: u64,
+        link: Link,
+        level: u32,
+        must_be_leftmost: bool,
+        opaque: &BtPageOpaque,
+    ) -> Result<(), ScanError> {
+        if opaque.btpo_level != level {
+            return Err(self.corrupt(
+                block,
+                format!(
+                    "{link} leads to a page of level {}, expected level {level}",
+                    opaque.btpo_level
+                ),
+            ));
+        }
+        if opaque.is_leaf() != (level == 0) {
+            return Err(self.corrupt(
+                block,
+                format!(
+                    "page of level {level} is {}flagged as a leaf (btpo_flags {:#x})",
+                    if opaque.is_leaf() { "" } else { "not " },
+                    opaque.btpo_flags
+                ),
+            ));
+        }
+        if must_be_leftmost && opaque.btpo_prev != 0 {
+            return Err(self.corrupt(
+                link.holder_block(),
+                format!(
+                    "{link} must lead to the leftmost page of its level, but block {block} has a left sibling (btpo_prev {})",
+                    opaque.btpo_prev
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The downlink of internal page `block` the descent follows, with its item's index:
+    /// that of the last pivot whose key sorts before the range in the index's order
+    /// (`_bt_binsrch` on an internal page); the first item, whose keys were all truncated
+    /// away, is minus infinity. A pivot's NULL key is a key like any other: after every
+    /// value with NULLS LAST, before them with NULLS FIRST.
+    fn downlink_to_follow(&self, page: &[u8], block: u64) -> Result<(usize, u32), ScanError> {
+        let index = self.index;
+        let page = BtreePage::new(page).map_err(page_err(index, block))?;
+        let items = page.data_items().map_err(page_err(index, block))?;
+        let mut child = None;
+        for (i, (_, item)) in items.iter().enumerate() {
+            let place = if item.pivot_natts() == Some(0) {
+                Place::Before
+            } else {
+                let key = item
+                    .first_key(self.key_type)
+                    .map_err(page_err(index, block))?;
+                self.order.place(self.predicate, key.as_ref())
+            };
+            if place != Place::Before {
+                break;
+            }
+            child = Some((i, item.downlink()));
+        }
+        child
+            .or_else(|| items.first().map(|(_, i)| (0, i.downlink())))
+            .ok_or_else(|| self.corrupt(block, "internal page has no items".into()))
     }
 
     /// The qualifying heap TIDs of the next leaf (in key order), or `None` at the end.

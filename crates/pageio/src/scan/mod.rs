@@ -768,26 +768,13 @@ trait TupleSink {
                 }
                 LinePointerFlags::Normal => {
                     let bytes = p.item_bytes(off, id).map_err(page_err(rel, block))?;
-                    let h = *HeapTuple::parse(bytes)
-                        .map_err(|source| ScanError::Tuple {
-                            path: rel.display_name().to_string(),
-                            block,
-                            offset: off,
-                            source,
-                        })?
-                        .header();
+                    let (h, xmin) = chain_member_header(rel, block, off, bytes)?;
                     // PostgreSQL's chain rules: an index entry never points straight at a
                     // heap-only tuple, and a member whose xmin is not its predecessor's xmax
                     // belongs to another chain — both end the search without a row.
                     if came_from.is_none() && h.t_infomask2 & HEAP_ONLY_TUPLE != 0 {
                         return Ok(());
                     }
-                    // `HeapTupleHeaderGetXmin`: a frozen xmin reads as FrozenTransactionId.
-                    let xmin = if h.t_infomask & HEAP_XMIN_FROZEN == HEAP_XMIN_FROZEN {
-                        FROZEN_TRANSACTION_ID
-                    } else {
-                        h.t_xmin
-                    };
                     if prev_xmax.is_some_and(|xmax| xmax != xmin) {
                         return Ok(());
                     }
@@ -825,6 +812,30 @@ trait TupleSink {
             }
         }
     }
+}
+
+/// The header of the HOT chain member at `offset` (its tuple `bytes`), and its xmin as
+/// `HeapTupleHeaderGetXmin` reads it: a frozen xmin reads as FrozenTransactionId.
+fn chain_member_header(
+    rel: &RelFile,
+    block: u64,
+    offset: u16,
+    bytes: &[u8],
+) -> Result<(crate::page::heap::HeapTupleHeader, u32), ScanError> {
+    let h = *HeapTuple::parse(bytes)
+        .map_err(|source| ScanError::Tuple {
+            path: rel.display_name().to_string(),
+            block,
+            offset,
+            source,
+        })?
+        .header();
+    let xmin = if h.t_infomask & HEAP_XMIN_FROZEN == HEAP_XMIN_FROZEN {
+        FROZEN_TRANSACTION_ID
+    } else {
+        h.t_xmin
+    };
+    Ok((h, xmin))
 }
 
 /// How a chain link is named in messages.
