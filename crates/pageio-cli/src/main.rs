@@ -38,6 +38,7 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
+use pageio::config::Term;
 
 /// PostgreSQL 18's asynchronous I/O, as a standalone engine and tools for data directories.
 #[derive(Debug, Parser)]
@@ -280,6 +281,8 @@ fn end_quietly_on_closed_stdout() {
 }
 
 fn main() {
+    // Library messages name the caller's inputs as terms; here they are flags.
+    pageio::config::set_term_spelling(flag_spelling);
     // SAFETY: installing a handler that only calls async-signal-safe functions.
     unsafe {
         libc::signal(libc::SIGABRT, on_abort as *const () as libc::sighandler_t);
@@ -349,7 +352,7 @@ fn flag_hint(message: &str) -> String {
                 !before.is_some_and(is_word_char) && !after.is_some_and(is_word_char)
             })
         })
-        .map(|name| format!("--{}", name.replace('_', "-")))
+        .map(|name| setting_flag(name))
         .filter(|flag| !message.contains(flag.as_str()))
         .collect();
     if flags.is_empty() {
@@ -359,6 +362,29 @@ fn flag_hint(message: &str) -> String {
             " (on the command line: {}, or --config FILE)",
             flags.join(", ")
         )
+    }
+}
+
+/// The flag of a setting: `shared_buffers` is `--shared-buffers`.
+fn setting_flag(name: &str) -> String {
+    format!("--{}", name.replace('_', "-"))
+}
+
+/// The command-line spelling of a term the library's messages name: the flag (and value)
+/// that gives it. Installed at start-up, so every library message made afterwards names
+/// flags; the library itself speaks of the concepts ([`Term::concept`]).
+fn flag_spelling(term: Term) -> String {
+    match term {
+        Term::Where => "--where".to_string(),
+        Term::Select => "--select".to_string(),
+        Term::SeqScan => "--kind seq".to_string(),
+        Term::IndexByName => "--index NAME".to_string(),
+        Term::Jobs => "--jobs".to_string(),
+        Term::Setting(name) => setting_flag(name),
+        Term::EnableChecksums => "--enable".to_string(),
+        Term::DataDirectory => "--pgdata".to_string(),
+        Term::AdviseDataDirectory => "advise --pgdata".to_string(),
+        Term::OutputDirectory => "--out".to_string(),
     }
 }
 
@@ -532,5 +558,27 @@ mod tests {
         );
         assert_eq!(super::flag_hint("io_max_combine_limit is not ours"), "");
         assert_eq!(super::flag_hint("use --direct-io off (direct_io)"), "");
+    }
+
+    #[test]
+    fn library_terms_are_spelled_as_flags() {
+        use pageio::config::Term;
+        assert_eq!(super::flag_spelling(Term::Where), "--where");
+        assert_eq!(super::flag_spelling(Term::SeqScan), "--kind seq");
+        assert_eq!(super::flag_spelling(Term::IndexByName), "--index NAME");
+        assert_eq!(
+            super::flag_spelling(Term::Setting("io_method")),
+            "--io-method"
+        );
+        assert_eq!(
+            super::flag_spelling(Term::AdviseDataDirectory),
+            "advise --pgdata"
+        );
+        // A message spelled for the command line gets no second hint for a flag it names.
+        let message = format!(
+            "use {} worker, or raise the limit",
+            super::flag_spelling(Term::Setting("io_method"))
+        );
+        assert_eq!(super::flag_hint(&message), "");
     }
 }

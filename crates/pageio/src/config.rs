@@ -673,6 +673,37 @@ pub fn read_conf_file(path: &Path) -> Result<Vec<ConfEntry>, ConfigError> {
     Ok(out)
 }
 
+/// The setting part of a configuration file's line (before any comment) as text: a line
+/// longer than [`CONF_LINE_MAX_BYTES`], a NUL outside a comment, or bytes that are not
+/// UTF-8 are errors made by `file_err`.
+fn conf_line_setting_text(
+    raw: &[u8],
+    file_err: impl Fn(String) -> ConfigError,
+) -> Result<&str, ConfigError> {
+    if raw.len() > CONF_LINE_MAX_BYTES {
+        return Err(file_err(format!(
+            "the line is {} bytes, longer than the {CONF_LINE_MAX_BYTES} a setting may take (CONF_LINE_MAX_BYTES); it starts \"{}\"",
+            raw.len(),
+            quoted_excerpt(&String::from_utf8_lossy(raw))
+        )));
+    }
+    let setting_part = &raw[..comment_start(raw)];
+    if let Some(column) = setting_part.iter().position(|b| *b == 0) {
+        return Err(file_err(format!(
+            "the line holds a NUL byte at byte {}, outside a comment, which PostgreSQL refuses too (\"syntax error\"): \"{}\"; remove it",
+            column + 1,
+            quoted_excerpt(&String::from_utf8_lossy(setting_part).replace('\0', "\\0"))
+        )));
+    }
+    std::str::from_utf8(setting_part).map_err(|e| {
+        file_err(format!(
+            "byte {} is not UTF-8 text, and pageio reads settings as UTF-8: \"{}\"; write the value in UTF-8 (a comment may hold any bytes)",
+            e.valid_up_to() + 1,
+            quoted_excerpt(&String::from_utf8_lossy(setting_part))
+        ))
+    })
+}
+
 fn read_conf_recursive(
     path: &Path,
     included_from: Option<(String, usize)>,
@@ -733,28 +764,7 @@ fn read_conf_recursive(
             line: line_no,
             reason,
         };
-        if raw.len() > CONF_LINE_MAX_BYTES {
-            return Err(file_err(format!(
-                "the line is {} bytes, longer than the {CONF_LINE_MAX_BYTES} a setting may take (CONF_LINE_MAX_BYTES); it starts \"{}\"",
-                raw.len(),
-                quoted_excerpt(&String::from_utf8_lossy(raw))
-            )));
-        }
-        let setting_part = &raw[..comment_start(raw)];
-        if let Some(column) = setting_part.iter().position(|b| *b == 0) {
-            return Err(file_err(format!(
-                "the line holds a NUL byte at byte {}, outside a comment, which PostgreSQL refuses too (\"syntax error\"): \"{}\"; remove it",
-                column + 1,
-                quoted_excerpt(&String::from_utf8_lossy(setting_part).replace('\0', "\\0"))
-            )));
-        }
-        let line = std::str::from_utf8(setting_part).map_err(|e| {
-            file_err(format!(
-                "byte {} is not UTF-8 text, and pageio reads settings as UTF-8: \"{}\"; write the value in UTF-8 (a comment may hold any bytes)",
-                e.valid_up_to() + 1,
-                quoted_excerpt(&String::from_utf8_lossy(setting_part))
-            ))
-        })?;
+        let line = conf_line_setting_text(raw, file_err)?;
         let Some((name, value)) = parse_conf_line(line).map_err(file_err)? else {
             continue;
         };
@@ -1004,387 +1014,11 @@ pub fn parse_bool(name: &str, value: &str) -> Result<bool, ConfigError> {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn defaults_match_postgresql() {
-        let c = IoConfig::default();
-        assert_eq!(c.io_method, IoMethodKind::Worker);
-        // io_workers not set: PostgreSQL 19's adaptive pool with its defaults.
-        assert_eq!(c.io_workers, IO_WORKERS_ADAPTIVE);
-        assert_eq!((c.io_min_workers, c.io_max_workers), (2, 8));
-        assert_eq!(c.io_worker_bounds(), (2, 8));
-        assert_eq!(c.io_worker_idle_timeout_ms, 60_000);
-        assert_eq!(c.io_worker_launch_interval_ms, 100);
-        assert_eq!(c.io_max_concurrency, 64);
-        assert_eq!(c.io_combine_limit_bytes(), 128 * 1024);
-        assert_eq!(c.effective_io_concurrency, 16);
-        assert_eq!(c.maintenance_io_concurrency, 16);
-        assert_eq!(c.shared_buffers_bytes, 128 << 20);
-        assert!(c.validate().is_ok());
-    }
-
-    #[test]
-    fn maintenance_io_concurrency_is_a_setting() {
-        let mut c = IoConfig::default();
-        c.set("maintenance-io-concurrency", "48").unwrap();
-        assert_eq!(c.maintenance_io_concurrency, 48);
-        assert_eq!(
-            c.effective_io_concurrency, 16,
-            "the other setting is untouched"
-        );
-        let err = c.set("maintenance_io_concurrency", "5000").unwrap_err();
-        assert!(
-            err.to_string().contains("maintenance_io_concurrency"),
-            "{err}"
-        );
-        c.maintenance_io_concurrency = 5000;
-        assert!(c.validate().is_err());
-    }
-
-    #[test]
-    fn units() {
-        assert_eq!(parse_size_bytes("x", "128kB").unwrap(), 131072);
-        assert_eq!(parse_blocks("x", "128kB").unwrap(), 16);
-        assert_eq!(parse_blocks("x", "32").unwrap(), 32);
-        assert_eq!(parse_blocks("x", "1MB").unwrap(), 128);
-        assert!(parse_blocks("x", "12kB").is_err());
-        assert!(parse_blocks("x", "12 parsecs").is_err());
-        assert!(parse_size_bytes("x", "").is_err());
-    }
-
-    #[test]
-    fn worker_pool_settings() {
-        let mut c = IoConfig::default();
-        c.set("io_worker_idle_timeout", "90s").unwrap();
-        c.set("io-worker-launch-interval", "250").unwrap();
-        assert_eq!(
-            (c.io_worker_idle_timeout_ms, c.io_worker_launch_interval_ms),
-            (90_000, 250)
-        );
-        c.set("io_worker_idle_timeout", "1min").unwrap();
-        assert_eq!(c.io_worker_idle_timeout_ms, 60_000);
-        c.set("io_worker_launch_interval", "0").unwrap();
-        assert_eq!(c.io_worker_launch_interval_ms, 0);
-        let err = c.set("io_worker_idle_timeout", "5 fortnights").unwrap_err();
-        assert!(err.to_string().contains("unknown time unit"), "{err}");
-        assert!(c.set("io_worker_idle_timeout", "1000d").is_err());
-        c.set("io_min_workers", "4").unwrap();
-        c.set("io_max_workers", "16").unwrap();
-        assert_eq!(c.io_worker_bounds(), (4, 16));
-        assert!(c.set("io_max_workers", "33").is_err());
-        assert!(c.set("io_min_workers", "0").is_err());
-        // io_workers = N is a fixed pool, as in PostgreSQL 18.
-        c.set("io_workers", "3").unwrap();
-        assert_eq!(c.io_worker_bounds(), (3, 3));
-        c.io_min_workers = 9;
-        c.io_max_workers = 8;
-        let err = c.validate().unwrap_err().to_string();
-        assert!(
-            err.contains("io_min_workers") && err.contains("io_max_workers"),
-            "{err}"
-        );
-    }
-
-    #[test]
-    fn set_and_ranges() {
-        let mut c = IoConfig::default();
-        c.set("io-method", "io_uring").unwrap();
-        assert_eq!(c.io_method, IoMethodKind::IoUring);
-        c.set("io_combine_limit", "256kB").unwrap();
-        assert_eq!(c.io_combine_limit_blocks, 32);
-        let err = c.set("io_combine_limit", "2MB").unwrap_err().to_string();
-        assert!(
-            err.contains("io_combine_limit") && err.contains("128"),
-            "{err}"
-        );
-        // seq_read_ahead: block-valued (a bare number is blocks), 0 (off) to 1GB.
-        assert_eq!(c.seq_read_ahead_blocks, 8192, "64MB by default");
-        c.set("seq_read_ahead", "16MB").unwrap();
-        assert_eq!(c.seq_read_ahead_blocks, 2048);
-        c.set("seq-read-ahead", "256").unwrap();
-        assert_eq!(c.seq_read_ahead_blocks, 256);
-        c.set("seq_read_ahead", "0").unwrap();
-        assert_eq!(c.seq_read_ahead_blocks, 0);
-        let err = c.set("seq_read_ahead", "2GB").unwrap_err().to_string();
-        assert!(
-            err.contains("seq_read_ahead") && err.contains("1GB"),
-            "{err}"
-        );
-        assert!(c.set("seq_read_ahead", "-1").is_err());
-        assert!(c.set("io_workers", "0").is_err());
-        assert!(c.set("io_method", "posix").is_err());
-        let err = c.set("io_turbo", "on").unwrap_err().to_string();
-        assert!(
-            err.contains("unrecognized") && err.contains("io_method"),
-            "{err}"
-        );
-        c.set("shared_buffers", "1MB").unwrap();
-        assert_eq!(c.shared_buffers_bytes, 1 << 20);
-    }
-
-    #[test]
-    fn conf_file_syntax() {
-        assert_eq!(parse_conf_line("  # comment").unwrap(), None);
-        assert_eq!(
-            parse_conf_line("io_method = 'worker' # default").unwrap(),
-            Some(("io_method".into(), "worker".into()))
-        );
-        assert_eq!(
-            parse_conf_line("io_workers 8").unwrap(),
-            Some(("io_workers".into(), "8".into()))
-        );
-        assert_eq!(
-            parse_conf_line("x = 'it''s'").unwrap(),
-            Some(("x".into(), "it's".into()))
-        );
-        assert!(parse_conf_line("x = 'open").is_err());
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("pageio.conf");
-        std::fs::write(&path, "io_method = sync\nio_workers = 12\n").unwrap();
-        let mut c = IoConfig::default();
-        c.load_file(&path).unwrap();
-        assert_eq!((c.io_method, c.io_workers), (IoMethodKind::Sync, 12));
-        std::fs::write(&path, "io_workers = many\n").unwrap();
-        let err = c.load_file(&path).unwrap_err().to_string();
-        assert!(
-            err.contains("line 1") && err.contains("io_workers"),
-            "{err}"
-        );
-    }
-
-    #[test]
-    fn conf_file_like_postgresql() {
-        let dir = tempfile::tempdir().unwrap();
-        let d = dir.path();
-        std::fs::create_dir_all(d.join("conf.d")).unwrap();
-        std::fs::create_dir_all(d.join("sub")).unwrap();
-        std::fs::write(
-            d.join("postgresql.conf"),
-            "max_connections = 100\t\t\t# (change requires restart)\n\
-             shared_buffers = 128MB\n\
-             log_timezone = 'Etc/UTC'\n\
-             shared_preload_libraries = ''\n\
-             io_workers 5\n\
-             include 'sub/extra.conf'\n\
-             include_if_exists 'missing.conf'\n\
-             include_dir 'conf.d'\n",
-        )
-        .unwrap();
-        // Relative to the including file (sub/), not to the working directory.
-        std::fs::write(d.join("sub/extra.conf"), "include 'deeper.conf'\n").unwrap();
-        std::fs::write(d.join("sub/deeper.conf"), "io_method = 'sync'\n").unwrap();
-        std::fs::write(d.join("conf.d/01-a.conf"), "io_workers = 7\n").unwrap();
-        std::fs::write(d.join("conf.d/02-b.conf"), "io_workers = 9 # last wins\n").unwrap();
-        std::fs::write(d.join("conf.d/.hidden.conf"), "io_workers = 1\n").unwrap();
-        std::fs::write(d.join("conf.d/notes.txt"), "io_workers = 2\n").unwrap();
-        let mut c = IoConfig::default();
-        let report = c.load_file(&d.join("postgresql.conf")).unwrap();
-        assert_eq!(c.io_workers, 9);
-        assert_eq!(c.io_method, IoMethodKind::Sync);
-        assert_eq!(c.shared_buffers_bytes, 128 << 20);
-        let ignored: Vec<&str> = report.ignored.iter().map(|e| e.name.as_str()).collect();
-        assert_eq!(
-            ignored,
-            [
-                "max_connections",
-                "log_timezone",
-                "shared_preload_libraries"
-            ]
-        );
-        assert_eq!(report.applied.len(), 5);
-        assert_eq!(report.applied[1].line, 5);
-        assert!(report.applied[2].path.ends_with("sub/deeper.conf"));
-    }
-
-    #[test]
-    fn conf_file_errors_name_file_and_line() {
-        let dir = tempfile::tempdir().unwrap();
-        let d = dir.path();
-        // A missing file: no "line 0".
-        let err = IoConfig::default()
-            .load_file(&d.join("nope.conf"))
-            .unwrap_err()
-            .to_string();
-        assert!(
-            err.contains("could not open configuration file") && err.contains("nope.conf"),
-            "{err}"
-        );
-        assert!(!err.contains("line 0"), "{err}");
-        // A missing include names the including file and line.
-        std::fs::write(d.join("a.conf"), "# first\ninclude 'gone.conf'\n").unwrap();
-        let err = IoConfig::default()
-            .load_file(&d.join("a.conf"))
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("gone.conf"), "{err}");
-        assert!(err.contains("a.conf\" line 2"), "{err}");
-        // A cycle is named as one.
-        std::fs::write(d.join("x.conf"), "include 'y.conf'\n").unwrap();
-        std::fs::write(d.join("y.conf"), "io_workers = 4\ninclude 'x.conf'\n").unwrap();
-        let err = IoConfig::default()
-            .load_file(&d.join("x.conf"))
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("include cycle"), "{err}");
-        assert!(err.contains("y.conf\" line 2"), "{err}");
-        // Nesting: ten levels of includes are fine, as in PostgreSQL, eleven are not.
-        for i in 0..10 {
-            std::fs::write(
-                d.join(format!("ok{i}.conf")),
-                format!("include 'ok{}.conf'\n", i + 1),
-            )
-            .unwrap();
-        }
-        std::fs::write(d.join("ok10.conf"), "io_workers = 6\n").unwrap();
-        let mut c = IoConfig::default();
-        c.load_file(&d.join("ok0.conf")).unwrap();
-        assert_eq!(c.io_workers, 6);
-        for i in 0..12 {
-            std::fs::write(
-                d.join(format!("n{i}.conf")),
-                format!("include 'n{}.conf'\n", i + 1),
-            )
-            .unwrap();
-        }
-        std::fs::write(d.join("n12.conf"), "io_workers = 4\n").unwrap();
-        let err = IoConfig::default()
-            .load_file(&d.join("n0.conf"))
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("maximum nesting depth of 10"), "{err}");
-        // A misspelt pageio setting is an error, not silently ignored.
-        std::fs::write(d.join("typo.conf"), "io_wrokers = 4\n").unwrap();
-        let err = IoConfig::default()
-            .load_file(&d.join("typo.conf"))
-            .unwrap_err()
-            .to_string();
-        assert!(
-            err.contains("line 1") && err.contains("did you mean \"io_workers\""),
-            "{err}"
-        );
-        // Junk after a quoted value.
-        assert!(parse_conf_line("io_method = 'sync' extra").is_err());
-        assert_eq!(
-            parse_conf_line("x = ''").unwrap(),
-            Some(("x".into(), String::new()))
-        );
-    }
-}
+pub mod terms;
+pub use terms::{set_term_spelling, Term};
 
 #[cfg(test)]
-mod bounded_input_tests {
-    use super::*;
+mod tests;
 
-    fn err_of(dir: &Path, text: &[u8]) -> String {
-        let main = dir.join("main.conf");
-        std::fs::write(&main, text).unwrap();
-        read_conf_file(&main).unwrap_err().to_string()
-    }
-
-    #[test]
-    fn includes_of_devices_fifos_and_huge_files_are_refused_before_reading() {
-        let dir = tempfile::tempdir().unwrap();
-        let e = err_of(dir.path(), b"include '/dev/zero'\n");
-        assert!(
-            e.contains("/dev/zero") && e.contains("a character device"),
-            "{e}"
-        );
-        let fifo = dir.path().join("fifo.conf");
-        let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
-        // SAFETY: c is a valid NUL-terminated path.
-        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
-        let e = err_of(dir.path(), b"include 'fifo.conf'\n");
-        assert!(e.contains("a FIFO"), "{e}");
-        // A sparse 2 GB file: refused from its size, nothing read.
-        let huge = dir.path().join("huge.conf");
-        std::fs::File::create(&huge)
-            .unwrap()
-            .set_len(2 << 30)
-            .unwrap();
-        let e = err_of(dir.path(), b"include 'huge.conf'\n");
-        assert!(
-            e.contains("CONF_FILE_MAX_BYTES") && e.contains("2147483648"),
-            "{e}"
-        );
-    }
-
-    #[test]
-    fn includes_share_one_total_budget() {
-        let dir = tempfile::tempdir().unwrap();
-        // Ten files of 7 MiB each, every one under the per-file bound, 70 MiB together.
-        let mut main = String::new();
-        for i in 0..10 {
-            let name = format!("part{i}.conf");
-            let mut text = String::new();
-            while text.len() < 7 << 20 {
-                text.push_str("# padding padding padding padding padding padding padding\n");
-            }
-            std::fs::write(dir.path().join(&name), text).unwrap();
-            main.push_str(&format!("include '{name}'\n"));
-        }
-        let e = err_of(dir.path(), main.as_bytes());
-        assert!(e.contains("CONF_TOTAL_MAX_BYTES"), "{e}");
-    }
-
-    #[test]
-    fn long_lines_and_nul_bytes_are_errors_quoting_at_most_200_bytes() {
-        let dir = tempfile::tempdir().unwrap();
-        let long = format!("shared_buffers = '{}'\n", "x".repeat(100 << 10));
-        let e = err_of(dir.path(), long.as_bytes());
-        assert!(
-            e.contains("CONF_LINE_MAX_BYTES") && e.contains("line 1"),
-            "{e}"
-        );
-        assert!(
-            e.len() < 600,
-            "the message quotes at most 200 bytes: {} bytes",
-            e.len()
-        );
-        let e = err_of(dir.path(), b"io_method = 'sync'\nio_workers = 3\0\n");
-        assert!(e.contains("NUL") && e.contains("line 2"), "{e}");
-        assert!(e.contains("at byte 15"), "{e}");
-        // A bad line of any length is quoted short.
-        let junk = format!("{}\n", "= ".repeat(20 << 10));
-        let e = err_of(dir.path(), junk.as_bytes());
-        assert!(e.len() < 600, "{e}");
-    }
-
-    /// PostgreSQL 18.6 starts with a NUL byte or a Latin-1 word in a comment
-    /// (`work_mem = 8MB # x\0y` and `# caf\xe9` give `postgres -C work_mem` = 8192), and
-    /// refuses a NUL inside the value (`work_mem = 8M\0B`: "syntax error in file … line 1").
-    #[test]
-    fn comments_may_hold_any_bytes_and_the_setting_part_must_be_text() {
-        let dir = tempfile::tempdir().unwrap();
-        let main = dir.path().join("main.conf");
-        std::fs::write(
-            &main,
-            b"work_mem = 8MB # x\0y\r\n# caf\xe9 comment\nio_method = 'a#b' # c\xe9\n",
-        )
-        .unwrap();
-        let entries = read_conf_file(&main).unwrap();
-        let got: Vec<(&str, &str, usize)> = entries
-            .iter()
-            .map(|e| (e.name.as_str(), e.value.as_str(), e.line))
-            .collect();
-        assert_eq!(got, [("work_mem", "8MB", 1), ("io_method", "a#b", 3)]);
-        let e = err_of(dir.path(), b"# ok\nwork_mem = 8M\0B\n");
-        assert_eq!(
-            e,
-            format!(
-                "configuration file \"{}\" line 2: the line holds a NUL byte at byte 14, outside a comment, which PostgreSQL refuses too (\"syntax error\"): \"work_mem = 8M\\0B\"; remove it",
-                main.display()
-            )
-        );
-        let e = err_of(dir.path(), b"\n\napplication_name = caf\xe9\n");
-        assert_eq!(
-            e,
-            format!(
-                "configuration file \"{}\" line 3: byte 23 is not UTF-8 text, and pageio reads settings as UTF-8: \"application_name = caf\u{fffd}\"; write the value in UTF-8 (a comment may hold any bytes)",
-                main.display()
-            )
-        );
-    }
-}
+#[cfg(test)]
+mod bounded_input_tests;

@@ -177,24 +177,7 @@ pub fn tokenize_spanned(text: &str) -> Result<Vec<(Token, std::ops::Range<usize>
             continue;
         }
         if c == '/' && chars.get(i + 1) == Some(&'*') {
-            let mut depth = 0usize;
-            loop {
-                match (chars.get(i), chars.get(i + 1)) {
-                    (Some('/'), Some('*')) => {
-                        depth += 1;
-                        i += 2;
-                    }
-                    (Some('*'), Some('/')) => {
-                        depth -= 1;
-                        i += 2;
-                        if depth == 0 {
-                            break;
-                        }
-                    }
-                    (Some(_), _) => i += 1,
-                    (None, _) => return Err("unterminated /* comment".into()),
-                }
-            }
+            i = skip_block_comment(&chars, i)?;
             continue;
         }
         match c {
@@ -208,32 +191,9 @@ pub fn tokenize_spanned(text: &str) -> Result<Vec<(Token, std::ops::Range<usize>
                 continue;
             }
             '"' => {
-                let mut name = String::new();
-                let mut j = i + 1;
-                loop {
-                    match (chars.get(j), chars.get(j + 1)) {
-                        (Some('"'), Some('"')) => {
-                            name.push('"');
-                            j += 2;
-                        }
-                        (Some('"'), _) => break,
-                        (Some(&ch), _) => {
-                            name.push(ch);
-                            j += 1;
-                        }
-                        (None, _) => {
-                            return Err("unterminated quoted identifier: a \" is missing".into())
-                        }
-                    }
-                }
-                if name.is_empty() {
-                    return Err("zero-length delimited identifier (\"\"): write a name between the double quotes".into());
-                }
-                tokens.push(Token::Ident {
-                    name: truncate_identifier(name),
-                    quoted: true,
-                });
-                i = j + 1;
+                let (name, next) = quoted_identifier(&chars, i)?;
+                tokens.push(name);
+                i = next;
                 continue;
             }
             '.' if !chars.get(i + 1).is_some_and(char::is_ascii_digit) => {
@@ -273,26 +233,7 @@ pub fn tokenize_spanned(text: &str) -> Result<Vec<(Token, std::ops::Range<usize>
                 continue;
             }
             c if is_op_char(c) => {
-                let mut j = i;
-                while j < chars.len() && is_op_char(chars[j]) {
-                    // A comment start ends the operator (scan.l's `self`/`operator` rule).
-                    if j > i
-                        && ((chars[j] == '-' && chars.get(j + 1) == Some(&'-'))
-                            || (chars[j] == '/' && chars.get(j + 1) == Some(&'*')))
-                    {
-                        break;
-                    }
-                    j += 1;
-                }
-                let mut op: String = chars[i..j].iter().collect();
-                // A multi-character operator may not end in + or - unless it holds one of
-                // these (so `>-5` is `>` then `-5`).
-                if op.len() > 1 && !op.contains(['~', '!', '@', '#', '^', '&', '|', '`', '?', '%'])
-                {
-                    while op.len() > 1 && op.ends_with(['+', '-']) {
-                        op.pop();
-                    }
-                }
+                let op = operator(&chars, i);
                 i += op.chars().count();
                 tokens.push(Token::Op(op));
                 continue;
@@ -306,6 +247,85 @@ pub fn tokenize_spanned(text: &str) -> Result<Vec<(Token, std::ops::Range<usize>
         i += 1;
     }
     Ok(spanned)
+}
+
+/// Skips a `/* … */` comment (nested, as PostgreSQL's are) starting at `chars[i]`;
+/// returns the index after it.
+fn skip_block_comment(chars: &[char], mut i: usize) -> Result<usize, String> {
+    let mut depth = 0usize;
+    loop {
+        match (chars.get(i), chars.get(i + 1)) {
+            (Some('/'), Some('*')) => {
+                depth += 1;
+                i += 2;
+            }
+            (Some('*'), Some('/')) => {
+                depth -= 1;
+                i += 2;
+                if depth == 0 {
+                    return Ok(i);
+                }
+            }
+            (Some(_), _) => i += 1,
+            (None, _) => return Err("unterminated /* comment".into()),
+        }
+    }
+}
+
+/// The `"quoted"` identifier starting at `chars[i]` (`""` is one `"`); returns its token and
+/// the index after the closing quote.
+fn quoted_identifier(chars: &[char], i: usize) -> Result<(Token, usize), String> {
+    let mut name = String::new();
+    let mut j = i + 1;
+    loop {
+        match (chars.get(j), chars.get(j + 1)) {
+            (Some('"'), Some('"')) => {
+                name.push('"');
+                j += 2;
+            }
+            (Some('"'), _) => break,
+            (Some(&ch), _) => {
+                name.push(ch);
+                j += 1;
+            }
+            (None, _) => return Err("unterminated quoted identifier: a \" is missing".into()),
+        }
+    }
+    if name.is_empty() {
+        return Err(
+            "zero-length delimited identifier (\"\"): write a name between the double quotes"
+                .into(),
+        );
+    }
+    let token = Token::Ident {
+        name: truncate_identifier(name),
+        quoted: true,
+    };
+    Ok((token, j + 1))
+}
+
+/// The operator starting at `chars[i]`, cut as scan.l cuts it: a comment start ends it, and
+/// a multi-character operator may not end in + or - unless it holds one of ~ ! @ # ^ & |
+/// ` ? % (so `>-5` is `>` then `-5`).
+fn operator(chars: &[char], i: usize) -> String {
+    let mut j = i;
+    while j < chars.len() && is_op_char(chars[j]) {
+        // A comment start ends the operator (scan.l's `self`/`operator` rule).
+        if j > i
+            && ((chars[j] == '-' && chars.get(j + 1) == Some(&'-'))
+                || (chars[j] == '/' && chars.get(j + 1) == Some(&'*')))
+        {
+            break;
+        }
+        j += 1;
+    }
+    let mut op: String = chars[i..j].iter().collect();
+    if op.len() > 1 && !op.contains(['~', '!', '@', '#', '^', '&', '|', '`', '?', '%']) {
+        while op.len() > 1 && op.ends_with(['+', '-']) {
+            op.pop();
+        }
+    }
+    op
 }
 
 /// The body of a string literal starting after its opening quote; `escapes` for `E'…'`.

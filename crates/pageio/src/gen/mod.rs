@@ -99,7 +99,7 @@ pub enum GenError {
         name: String,
     },
     /// The output directory lies inside a PostgreSQL cluster or tablespace.
-    #[error("refusing to write a data set into \"{out}\": it lies inside the PostgreSQL cluster or tablespace \"{cluster}\", whose own files pg_checksums and verify would then fail on; choose an --out directory outside any cluster")]
+    #[error("refusing to write a data set into \"{out}\": it lies inside the PostgreSQL cluster or tablespace \"{cluster}\", whose own files pg_checksums and verify would then fail on; choose an {} directory outside any cluster", crate::config::Term::OutputDirectory)]
     InsideCluster {
         /// The output directory asked for.
         out: PathBuf,
@@ -427,6 +427,70 @@ pub fn estimated_bytes(dataset: DataSet, opts: &GenOptions) -> u64 {
     (heap_pages + leaves + leaves / 280 + 2) * BLCKSZ as u64
 }
 
+/// The number of rows `dataset` gets with `opts`, once the output directory is known to lie
+/// outside every cluster and the count within what the generator and the key type hold.
+fn checked_rows(out_dir: &Path, dataset: DataSet, opts: &GenOptions) -> Result<u64, GenError> {
+    if let Some(cluster) = crate::storage::enclosing_cluster(out_dir) {
+        return Err(GenError::InsideCluster {
+            out: out_dir.to_path_buf(),
+            cluster,
+        });
+    }
+    let rows = dataset.row_count(opts);
+    if rows > MAX_ROWS {
+        return Err(GenError::InvalidOptions {
+        problem: format!(
+            "{dataset} would have {rows} rows; at most {MAX_ROWS} are supported (lower the row count or the scale)"
+        ),
+    });
+    }
+    if dataset == DataSet::PgbenchAccounts && rows > i32::MAX as u64 {
+        return Err(GenError::InvalidOptions {
+            problem: format!(
+                "scale {} overflows aid (integer); use at most 21474",
+                opts.scale
+            ),
+        });
+    }
+    Ok(rows)
+}
+
+/// The manifest of a data set written with `opts`: what it holds and how it was made.
+fn manifest_of(
+    dataset: DataSet,
+    opts: &GenOptions,
+    rows: u64,
+    heap_pages: u64,
+    shape: &nbtsort::BtreeShape,
+) -> Manifest {
+    Manifest {
+        dataset: dataset.name().into(),
+        table: dataset.name().into(),
+        index: dataset.index_name(),
+        rows,
+        seed: opts.seed,
+        scale: (dataset == DataSet::PgbenchAccounts).then_some(opts.scale),
+        heap_relfilenode: HEAP_RELFILENODE,
+        index_relfilenode: INDEX_RELFILENODE,
+        heap_pages,
+        index_pages: shape.pages as u64,
+        index_root: shape.root,
+        index_level: shape.level,
+        key_type: match dataset.key_kind() {
+            KeyKind::Float8 => "float8",
+            KeyKind::Int4 => "int4",
+        }
+        .into(),
+        columns: dataset.columns(),
+        rows_per_page: dataset.rows_per_page() as u32,
+        heap_fillfactor: dataset.fillfactor() as u32,
+        index_fillfactor: nbtsort::BTREE_LEAF_FILLFACTOR as u32,
+        data_checksums: true,
+        pageio_version: env!("CARGO_PKG_VERSION").into(),
+        created: manifest::now_rfc3339(),
+    }
+}
+
 /// Writes `dataset` to `out_dir/<name>/`: heap `16384` (+ `.1`, … per GB), btree `16385`,
 /// then `manifest.json`, all through `aio`, every segment fsynced. `progress` is called with
 /// the number of bytes each completed write added.
@@ -437,28 +501,7 @@ pub fn generate(
     opts: &GenOptions,
     progress: &dyn Fn(u64),
 ) -> Result<Manifest, GenError> {
-    if let Some(cluster) = crate::storage::enclosing_cluster(out_dir) {
-        return Err(GenError::InsideCluster {
-            out: out_dir.to_path_buf(),
-            cluster,
-        });
-    }
-    let rows = dataset.row_count(opts);
-    if rows > MAX_ROWS {
-        return Err(GenError::InvalidOptions {
-            problem: format!(
-                "{dataset} would have {rows} rows; at most {MAX_ROWS} are supported (lower the row count or the scale)"
-            ),
-        });
-    }
-    if dataset == DataSet::PgbenchAccounts && rows > i32::MAX as u64 {
-        return Err(GenError::InvalidOptions {
-            problem: format!(
-                "scale {} overflows aid (integer); use at most 21474",
-                opts.scale
-            ),
-        });
-    }
+    let rows = checked_rows(out_dir, dataset, opts)?;
     let target = out_dir.join(dataset.name());
     check_target(&target, opts.overwrite)?;
     // Everything is written into a temporary directory next to the target and renamed into
@@ -541,32 +584,7 @@ pub fn generate(
     sync_relation(aio, &index_rel, shape.pages as u64)?;
     sync_dir(&dir)?;
 
-    let manifest = Manifest {
-        dataset: dataset.name().into(),
-        table: dataset.name().into(),
-        index: dataset.index_name(),
-        rows,
-        seed: opts.seed,
-        scale: (dataset == DataSet::PgbenchAccounts).then_some(opts.scale),
-        heap_relfilenode: HEAP_RELFILENODE,
-        index_relfilenode: INDEX_RELFILENODE,
-        heap_pages,
-        index_pages: shape.pages as u64,
-        index_root: shape.root,
-        index_level: shape.level,
-        key_type: match dataset.key_kind() {
-            KeyKind::Float8 => "float8",
-            KeyKind::Int4 => "int4",
-        }
-        .into(),
-        columns: dataset.columns(),
-        rows_per_page: rows_per_page as u32,
-        heap_fillfactor: dataset.fillfactor() as u32,
-        index_fillfactor: nbtsort::BTREE_LEAF_FILLFACTOR as u32,
-        data_checksums: true,
-        pageio_version: env!("CARGO_PKG_VERSION").into(),
-        created: manifest::now_rfc3339(),
-    };
+    let manifest = manifest_of(dataset, opts, rows, heap_pages, &shape);
     manifest.store(&dir)?;
     sync_dir(&dir)?;
     staging.commit(&target, opts.overwrite)?;

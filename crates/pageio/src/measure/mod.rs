@@ -451,7 +451,7 @@ pub enum MeasureError {
         reason: String,
     },
     /// A directory target lies inside a PostgreSQL cluster or tablespace.
-    #[error("refusing to write a scratch file in \"{}\": it is inside the PostgreSQL data directory or tablespace \"{}\"; measure the cluster read-only (MeasureTarget::DataDirectory, advise --pgdata) or choose a directory outside it", dir.display(), cluster.display())]
+    #[error("refusing to write a scratch file in \"{}\": it is inside the PostgreSQL data directory or tablespace \"{}\"; measure the cluster read-only (MeasureTarget::DataDirectory, {}) or choose a directory outside it", dir.display(), cluster.display(), crate::config::Term::AdviseDataDirectory)]
     InsideDataDirectory {
         /// The directory asked for.
         dir: PathBuf,
@@ -568,6 +568,72 @@ pub fn run(options: &MeasureOptions) -> Result<Measurement, MeasureError> {
             .map(|n| n.get())
             .unwrap_or(1)
     });
+    let (methods, not_measured) = methods_to_measure(options, cpus);
+    let mut depths = options.queue_depths.clone();
+    depths.sort_unstable();
+    depths.dedup();
+
+    let scratch = matches!(options.target, MeasureTarget::Directory(_));
+    let mut budget = Budget {
+        start: Instant::now(),
+        total: Duration::from_secs_f64(options.seconds),
+        weight_left: if scratch { WEIGHT_SCRATCH } else { 0.0 }
+            + WEIGHT_DEVICE_RUN * (depths.len() + 1) as f64
+            + WEIGHT_ENGINE_RUN * 2.0 * methods.len() as f64,
+    };
+    let mut notes = Vec::new();
+    let prepared = prepare_target(options, &mut budget, cancel, &report, &mut notes)?;
+    let scratch_file = prepared
+        .scratch_guard
+        .as_ref()
+        .map(|g| g.0.display().to_string());
+    let device = measure_device(
+        &prepared.probe_paths,
+        &depths,
+        &mut budget,
+        cancel,
+        &report,
+        &mut notes,
+    )?;
+    let (blocks, runs) = measure_engine(
+        &prepared,
+        &methods,
+        &mut budget,
+        cancel,
+        &report,
+        &mut notes,
+    )?;
+    report(Phase::Done, &budget);
+    Ok(Measurement {
+        target: prepared.target.display().to_string(),
+        data_directory: !scratch,
+        scratch_file,
+        device,
+        relation: RelationRead {
+            relation: prepared.relation.display().to_string(),
+            generated: scratch,
+            blocks,
+            effective_io_concurrency: ENGINE_EFFECTIVE_IO_CONCURRENCY,
+            checksums: prepared.checksums,
+            runs,
+            not_measured,
+        },
+        effective_cpus: cpus,
+        budget_seconds: options.seconds,
+        elapsed_seconds: budget.start.elapsed().as_secs_f64(),
+        notes,
+    })
+}
+
+/// How [`run`] reports its phases to the caller's progress callback.
+type Report<'a> = dyn Fn(Phase, &Budget) + 'a;
+
+/// The io_methods to measure, with their worker counts: sync, worker with 3 and with more
+/// workers per CPU, and io_uring when the probe says it works here (else why not).
+fn methods_to_measure(
+    options: &MeasureOptions,
+    cpus: usize,
+) -> (Vec<(IoMethodKind, Option<usize>)>, Vec<MethodSkipped>) {
     let mut methods: Vec<(IoMethodKind, Option<usize>)> = vec![
         (IoMethodKind::Sync, None),
         (IoMethodKind::Worker, Some(3)),
@@ -587,22 +653,34 @@ pub fn run(options: &MeasureOptions) -> Result<Measurement, MeasureError> {
             reason: e.to_string(),
         }),
     }
-    let mut depths = options.queue_depths.clone();
-    depths.sort_unstable();
-    depths.dedup();
+    (methods, not_measured)
+}
 
-    let scratch = matches!(options.target, MeasureTarget::Directory(_));
-    let mut budget = Budget {
-        start: Instant::now(),
-        total: Duration::from_secs_f64(options.seconds),
-        weight_left: if scratch { WEIGHT_SCRATCH } else { 0.0 }
-            + WEIGHT_DEVICE_RUN * (depths.len() + 1) as f64
-            + WEIGHT_ENGINE_RUN * 2.0 * methods.len() as f64,
-    };
-    let mut notes = Vec::new();
+/// The files a measurement reads, and the guard that removes the scratch file on every way
+/// out.
+struct PreparedTarget {
+    /// The directory measured.
+    target: PathBuf,
+    /// The files the device probe reads.
+    probe_paths: Vec<PathBuf>,
+    /// The relation read under each io_method.
+    relation: PathBuf,
+    /// Whether its pages carry checksums.
+    checksums: bool,
+    /// Removes the scratch file (a directory target only).
+    scratch_guard: Option<ScratchGuard>,
+}
 
-    // The files to read, and the guard that removes the scratch file on every way out.
-    let (target, probe_paths, relation, checksums, scratch_guard) = match &options.target {
+/// A data directory's files as they are, or a scratch file written in a directory (never
+/// inside a cluster).
+fn prepare_target(
+    options: &MeasureOptions,
+    budget: &mut Budget,
+    cancel: &AtomicBool,
+    report: &Report<'_>,
+    notes: &mut Vec<String>,
+) -> Result<PreparedTarget, MeasureError> {
+    match &options.target {
         MeasureTarget::DataDirectory(pgdata) => {
             let (probe_paths, heap) = cluster_files(pgdata)?;
             let checksums = ControlFile::read(pgdata)?.data_checksum_version != 0;
@@ -612,7 +690,13 @@ pub fn run(options: &MeasureOptions) -> Result<Measurement, MeasureError> {
                     pgdata.display()
                 ));
             }
-            (pgdata.clone(), probe_paths, heap, checksums, None)
+            Ok(PreparedTarget {
+                target: pgdata.clone(),
+                probe_paths,
+                relation: heap,
+                checksums,
+                scratch_guard: None,
+            })
         }
         MeasureTarget::Directory(dir) => {
             if let Some(cluster) = enclosing_cluster(dir) {
@@ -629,30 +713,45 @@ pub fn run(options: &MeasureOptions) -> Result<Measurement, MeasureError> {
                 std::process::id(),
                 SCRATCH_SEQ.fetch_add(1, Ordering::Relaxed)
             ));
-            report(Phase::Prepare, &budget);
+            report(Phase::Prepare, budget);
             let slice = budget.slice(WEIGHT_SCRATCH);
             let guard = write_scratch(&path, options.scratch_size_bytes, slice, cancel)?;
-            (dir.clone(), vec![path.clone()], path, true, Some(guard))
+            Ok(PreparedTarget {
+                target: dir.clone(),
+                probe_paths: vec![path.clone()],
+                relation: path,
+                checksums: true,
+                scratch_guard: Some(guard),
+            })
         }
-    };
-    let scratch_file = scratch_guard.as_ref().map(|g| g.0.display().to_string());
+    }
+}
 
-    // Device: O_DIRECT when the file system allows it, else buffered after eviction.
-    let files = match ProbeFiles::open(&probe_paths, true) {
+/// The device's rates: one sequential run and a random sweep over `depths`, with O_DIRECT
+/// when the file system allows it, else buffered after eviction.
+fn measure_device(
+    probe_paths: &[PathBuf],
+    depths: &[usize],
+    budget: &mut Budget,
+    cancel: &AtomicBool,
+    report: &Report<'_>,
+    notes: &mut Vec<String>,
+) -> Result<DeviceRates, MeasureError> {
+    let files = match ProbeFiles::open(probe_paths, true) {
         Ok(f) => f,
         Err(StorageError::DirectIoUnsupported { path, source }) => {
             notes.push(format!(
                 "the file system refused O_DIRECT on \"{}\" ({source}): the device was read through the page cache after evicting the files, so rates above the device's are the page cache's",
                 path.display()
             ));
-            for p in &probe_paths {
+            for p in probe_paths {
                 RelFile::new(p).evict_from_page_cache()?;
             }
-            ProbeFiles::open(&probe_paths, false)?
+            ProbeFiles::open(probe_paths, false)?
         }
         Err(e) => return Err(e.into()),
     };
-    report(Phase::Sequential, &budget);
+    report(Phase::Sequential, budget);
     let seq = device::probe(
         &files,
         Pattern::Sequential,
@@ -673,7 +772,7 @@ pub fn run(options: &MeasureOptions) -> Result<Measurement, MeasureError> {
     for _round in 0..SWEEP_ROUNDS {
         for rate in random.iter_mut() {
             let queue_depth = rate.queue_depth;
-            report(Phase::Random { queue_depth }, &budget);
+            report(Phase::Random { queue_depth }, budget);
             let r = device::probe(
                 &files,
                 Pattern::Random,
@@ -693,7 +792,7 @@ pub fn run(options: &MeasureOptions) -> Result<Measurement, MeasureError> {
             .find(|r| r.queue_depth == qd)
             .map_or(0.0, |r| r.reads_per_second)
     };
-    let device = DeviceRates {
+    Ok(DeviceRates {
         source: format!(
             "built-in probe: {} pread, one thread per queue slot",
             if files.is_direct() {
@@ -715,11 +814,20 @@ pub fn run(options: &MeasureOptions) -> Result<Measurement, MeasureError> {
         random_reads_per_second_qd1: at(1),
         random_reads_per_second_qd32: at(32),
         random,
-    };
-    drop(files);
+    })
+}
 
-    // Engine: the relation, cold, under each method.
-    let rel = RelFile::new(&relation);
+/// The engine: the relation read cold under each io_method, sequentially and sparsely;
+/// returns the relation's size in blocks and one run per method.
+fn measure_engine(
+    prepared: &PreparedTarget,
+    methods: &[(IoMethodKind, Option<usize>)],
+    budget: &mut Budget,
+    cancel: &AtomicBool,
+    report: &Report<'_>,
+    notes: &mut Vec<String>,
+) -> Result<(u64, Vec<MethodRun>), MeasureError> {
+    let rel = RelFile::new(&prepared.relation);
     let blocks = rel.nblocks()?;
     if blocks < 1024 {
         notes.push(format!(
@@ -727,17 +835,17 @@ pub fn run(options: &MeasureOptions) -> Result<Measurement, MeasureError> {
         ));
     }
     let check = PageCheckOptions {
-        checksums,
+        checksums: prepared.checksums,
         ..PageCheckOptions::default()
     };
     let mut runs = Vec::new();
-    for &(io_method, io_workers) in &methods {
+    for &(io_method, io_workers) in methods {
         report(
             Phase::Relation {
                 io_method,
                 io_workers,
             },
-            &budget,
+            budget,
         );
         let config = IoConfig {
             io_method,
@@ -759,26 +867,7 @@ pub fn run(options: &MeasureOptions) -> Result<Measurement, MeasureError> {
             sparse,
         });
     }
-    report(Phase::Done, &budget);
-    Ok(Measurement {
-        target: target.display().to_string(),
-        data_directory: !scratch,
-        scratch_file,
-        device,
-        relation: RelationRead {
-            relation: relation.display().to_string(),
-            generated: scratch,
-            blocks,
-            effective_io_concurrency: ENGINE_EFFECTIVE_IO_CONCURRENCY,
-            checksums,
-            runs,
-            not_measured,
-        },
-        effective_cpus: cpus,
-        budget_seconds: options.seconds,
-        elapsed_seconds: budget.start.elapsed().as_secs_f64(),
-        notes,
-    })
+    Ok((blocks, runs))
 }
 
 fn validate(options: &MeasureOptions) -> Result<(), MeasureError> {
@@ -1081,46 +1170,4 @@ fn read_cold(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn tablespace_version_directories_are_recognised() {
-        use crate::storage::is_tablespace_version_dir;
-        assert!(is_tablespace_version_dir(Path::new("/ts/PG_18_202506291")));
-        assert!(!is_tablespace_version_dir(Path::new("/ts/PG_18")));
-        assert!(!is_tablespace_version_dir(Path::new("/ts/PG_18_x")));
-        assert!(!is_tablespace_version_dir(Path::new("/ts/data")));
-    }
-
-    #[test]
-    fn budget_gives_early_finishers_time_to_later_runs() {
-        let mut b = Budget {
-            start: Instant::now(),
-            total: Duration::from_secs(16),
-            weight_left: 16.0,
-        };
-        let first = b.slice(2.0);
-        assert!((first.as_secs_f64() - 2.0).abs() < 0.05, "{first:?}");
-        // Nothing was spent: the remaining 14 weights share all 16 s.
-        let next = b.slice(1.0);
-        assert!((next.as_secs_f64() - 16.0 / 14.0).abs() < 0.05, "{next:?}");
-    }
-
-    #[test]
-    fn options_are_checked() {
-        let mut o = MeasureOptions::new(MeasureTarget::Directory(PathBuf::from("/nonexistent")));
-        o.seconds = 0.0;
-        assert!(matches!(
-            run(&o),
-            Err(MeasureError::InvalidOption {
-                name: "seconds",
-                ..
-            })
-        ));
-        o.seconds = 1.0;
-        o.queue_depths = vec![1, 2, 4];
-        let e = run(&o).unwrap_err();
-        assert!(e.to_string().contains("including 1 and 32"), "{e}");
-    }
-}
+mod tests;

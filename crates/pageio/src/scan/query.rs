@@ -39,14 +39,12 @@
 //! `count = 1000`, `sum = 0` (a `bigint`).
 
 use std::cmp::Ordering;
-use std::path::Path;
 
 use thiserror::Error;
 
-use super::aggregate::{parse_select, Accumulator, AggFunc, AggregateResult};
-use super::clause::{fold, parse_where, CmpOp, Folded};
+use super::aggregate::{Accumulator, AggFunc, AggregateResult};
+use super::clause::{CmpOp, Folded};
 use super::detoast::{detoast, ToastReader};
-use super::signatures;
 use super::value::{TypeKind, Value};
 use super::{
     checked_nblocks, run_with, visibility_err, Between, KeyOrder, KeyRange, ScanError, ScanKind,
@@ -54,15 +52,22 @@ use super::{
 };
 use crate::buffer::BufferPool;
 use crate::catalog::node_tree::Expr;
-use crate::catalog::{Index, Relation, INDOPTION_DESC, INDOPTION_NULLS_FIRST};
+use crate::catalog::{Index, Relation};
+use crate::config::Term;
 use crate::page::heap::{ColumnType, Datum, HeapTuple};
-use crate::page::tuple::{align_bytes_of, AttDesc, RawDatum, TupleDesc};
+use crate::page::tuple::{RawDatum, TupleDesc};
 use crate::page::PageError;
-use crate::sql::quote_identifier;
-use crate::storage::{ForkNumber, RelFile};
+use crate::storage::RelFile;
 use crate::stream::{DistancePolicy, StreamOrder};
-use crate::visibility::{satisfies_toast, TransactionLog, Visibility};
-use std::sync::Arc;
+use crate::visibility::{satisfies_toast, Visibility};
+mod plan;
+
+/// The scan's condition, as messages name it (`--where` on pageio's command line).
+const WHERE: Term = Term::Where;
+/// The fix for an index that cannot answer (`--kind seq` on pageio's command line).
+const SEQ_SCAN: Term = Term::SeqScan;
+/// Naming the index to use (`--index NAME` on pageio's command line).
+const INDEX_BY_NAME: Term = Term::IndexByName;
 
 /// Why a query cannot be planned: each names what was looked for and what exists.
 #[derive(Debug, Error)]
@@ -86,7 +91,7 @@ pub enum QueryError {
         available: Vec<String>,
     },
     /// No btree fits the predicate's column.
-    #[error("table \"{table}\" has no valid btree index whose first key column is \"{column}\" and that can answer this --where (its indexes: {}{}): use --kind seq, or create one", list_or_none(.indexes), refused_list(.refused))]
+    #[error("table \"{table}\" has no valid btree index whose first key column is \"{column}\" and that can answer this {} (its indexes: {}{}): use {}, or create one", Term::Where, list_or_none(.indexes), refused_list(.refused), Term::SeqScan)]
     NoIndex {
         /// `schema.table`.
         table: String,
@@ -296,6 +301,9 @@ fn index_key_column_type(kind: TypeKind) -> Option<ColumnType> {
     })
 }
 
+/// `C_COLLATION_OID` and `POSIX_COLLATION_OID`: byte order, which pageio compares in.
+const BYTE_ORDER_COLLATIONS: [u32; 2] = [950, 951];
+
 /// An index a query can walk, and how.
 struct UsableIndex<'r> {
     index: &'r Index,
@@ -347,7 +355,7 @@ fn index_problem<'r>(
     let column = &relation.columns[key_column];
     let Some(key_type) = index_key_column_type(kinds[key_column]) else {
         return Err(format!(
-            "has keys of type {}, which the btree walk does not compare (it compares int2, int4, int8, float4, float8, date, timestamp, timestamptz, text, varchar and bpchar): use --kind seq",
+            "has keys of type {}, which the btree walk does not compare (it compares int2, int4, int8, float4, float8, date, timestamp, timestamptz, text, varchar and bpchar): use {SEQ_SCAN}",
             column.type_name.as_deref().unwrap_or("unknown")
         ));
     };
@@ -369,7 +377,7 @@ fn index_problem<'r>(
             None => format!("collation oid {collation}"),
         };
         return Err(format!(
-            "orders its text keys by {named}, and the btree walk compares bytes (the \"C\" collation): use --kind seq, or an index on the column COLLATE \"C\""
+            "orders its text keys by {named}, and the btree walk compares bytes (the \"C\" collation): use {SEQ_SCAN}, or an index on the column COLLATE \"C\""
         ));
     }
     if let Some(text) = &i.predicate {
@@ -393,10 +401,10 @@ fn index_problem<'r>(
                 None => "a predicate pageio cannot show (see pg_get_indexdef)".into(),
             };
             return Err(format!(
-                "is a partial index ({shown}) and holds only the rows its predicate accepts; {}: use --kind seq, or another index",
+                "is a partial index ({shown}) and holds only the rows its predicate accepts; {}: use {SEQ_SCAN}, or another index",
                 match predicate {
-                    None => "a scan without --where would miss the others".to_string(),
-                    Some(_) => "--where does not imply the predicate, so rows it asks for may be missing from the index".to_string(),
+                    None => format!("a scan without {WHERE} would miss the others"),
+                    Some(_) => format!("{WHERE} does not imply the predicate, so rows it asks for may be missing from the index"),
                 }
             ));
         }
@@ -471,297 +479,7 @@ pub struct TableQuery {
     pub parallel_workers: usize,
 }
 
-/// `C_COLLATION_OID` and `POSIX_COLLATION_OID`: byte order, which pageio compares in.
-const BYTE_ORDER_COLLATIONS: [u32; 2] = [950, 951];
-
 impl TableQuery {
-    /// Plans `spec` on `relation` (resolved from the catalog of the cluster at `pgdata`).
-    pub fn plan<'r>(
-        pgdata: &Path,
-        relation: &'r Relation,
-        spec: &QuerySpec<'_>,
-    ) -> Result<TableQuery, QueryError> {
-        let table_name = relation.qualified_name();
-        let Some(path) = relation.path.as_deref() else {
-            return Err(QueryError::NoStorage {
-                table: table_name,
-                kind: relation.kind.describe().into(),
-            });
-        };
-        for (i, c) in relation.columns.iter().enumerate() {
-            if c.attnum as usize != i + 1 {
-                return Err(QueryError::Invalid(format!(
-                    "the catalog lists attribute {} of \"{table_name}\" where attribute {} belongs: pg_attribute is inconsistent",
-                    c.attnum,
-                    i + 1
-                )));
-            }
-        }
-        let desc = TupleDesc {
-            atts: relation
-                .columns
-                .iter()
-                .map(|c| AttDesc {
-                    name: c.name.clone(),
-                    attlen: c.attlen,
-                    align_bytes: align_bytes_of(c.attalign),
-                    dropped: c.dropped,
-                    missing: if c.atthasmissing {
-                        c.missing_value.clone()
-                    } else {
-                        None
-                    },
-                })
-                .collect(),
-        };
-        let kinds: Vec<TypeKind> = relation
-            .columns
-            .iter()
-            .map(|c| TypeKind::of(c.type_oid, c.attlen))
-            .collect();
-        let available: Vec<String> = relation
-            .columns
-            .iter()
-            .filter(|c| !c.dropped)
-            .map(|c| quote_identifier(&c.name))
-            .collect();
-        let find = |name: &str| {
-            relation
-                .columns
-                .iter()
-                .position(|c| !c.dropped && c.name == name)
-                .ok_or_else(|| QueryError::UnknownColumn {
-                    table: table_name.clone(),
-                    column: name.into(),
-                    available: available.clone(),
-                })
-        };
-        let mut wanted = 0;
-        let mut items = Vec::new();
-        for item in parse_select(spec.select).map_err(QueryError::Invalid)? {
-            let column = item.column.as_deref().map(find).transpose()?;
-            let kind = column.map(|c| kinds[c]);
-            // A call PostgreSQL itself refuses is refused with its message.
-            if let Some(c) = column {
-                let col = &relation.columns[c];
-                let catalog_name = col.type_name.as_deref().unwrap_or("unknown type");
-                signatures::resolves(item.func.function(), col.type_oid, catalog_name)
-                    .map_err(|e| QueryError::Invalid(format!("{}: {e}", item.expr)))?;
-            }
-            let accumulator = Accumulator::new(item.func, kind).map_err(|e| {
-                // A type pageio does not read is named as PostgreSQL names it.
-                let e = match (kind, column) {
-                    (Some(TypeKind::Other), Some(c)) => e.replace(
-                        "(other)",
-                        &format!(
-                            "({})",
-                            signatures::type_display_name(
-                                relation.columns[c].type_oid,
-                                relation.columns[c]
-                                    .type_name
-                                    .as_deref()
-                                    .unwrap_or("unknown type")
-                            )
-                        ),
-                    ),
-                    _ => e,
-                };
-                QueryError::Invalid(format!("{}: {e}", item.expr))
-            })?;
-            if let Some(c) = column {
-                wanted = wanted.max(c + 1);
-            }
-            items.push(Item {
-                expr: item.expr,
-                func: item.func,
-                column,
-                accumulator,
-            });
-        }
-        let predicate = match spec.predicate {
-            None => None,
-            Some(p) => {
-                let clause = parse_where(p).map_err(QueryError::Invalid)?;
-                let column = find(&clause.column)?;
-                let kind = kinds[column];
-                let type_name = relation.columns[column]
-                    .type_name
-                    .as_deref()
-                    .unwrap_or("unknown");
-                if kind == TypeKind::Other || kind == TypeKind::Bool {
-                    return Err(QueryError::Invalid(format!(
-                        "--where on column {} of type {type_name}: pageio compares int2, int4, int8, float4, float8, numeric, date, timestamp, timestamptz, text, varchar, bpchar and bytea columns",
-                        quote_identifier(&clause.column)
-                    )));
-                }
-                let mut range = ColumnRange::unbounded(column, kind);
-                for c in &clause.conditions {
-                    let folded = fold(kind, type_name, c)
-                        .map_err(|e| QueryError::Invalid(format!("in --where \"{p}\": {e}")))?;
-                    range.add(folded);
-                }
-                wanted = wanted.max(column + 1);
-                Some(range)
-            }
-        };
-        let describe_indexes = || -> Vec<String> {
-            relation
-                .indexes
-                .iter()
-                .map(|i| {
-                    let keys: Vec<String> = i
-                        .key_columns
-                        .iter()
-                        .zip(i.key_options.iter().chain(std::iter::repeat(&0)))
-                        .map(|(k, &o)| {
-                            let name = k.as_deref().map_or("(expression)".into(), quote_identifier);
-                            match (o & INDOPTION_DESC != 0, o & INDOPTION_NULLS_FIRST != 0) {
-                                (false, false) => name.to_string(),
-                                (false, true) => format!("{name} NULLS FIRST"),
-                                (true, true) => format!("{name} DESC"),
-                                (true, false) => format!("{name} DESC NULLS LAST"),
-                            }
-                        })
-                        .collect();
-                    format!(
-                        "{} ({} on {}{})",
-                        quote_identifier(&i.name),
-                        i.access_method,
-                        keys.join(", "),
-                        if i.predicate.is_some() {
-                            ", partial"
-                        } else {
-                            ""
-                        }
-                    )
-                })
-                .collect()
-        };
-        let mut index_name = None;
-        let mut index = None;
-        let mut key_type = ColumnType::Int4;
-        let mut key_order = KeyOrder::default();
-        if spec.kind != ScanKind::Seq || spec.index.is_some() {
-            let bad_index = |name: &str, problem: String| QueryError::BadIndex {
-                table: table_name.clone(),
-                index: name.into(),
-                problem,
-                indexes: describe_indexes(),
-            };
-            let usable = |i: &'r Index| index_problem(relation, &kinds, i, predicate.as_ref());
-            let chosen = match spec.index {
-                Some(written) => {
-                    // An index name is an SQL name, read as --table's parts are.
-                    let name = match crate::sql::parse_qualified_name(written, 1) {
-                        Ok(mut parts) => parts.pop().unwrap_or_default(),
-                        Err(e) => return Err(bad_index(written, e)),
-                    };
-                    let i = relation
-                        .indexes
-                        .iter()
-                        .find(|i| i.name == name)
-                        .ok_or_else(|| bad_index(&name, "does not exist on the table".into()))?;
-                    usable(i).map_err(|problem| bad_index(&name, problem))?
-                }
-                None => {
-                    let Some(p) = &predicate else {
-                        return Err(QueryError::Invalid(format!(
-                            "a {} scan needs --where on an indexed column, or --index NAME (the indexes of \"{table_name}\": {})",
-                            spec.kind,
-                            list_or_none(&describe_indexes())
-                        )));
-                    };
-                    let column = &relation.columns[p.column].name;
-                    // The first btree on the column that can answer the query, in name order;
-                    // the others on the column are named with the reason they cannot.
-                    let mut refused = Vec::new();
-                    let mut found = None;
-                    for i in relation.btree_indexes().filter(|i| {
-                        i.key_columns.first().cloned().flatten().as_deref() == Some(column.as_str())
-                    }) {
-                        match usable(i) {
-                            Ok(u) => {
-                                found = Some(u);
-                                break;
-                            }
-                            Err(problem) => refused.push(format!("\"{}\" {problem}", i.name)),
-                        }
-                    }
-                    found.ok_or_else(|| QueryError::NoIndex {
-                        table: table_name.clone(),
-                        column: column.clone(),
-                        indexes: describe_indexes(),
-                        refused,
-                    })?
-                }
-            };
-            key_type = chosen.key_type;
-            key_order = chosen.order;
-            index = Some(RelFile::in_data_dir(pgdata, chosen.path, ForkNumber::Main));
-            index_name = Some(chosen.index.name.clone());
-        }
-        let toast = relation.toast.as_ref().and_then(|t| {
-            t.path.as_deref().map(|p| {
-                (
-                    RelFile::in_data_dir(pgdata, p, ForkNumber::Main),
-                    t.index_path
-                        .as_deref()
-                        .map(|i| RelFile::in_data_dir(pgdata, i, ForkNumber::Main)),
-                    t.oid,
-                )
-            })
-        });
-        // Text compares bytes here; PostgreSQL compares in the column's collation, which
-        // orders differently unless it is "C" or "POSIX": say so rather than differ silently.
-        let mut compared: Vec<usize> = items
-            .iter()
-            .filter(|i| matches!(i.func, AggFunc::Min | AggFunc::Max))
-            .filter_map(|i| i.column)
-            .chain(predicate.as_ref().map(|p| p.column))
-            .collect();
-        compared.sort_unstable();
-        compared.dedup();
-        let warnings = compared
-            .into_iter()
-            .filter(|&c| {
-                matches!(kinds[c], TypeKind::Text | TypeKind::Varchar | TypeKind::Bpchar)
-                    && !BYTE_ORDER_COLLATIONS.contains(&relation.columns[c].collation_oid)
-            })
-            .map(|c| {
-                let column = &relation.columns[c];
-                let collation = match &column.collation_name {
-                    Some(name) => format!("collation \"{name}\""),
-                    None => format!("collation oid {}", column.collation_oid),
-                };
-                format!(
-                    "column \"{}\" has {collation} (not \"C\"): pageio compares text in byte order, the \"C\" collation, so its min, max and --where may differ from PostgreSQL's (which uses the column's collation); compare with COLLATE \"C\" in SQL",
-                    column.name
-                )
-            })
-            .collect();
-        Ok(TableQuery {
-            parallel_workers: 1,
-            toast_by_index: true,
-            warnings,
-            table_name,
-            table: Table {
-                heap: RelFile::in_data_dir(pgdata, path, ForkNumber::Main),
-                index,
-                columns: vec![key_type],
-                transactions: Some(Arc::new(TransactionLog::new(pgdata, relation.horizons))),
-            },
-            index_name,
-            key_order,
-            kind: spec.kind,
-            toast,
-            desc,
-            kinds,
-            predicate,
-            items,
-            wanted,
-        })
-    }
-
     /// The select items' expressions, in order.
     pub fn expressions(&self) -> Vec<&str> {
         self.items.iter().map(|i| i.expr.as_str()).collect()

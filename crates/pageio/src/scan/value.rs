@@ -582,42 +582,9 @@ fn parse_datetime_fields(text: &str) -> Option<DateTimeLiteral> {
         };
         time_usecs = ((h * 60 + mi) * 60 + sec) * 1_000_000 + usec;
         rest = after;
-        // The zone.
-        let z = rest.trim_start();
-        if let Some(r) = ["z", "utc", "gmt"].iter().find_map(|w| {
-            z.strip_prefix(w)
-                .filter(|r| r.is_empty() || r.starts_with(' '))
-        }) {
-            offset_secs = Some(0);
-            rest = r;
-        } else if let Some(sign) =
-            z.strip_prefix(['+', '-'])
-                .map(|_| if z.starts_with('-') { -1 } else { 1 })
-        {
-            let body = &z[1..];
-            let end = body
-                .find(|c: char| !(c.is_ascii_digit() || c == ':'))
-                .unwrap_or(body.len());
-            let (zone, after) = body.split_at(end);
-            let f: Vec<&str> = zone.split(':').collect();
-            let secs = match f[..] {
-                [hhmm] if digits(hhmm) && hhmm.len() == 4 => {
-                    hhmm[..2].parse::<i64>().ok()? * 3600 + hhmm[2..].parse::<i64>().ok()? * 60
-                }
-                [hh] if digits(hh) && hh.len() <= 2 => hh.parse::<i64>().ok()? * 3600,
-                [hh, mm] if digits(hh) && digits(mm) && hh.len() <= 2 && mm.len() == 2 => {
-                    hh.parse::<i64>().ok()? * 3600 + mm.parse::<i64>().ok()? * 60
-                }
-                [hh, mm, ss] if [hh, mm, ss].iter().all(|x| digits(x) && x.len() <= 2) => {
-                    hh.parse::<i64>().ok()? * 3600
-                        + mm.parse::<i64>().ok()? * 60
-                        + ss.parse::<i64>().ok()?
-                }
-                _ => return None,
-            };
-            offset_secs = Some(sign * secs);
-            rest = after;
-        }
+        let (offset, after) = take_zone(rest)?;
+        offset_secs = offset;
+        rest = after;
     }
     if bc.is_none() {
         bc = take_era(&mut rest);
@@ -633,6 +600,46 @@ fn parse_datetime_fields(text: &str) -> Option<DateTimeLiteral> {
         time_usecs,
         offset_secs,
     }))
+}
+
+/// The zone after a time, if any: `Z`, `UTC`, `GMT` (offset 0), or `±HH`, `±HH:MM[:SS]` or
+/// `±HHMM`, as seconds east of UTC, with the text after it; `None` for a malformed offset.
+fn take_zone(rest: &str) -> Option<(Option<i64>, &str)> {
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    let z = rest.trim_start();
+    if let Some(r) = ["z", "utc", "gmt"].iter().find_map(|w| {
+        z.strip_prefix(w)
+            .filter(|r| r.is_empty() || r.starts_with(' '))
+    }) {
+        return Some((Some(0), r));
+    } else if let Some(sign) =
+        z.strip_prefix(['+', '-'])
+            .map(|_| if z.starts_with('-') { -1 } else { 1 })
+    {
+        let body = &z[1..];
+        let end = body
+            .find(|c: char| !(c.is_ascii_digit() || c == ':'))
+            .unwrap_or(body.len());
+        let (zone, after) = body.split_at(end);
+        let f: Vec<&str> = zone.split(':').collect();
+        let secs = match f[..] {
+            [hhmm] if digits(hhmm) && hhmm.len() == 4 => {
+                hhmm[..2].parse::<i64>().ok()? * 3600 + hhmm[2..].parse::<i64>().ok()? * 60
+            }
+            [hh] if digits(hh) && hh.len() <= 2 => hh.parse::<i64>().ok()? * 3600,
+            [hh, mm] if digits(hh) && digits(mm) && hh.len() <= 2 && mm.len() == 2 => {
+                hh.parse::<i64>().ok()? * 3600 + mm.parse::<i64>().ok()? * 60
+            }
+            [hh, mm, ss] if [hh, mm, ss].iter().all(|x| digits(x) && x.len() <= 2) => {
+                hh.parse::<i64>().ok()? * 3600
+                    + mm.parse::<i64>().ok()? * 60
+                    + ss.parse::<i64>().ok()?
+            }
+            _ => return None,
+        };
+        return Some((Some(sign * secs), after));
+    }
+    Some((None, rest))
 }
 
 /// The Julian day of checked fields, or PostgreSQL's error for `type_name`.

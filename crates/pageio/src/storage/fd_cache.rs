@@ -362,6 +362,52 @@ impl FileCache {
         }
     }
 
+    /// The error of an `open` that failed with `err`: what sits at `path` when it is not a
+    /// regular file, a missing file or directory, the descriptor limit, a refused O_DIRECT.
+    fn open_error(&self, path: &Path, err: std::io::Error) -> StorageError {
+        // Something that is not a regular file may refuse the open itself (a directory
+        // opened for writing: EISDIR; a socket: ENXIO): name what it is.
+        if !matches!(err.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) {
+            if let Ok(meta) = std::fs::metadata(path) {
+                if !meta.is_file() {
+                    return StorageError::NotRegularFile {
+                        path: path.to_path_buf(),
+                        what: super::file_type_name(meta.file_type()),
+                    };
+                }
+            }
+        }
+        match err.raw_os_error() {
+            Some(libc::ENOENT) => {
+                let dir = path.parent().unwrap_or(Path::new("."));
+                match super::directory_problem(dir) {
+                    Some(problem) => StorageError::DirectoryMissing {
+                        path: path.to_path_buf(),
+                        dir: dir.to_path_buf(),
+                        problem,
+                    },
+                    None => StorageError::NotFound {
+                        path: path.to_path_buf(),
+                    },
+                }
+            }
+            Some(libc::EMFILE) | Some(libc::ENFILE) => StorageError::TooManyOpenFiles {
+                path: path.to_path_buf(),
+                limit: self.nofile_limit,
+                max_open_files: self.max_open_files,
+                bound: self.bound,
+            },
+            Some(libc::EINVAL) if self.direct => StorageError::DirectIoUnsupported {
+                path: path.to_path_buf(),
+                source: err,
+            },
+            _ => StorageError::Open {
+                path: path.to_path_buf(),
+                source: err,
+            },
+        }
+    }
+
     fn open_file(
         &self,
         path: &Path,
@@ -389,48 +435,7 @@ impl FileCache {
         // SAFETY: c_path is a valid NUL-terminated string.
         let fd = unsafe { libc::open(c_path.as_ptr(), flags, 0o600 as libc::c_uint) };
         if fd < 0 {
-            let err = std::io::Error::last_os_error();
-            // Something that is not a regular file may refuse the open itself (a directory
-            // opened for writing: EISDIR; a socket: ENXIO): name what it is.
-            if !matches!(err.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) {
-                if let Ok(meta) = std::fs::metadata(path) {
-                    if !meta.is_file() {
-                        return Err(StorageError::NotRegularFile {
-                            path: path.to_path_buf(),
-                            what: super::file_type_name(meta.file_type()),
-                        });
-                    }
-                }
-            }
-            return Err(match err.raw_os_error() {
-                Some(libc::ENOENT) => {
-                    let dir = path.parent().unwrap_or(Path::new("."));
-                    match super::directory_problem(dir) {
-                        Some(problem) => StorageError::DirectoryMissing {
-                            path: path.to_path_buf(),
-                            dir: dir.to_path_buf(),
-                            problem,
-                        },
-                        None => StorageError::NotFound {
-                            path: path.to_path_buf(),
-                        },
-                    }
-                }
-                Some(libc::EMFILE) | Some(libc::ENFILE) => StorageError::TooManyOpenFiles {
-                    path: path.to_path_buf(),
-                    limit: self.nofile_limit,
-                    max_open_files: self.max_open_files,
-                    bound: self.bound,
-                },
-                Some(libc::EINVAL) if self.direct => StorageError::DirectIoUnsupported {
-                    path: path.to_path_buf(),
-                    source: err,
-                },
-                _ => StorageError::Open {
-                    path: path.to_path_buf(),
-                    source: err,
-                },
-            });
+            return Err(self.open_error(path, std::io::Error::last_os_error()));
         }
         // SAFETY: fd is a freshly opened descriptor we own.
         let fd = unsafe { OwnedFd::from_raw_fd(fd) };

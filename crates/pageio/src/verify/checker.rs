@@ -431,22 +431,7 @@ pub fn check_files(
                 && next < shared.files.len()
                 && shared.slots[next].units_remaining.load(Ordering::Acquire) == 0
             {
-                let slot = &shared.slots[next];
-                let mut failures =
-                    std::mem::take(&mut *slot.failures.lock().unwrap_or_else(|p| p.into_inner()));
-                failures.sort_by_key(|f| f.block);
-                let error = slot.error.lock().unwrap_or_else(|p| p.into_inner()).take();
-                // pg_checksums stops at a block it cannot read: mismatches found past it (by
-                // reads already in flight) are not reported.
-                if let Some(stop) = error.as_ref().and_then(VerifyError::block) {
-                    failures.retain(|f| (f.block as u64) < stop);
-                }
-                let outcome = FileOutcome {
-                    blocks_scanned: slot.blocks_scanned.load(Ordering::Acquire),
-                    new_pages: slot.new_pages.load(Ordering::Acquire),
-                    failures,
-                    error,
-                };
+                let outcome = take_outcome(&shared.slots[next]);
                 on_file(&shared.files[next], &outcome);
                 totals.files_scanned += 1;
                 totals.blocks_scanned += outcome.blocks_scanned;
@@ -482,6 +467,26 @@ pub fn check_files(
     totals.bytes_read = shared.bytes_done.load(Ordering::Relaxed);
     totals.bytes_mapped = shared.bytes_mapped.load(Ordering::Relaxed);
     Ok(totals)
+}
+
+/// The outcome of a file all of whose units are done, taken out of its slot: its
+/// mismatches in block order, and its error.
+fn take_outcome(slot: &Slot) -> FileOutcome {
+    let mut failures =
+        std::mem::take(&mut *slot.failures.lock().unwrap_or_else(|p| p.into_inner()));
+    failures.sort_by_key(|f| f.block);
+    let error = slot.error.lock().unwrap_or_else(|p| p.into_inner()).take();
+    // pg_checksums stops at a block it cannot read: mismatches found past it (by reads
+    // already in flight) are not reported.
+    if let Some(stop) = error.as_ref().and_then(VerifyError::block) {
+        failures.retain(|f| (f.block as u64) < stop);
+    }
+    FileOutcome {
+        blocks_scanned: slot.blocks_scanned.load(Ordering::Acquire),
+        new_pages: slot.new_pages.load(Ordering::Acquire),
+        failures,
+        error,
+    }
 }
 
 /// Checks the window `first..first + n` of `file` in place if the page cache holds all of

@@ -43,7 +43,7 @@
 //! assert_eq!(config.io_combine_limit_blocks, pageio::config::MAX_IO_COMBINE_LIMIT_BLOCKS);
 //! ```
 
-use crate::config::{IoConfig, IoMethodKind, MAX_IO_COMBINE_LIMIT_BLOCKS, MAX_IO_WORKERS};
+use crate::config::{IoConfig, IoMethodKind, Term, MAX_IO_COMBINE_LIMIT_BLOCKS, MAX_IO_WORKERS};
 
 use super::checker::MAX_JOBS;
 use crate::storage::{MIN_CACHED_FILES, RESERVED_FDS};
@@ -117,7 +117,7 @@ pub const RINGS_PER_ENABLE_JOB: usize = 2;
 
 /// `--jobs` asks for more threads than the descriptor limit leaves room for.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("--jobs {requested}: {running} threads{} under io_uring hold {} ring descriptors ({per_job} each), which with the {RESERVED_FDS} descriptors reserved for the process and a file cache of at least {MIN_CACHED_FILES} files is more than RLIMIT_NOFILE {limit} allows: at most {allowed} jobs fit", if *requested > *running { " (the most that run)".to_string() } else { String::new() }, running * per_job)]
+#[error("{} {requested}: {running} threads{} under io_uring hold {} ring descriptors ({per_job} each), which with the {RESERVED_FDS} descriptors reserved for the process and a file cache of at least {MIN_CACHED_FILES} files is more than RLIMIT_NOFILE {limit} allows: at most {allowed} jobs fit", crate::config::Term::Jobs, if *requested > *running { " (the most that run)".to_string() } else { String::new() }, running * per_job)]
 pub struct TooManyJobs {
     /// The `--jobs` asked for.
     pub requested: usize,
@@ -136,11 +136,16 @@ impl TooManyJobs {
     pub fn hint(&self) -> String {
         let needed = RESERVED_FDS + MIN_CACHED_FILES + (self.running * self.per_job) as u64;
         if self.allowed == 0 {
-            format!("use --io-method worker, or raise the limit with `ulimit -n {needed}`")
+            format!(
+                "use {} worker, or raise the limit with `ulimit -n {needed}`",
+                Term::Setting("io_method")
+            )
         } else {
             format!(
-                "give --jobs {} or fewer, use --io-method worker, or raise the limit with `ulimit -n {needed}`",
-                self.allowed
+                "give {} {} or fewer, use {} worker, or raise the limit with `ulimit -n {needed}`",
+                Term::Jobs,
+                self.allowed,
+                Term::Setting("io_method")
             )
         }
     }
@@ -278,11 +283,11 @@ mod tests {
         assert_eq!(e.allowed, 28);
         assert_eq!(
             e.to_string(),
-            "--jobs 1000: 64 threads (the most that run) under io_uring hold 64 ring descriptors (1 each), which with the 64 descriptors reserved for the process and a file cache of at least 8 files is more than RLIMIT_NOFILE 100 allows: at most 28 jobs fit"
+            "a thread count of 1000: 64 threads (the most that run) under io_uring hold 64 ring descriptors (1 each), which with the 64 descriptors reserved for the process and a file cache of at least 8 files is more than RLIMIT_NOFILE 100 allows: at most 28 jobs fit"
         );
         assert_eq!(
             e.hint(),
-            "give --jobs 28 or fewer, use --io-method worker, or raise the limit with `ulimit -n 136`"
+            "give a thread count of 28 or fewer, use io_method worker, or raise the limit with `ulimit -n 136`"
         );
         let e = fit_jobs_to_descriptors(&mut config, 20, RINGS_PER_ENABLE_JOB, 80).unwrap_err();
         assert_eq!((e.allowed, e.running), (4, 20));

@@ -341,15 +341,17 @@ impl VerifyError {
                 }
             }
             VerifyError::WriteFailed(e) => Some(format!(
-                "pg_control was not changed: the cluster still has data checksums off and starts as before. {}, then run --enable again; pages already rewritten are skipped.",
+                "pg_control was not changed: the cluster still has data checksums off and starts as before. {}, then run {} again; pages already rewritten are skipped.",
                 match e {
                     AioError::Short { .. } => "A write of nothing usually means the file system is full: free space on it".to_string(),
                     _ => write_cause(e.errno()),
-                }
+                },
+                crate::config::Term::EnableChecksums
             )),
             VerifyError::Sync { source, .. } => Some(format!(
-                "pg_control was not changed: the cluster still has data checksums off. {}, then run --enable again.",
-                write_cause(source.raw_os_error())
+                "pg_control was not changed: the cluster still has data checksums off. {}, then run {} again.",
+                write_cause(source.raw_os_error()),
+                crate::config::Term::EnableChecksums
             )),
             VerifyError::ControlFileWrite { source, .. } => Some(format!(
                 "{}, then run the command again.",
@@ -508,7 +510,7 @@ mod tests {
             let hint = write(errno);
             assert!(hint.contains(cause), "{errno}: {hint}");
             assert!(
-                hint.ends_with(", then run --enable again; pages already rewritten are skipped."),
+                hint.ends_with(", then run the enabling of checksums again; pages already rewritten are skipped."),
                 "{hint}"
             );
             let sync = VerifyError::Sync {
@@ -518,7 +520,8 @@ mod tests {
             .hint()
             .unwrap();
             assert!(
-                sync.contains(cause) && sync.ends_with(", then run --enable again."),
+                sync.contains(cause)
+                    && sync.ends_with(", then run the enabling of checksums again."),
                 "{sync}"
             );
         }

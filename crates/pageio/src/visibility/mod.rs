@@ -158,7 +158,7 @@ pub enum VisibilityError {
         problem: String,
     },
     /// No status files are available and the hint bits do not decide.
-    #[error("the row's visibility depends on whether transaction {xid} committed, which only a cluster's pg_xact can tell, and these files come without one: read them with --pgdata as part of a cluster")]
+    #[error("the row's visibility depends on whether transaction {xid} committed, which only a cluster's pg_xact can tell, and these files come without one: read them with {} as part of a cluster", crate::config::Term::DataDirectory)]
     NoTransactionLog {
         /// The xid whose status was needed.
         xid: u32,

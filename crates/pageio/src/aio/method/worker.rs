@@ -522,6 +522,62 @@ fn take_advice(queue: &mut QueueState, spinner: usize, advice: &mut Vec<Advice>)
     queue.advised_ios += (advice.len() - before) as u64;
 }
 
+/// Runs one job taken from the queue: when reads wait behind it (`waiting`) and its own
+/// read may be cached, first a probe of the page cache (a hit completes the job with no
+/// read), else advice for the waiting reads; then the job's I/O.
+fn run_job(pool: &PoolShared, job: &Job, waiting: bool, advice: &mut Vec<Advice>) {
+    if waiting && job.advice.is_some() {
+        if !pool.no_cache_probe.load(Ordering::Relaxed) {
+            match try_read_group_cached(&job.backend, &job.group) {
+                CacheProbe::Cached => {
+                    pool.cached_reads.fetch_add(1, Ordering::Relaxed);
+                    return;
+                }
+                CacheProbe::Missed => {}
+                // A file system without RWF_NOWAIT: advise as before, every time.
+                CacheProbe::Unsupported => pool.no_cache_probe.store(true, Ordering::Relaxed),
+            }
+        }
+        let mut queue = lock(pool);
+        let spinner = usize::from(pool.spinning.load(Ordering::Acquire));
+        if queue.jobs.len() > spinner && queue.idle.is_empty() {
+            take_advice(&mut queue, spinner, advice);
+        }
+    }
+    for a in advice.drain(..) {
+        // A hint: if the kernel refuses it, the worker's read still reads the blocks.
+        let _ = a.file.advise_willneed(a.offset, a.len_bytes);
+    }
+    execute_group_sync(&job.backend, &job.group, false);
+}
+
+/// Ends worker `worker_index`, whose slot is being retired: frees the slot, hands a job a
+/// submitter may have counted on it for to an idle worker, and wakes the new highest worker
+/// so it starts watching its own idle time.
+fn retire(
+    pool: &PoolShared,
+    mut queue: std::sync::MutexGuard<'_, QueueState>,
+    worker_index: usize,
+) {
+    queue.slots[worker_index] = Slot::Empty;
+    // A submitter may have counted on this worker while it spun (a spinner takes
+    // one job by itself, so nobody was woken for it): hand that job to an idle
+    // worker, or it would wait for the next submission.
+    let mut wake = Vec::with_capacity(2);
+    if !queue.jobs.is_empty() {
+        if let Some(worker) = queue.idle.pop() {
+            queue.is_idle[worker] = false;
+            wake.push(worker);
+        }
+    }
+    // The new highest worker (if idle) starts watching its own idle time.
+    if let Some(next) = worker_index.checked_sub(1) {
+        wake.push(next);
+    }
+    drop(queue);
+    unpark(pool, &wake);
+}
+
 fn worker_loop(pool_arc: Arc<PoolShared>, worker_index: usize) {
     let pool = &*pool_arc;
     // Whether this worker waits out idle timeouts (it might be the highest above the floor).
@@ -536,23 +592,7 @@ fn worker_loop(pool_arc: Arc<PoolShared>, worker_index: usize) {
         let job = {
             let mut queue = lock(pool);
             if queue.slots[worker_index] == Slot::Retiring {
-                queue.slots[worker_index] = Slot::Empty;
-                // A submitter may have counted on this worker while it spun (a spinner takes
-                // one job by itself, so nobody was woken for it): hand that job to an idle
-                // worker, or it would wait for the next submission.
-                let mut wake = Vec::with_capacity(2);
-                if !queue.jobs.is_empty() {
-                    if let Some(worker) = queue.idle.pop() {
-                        queue.is_idle[worker] = false;
-                        wake.push(worker);
-                    }
-                }
-                // The new highest worker (if idle) starts watching its own idle time.
-                if let Some(next) = worker_index.checked_sub(1) {
-                    wake.push(next);
-                }
-                drop(queue);
-                unpark(pool, &wake);
+                retire(pool, queue, worker_index);
                 return;
             }
             match queue.jobs.pop_front() {
@@ -596,31 +636,7 @@ fn worker_loop(pool_arc: Arc<PoolShared>, worker_index: usize) {
         };
         unpark(pool, &peers);
         if let Some((job, waiting)) = job {
-            if waiting && job.advice.is_some() {
-                if !pool.no_cache_probe.load(Ordering::Relaxed) {
-                    match try_read_group_cached(&job.backend, &job.group) {
-                        CacheProbe::Cached => {
-                            pool.cached_reads.fetch_add(1, Ordering::Relaxed);
-                            continue;
-                        }
-                        CacheProbe::Missed => {}
-                        // A file system without RWF_NOWAIT: advise as before, every time.
-                        CacheProbe::Unsupported => {
-                            pool.no_cache_probe.store(true, Ordering::Relaxed)
-                        }
-                    }
-                }
-                let mut queue = lock(pool);
-                let spinner = usize::from(pool.spinning.load(Ordering::Acquire));
-                if queue.jobs.len() > spinner && queue.idle.is_empty() {
-                    take_advice(&mut queue, spinner, &mut advice);
-                }
-            }
-            for a in advice.drain(..) {
-                // A hint: if the kernel refuses it, the worker's read still reads the blocks.
-                let _ = a.file.advise_willneed(a.offset, a.len_bytes);
-            }
-            execute_group_sync(&job.backend, &job.group, false);
+            run_job(pool, &job, waiting, &mut advice);
             continue;
         }
         if pool
