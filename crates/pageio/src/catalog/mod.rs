@@ -11,7 +11,8 @@
 //! ```text
 //!  global/pg_control ─► checksums on?  cleanly shut down?  catversion (tablespace dirs)
 //!  global/pg_filenode.map ─► pg_database (1262) ─► databases: oid, name, default tablespace
-//!                        └─► pg_tablespace (1213) ─► tablespace names
+//!                        ├─► pg_tablespace (1213) ─► tablespace names
+//!                        └─► pg_authid (1260) ─► role names (relations' owners)
 //!  base/<db>/pg_filenode.map ─► pg_class (1259) ─► every relation; relfilenode 0 = mapped
 //!                                  │  rows of pg_namespace (2615), pg_index (2610), pg_am
 //!                                  │  (2601): their files, from relfilenode or the map
@@ -87,9 +88,14 @@ use crate::storage::{ForkNumber, RelFile, RELSEG_SIZE_BLOCKS};
 use crate::stream::{ReadStream, StreamOptions};
 use crate::verify::control::ControlFile;
 
+mod cluster;
 pub mod node_tree;
 pub mod relmap;
+mod relpath;
 mod rows;
+
+use cluster::CatalogPool;
+pub use relpath::{parse_relpath, RelPathParts};
 
 use crate::visibility::{TransactionLog, Visibility, XidHorizons};
 use relmap::RelMap;
@@ -223,6 +229,9 @@ pub enum CatalogError {
         /// What differs.
         problem: String,
     },
+    /// The buffer pool to read the catalogs through could not be made.
+    #[error("cannot make a buffer pool to read the cluster's catalogs: {0}")]
+    Pool(#[source] crate::buffer::BufferError),
     /// A relation name that cannot be split into `[database.][schema.]table`.
     #[error("\"{0}\" is not a relation name: expected [database.][schema.]table, a part holding dots, spaces or capitals in double quotes (public.\"My.Table\")")]
     BadName(String),
@@ -455,6 +464,11 @@ pub struct Relation {
     pub persistence: char,
     /// `relispartition`.
     pub is_partition: bool,
+    /// `relowner`: the owning role's oid ([`Catalog::role_name`] names it).
+    pub owner_oid: u32,
+    /// `pg_am.amname` of `relam` (`heap` for a table); `None` for a relation without an
+    /// access method (a partitioned table, a view), as psql's `\dt+` leaves it empty.
+    pub access_method: Option<String>,
     /// `relpages` (as of the last VACUUM or ANALYZE).
     pub relpages: i32,
     /// `reltuples` (-1: never vacuumed or analyzed).
@@ -489,6 +503,18 @@ impl Relation {
     /// The btree indexes.
     pub fn btree_indexes(&self) -> impl Iterator<Item = &Index> {
         self.indexes.iter().filter(|i| i.is_btree())
+    }
+
+    /// The first valid btree over every row (not partial) whose first key is `column`,
+    /// ascending: the index a scan of a key range walks in key order. A DESC or partial
+    /// btree would answer other rows, an invalid one is not usable by queries.
+    pub fn ascending_btree_on(&self, column: &str) -> Option<&Index> {
+        self.btree_indexes().find(|i| {
+            i.is_valid
+                && !i.first_key_descending()
+                && i.predicate.is_none()
+                && i.key_columns.first().and_then(Option::as_deref) == Some(column)
+        })
     }
 
     /// `pg_table_size`: the bytes of every fork of the table and of its TOAST table and
@@ -572,13 +598,14 @@ struct CatalogFile {
     relpath: String,
 }
 
-/// The cluster-wide catalog: databases and tablespaces.
+/// The cluster-wide catalog: databases, tablespaces and roles.
 pub struct Catalog<'p> {
     pgdata: PathBuf,
-    pool: &'p BufferPool,
+    pool: CatalogPool<'p>,
     catversion: u32,
     databases: Vec<Database>,
     tablespaces: Vec<Tablespace>,
+    roles: HashMap<u32, String>,
     transactions: Arc<TransactionLog>,
 }
 
@@ -596,6 +623,11 @@ impl<'p> Catalog<'p> {
     /// `pool`, which must check pages as [`cluster_check_options`] says (else
     /// [`CatalogError::PoolChecks`]).
     pub fn open(pgdata: &Path, pool: &'p BufferPool) -> Result<Catalog<'p>, CatalogError> {
+        Catalog::open_through(pgdata, CatalogPool::Lent(pool))
+    }
+
+    /// [`Catalog::open`] through a pool lent by the caller or owned by the catalog.
+    fn open_through(pgdata: &Path, pool: CatalogPool<'p>) -> Result<Catalog<'p>, CatalogError> {
         let (wanted, catversion, horizons) = read_control(pgdata)?;
         let have = pool.check_options();
         if have != wanted {
@@ -616,6 +648,7 @@ impl<'p> Catalog<'p> {
             catversion,
             databases: Vec::new(),
             tablespaces: Vec::new(),
+            roles: HashMap::new(),
             transactions: Arc::new(TransactionLog::new(pgdata, horizons)),
         };
         let map_path = "global/pg_filenode.map";
@@ -655,14 +688,28 @@ impl<'p> Catalog<'p> {
             Ok(())
         })?;
         check_unique(&ts_file, tablespaces.iter().map(|t| t.oid))?;
+        let role_file = mapped("pg_authid", rows::pg_authid::OID)?;
+        let mut roles = Vec::new();
+        catalog.read_rows(&role_file, rows::pg_authid::FIXED_BYTES, |d| {
+            roles.push((u32_at(d, 0), name_at(d, rows::pg_authid::ROLNAME)));
+            Ok(())
+        })?;
+        check_unique(&role_file, roles.iter().map(|(oid, _)| *oid))?;
         catalog.databases = databases;
         catalog.tablespaces = tablespaces;
+        catalog.roles = roles.into_iter().collect();
         Ok(catalog)
     }
 
     /// The data directory.
     pub fn pgdata(&self) -> &Path {
         &self.pgdata
+    }
+
+    /// The page checks the catalog is read with: the cluster's own
+    /// ([`cluster_check_options`]), which its tables are read with unless asked otherwise.
+    pub fn check_options(&self) -> PageCheckOptions {
+        self.pool.check_options()
     }
 
     /// `catalog_version_no` from `pg_control` (the `PG_18_<catversion>` of tablespace
@@ -679,6 +726,12 @@ impl<'p> Catalog<'p> {
     /// The tablespaces.
     pub fn tablespaces(&self) -> &[Tablespace] {
         &self.tablespaces
+    }
+
+    /// `pg_authid.rolname` of role `oid` (a relation's [`Relation::owner_oid`]), or `None`
+    /// when the cluster has no such role.
+    pub fn role_name(&self, oid: u32) -> Option<&str> {
+        self.roles.get(&oid).map(String::as_str)
     }
 
     /// Reads database `name`'s catalogs.
@@ -769,7 +822,7 @@ impl<'p> Catalog<'p> {
             .backend()
             .map_err(|e| unreadable(Box::new(e)))?;
         let mut next = 0u64;
-        let mut stream = ReadStream::new(self.pool, &rel, StreamOptions::default(), move || {
+        let mut stream = ReadStream::new(&self.pool, &rel, StreamOptions::default(), move || {
             (next < nblocks).then(|| {
                 next += 1;
                 (next - 1, ())
@@ -1102,6 +1155,7 @@ struct ClassRow {
     oid: u32,
     name: String,
     namespace: u32,
+    owner: u32,
     am: u32,
     filenode: u32,
     tablespace: u32,
@@ -1193,6 +1247,7 @@ impl DatabaseCatalog {
                 oid: u32_at(d, 0),
                 name: name_at(d, RELNAME),
                 namespace: u32_at(d, RELNAMESPACE),
+                owner: u32_at(d, RELOWNER),
                 am: u32_at(d, RELAM),
                 filenode: u32_at(d, RELFILENODE),
                 tablespace: u32_at(d, RELTABLESPACE),
@@ -1517,6 +1572,16 @@ impl DatabaseCatalog {
         }
         indexes.sort_by(|a, b| a.name.cmp(&b.name));
         let filenode = self.filenode(c)?;
+        let access_method = match c.am {
+            0 => None,
+            am => Some(self.access_methods.get(&am).cloned().ok_or_else(|| {
+                CatalogError::MissingRow {
+                    catalog: "pg_am".into(),
+                    scope: self.scope(),
+                    what: format!("access method oid {am} of relation \"{}\"", c.name),
+                }
+            })?),
+        };
         Ok(Relation {
             database: self.database.name.clone(),
             oid,
@@ -1525,6 +1590,8 @@ impl DatabaseCatalog {
             kind: c.kind,
             persistence: c.persistence as char,
             is_partition: c.is_partition,
+            owner_oid: c.owner,
+            access_method,
             relpages: c.relpages,
             reltuples: c.reltuples,
             tablespace_oid: if c.tablespace == 0 {
