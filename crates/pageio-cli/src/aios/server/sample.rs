@@ -422,36 +422,8 @@ impl RelationCache {
                     .map(|row| (row.get::<_, i64>(0) as u32, row.get::<_, String>(1)))
                     .collect();
             }
-            let here: Vec<usize> = (0..new.len())
-                .filter(|&i| {
-                    new[i].database_oid == connected_database_oid || new[i].database_oid == 0
-                })
-                .collect();
-            if !here.is_empty() {
-                let tablespaces: Vec<i64> =
-                    here.iter().map(|&i| new[i].tablespace_oid as i64).collect();
-                let nodes: Vec<i64> = here.iter().map(|&i| new[i].relfilenode as i64).collect();
-                let rows = transaction
-                    .query(
-                        "SELECT f.ord::int8, c.oid::int8, n.nspname::text, c.relname::text \
-                         FROM unnest($1::int8[], $2::int8[]) WITH ORDINALITY AS f(spc, node, ord) \
-                         LEFT JOIN pg_catalog.pg_class c \
-                           ON c.oid = pg_catalog.pg_filenode_relation(f.spc::oid, f.node::oid) \
-                         LEFT JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace",
-                        &[&tablespaces, &nodes],
-                    )
-                    .map_err(query_error("resolving relations with pg_filenode_relation"))?;
-                for row in rows {
-                    let ord = row.get::<_, i64>(0) as usize;
-                    let Some(&i) = ord.checked_sub(1).and_then(|o| here.get(o)) else {
-                        continue;
-                    };
-                    let relation = &mut new[i];
-                    relation.oid = row.get::<_, Option<i64>>(1).map(|oid| oid as u32);
-                    relation.schema = row.get(2);
-                    relation.name = row.get(3);
-                }
-            }
+            name_relations(transaction, &mut new, connected_database_oid)
+                .map_err(query_error("resolving relations with pg_filenode_relation"))?;
             let connected_name = self.databases.get(&connected_database_oid).cloned();
             for mut relation in new {
                 relation.database = self.databases.get(&relation.database_oid).cloned();
@@ -482,6 +454,42 @@ impl RelationCache {
             .retain(|_, r| r.name.is_some() || r.database_oid != connected_database_oid);
         Ok(found)
     }
+}
+
+/// Names the relations of `new` whose files belong to the connected database (or are
+/// shared) with one `pg_filenode_relation()` query; the others cannot be named from here.
+fn name_relations(
+    transaction: &mut postgres::Transaction<'_>,
+    new: &mut [RelationRef],
+    connected_database_oid: u32,
+) -> Result<(), postgres::Error> {
+    let here: Vec<usize> = (0..new.len())
+        .filter(|&i| new[i].database_oid == connected_database_oid || new[i].database_oid == 0)
+        .collect();
+    if here.is_empty() {
+        return Ok(());
+    }
+    let tablespaces: Vec<i64> = here.iter().map(|&i| new[i].tablespace_oid as i64).collect();
+    let nodes: Vec<i64> = here.iter().map(|&i| new[i].relfilenode as i64).collect();
+    let rows = transaction.query(
+        "SELECT f.ord::int8, c.oid::int8, n.nspname::text, c.relname::text \
+         FROM unnest($1::int8[], $2::int8[]) WITH ORDINALITY AS f(spc, node, ord) \
+         LEFT JOIN pg_catalog.pg_class c \
+           ON c.oid = pg_catalog.pg_filenode_relation(f.spc::oid, f.node::oid) \
+         LEFT JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace",
+        &[&tablespaces, &nodes],
+    )?;
+    for row in rows {
+        let ord = row.get::<_, i64>(0) as usize;
+        let Some(&i) = ord.checked_sub(1).and_then(|o| here.get(o)) else {
+            continue;
+        };
+        let relation = &mut new[i];
+        relation.oid = row.get::<_, Option<i64>>(1).map(|oid| oid as u32);
+        relation.schema = row.get(2);
+        relation.name = row.get(3);
+    }
+    Ok(())
 }
 
 /// Why a file's relation has no name.
