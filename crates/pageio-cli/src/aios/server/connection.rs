@@ -1,6 +1,12 @@
 //! The connection to the server: `--dsn` and libpq's defaults (environment, password
 //! file), the bounds on every wait, and the checks at connect (version, privilege).
 
+use std::time::Duration;
+
+use postgres::config::Host;
+use postgres::{Client, Config};
+use serde::Serialize;
+
 use super::*;
 
 /// Parses `dsn` (libpq key=value pairs) and fills what it leaves out as libpq does: from

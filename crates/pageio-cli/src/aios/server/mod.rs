@@ -74,16 +74,8 @@
 //! what happened in that interval. A counter that went down (`pg_stat_reset_shared('io')`)
 //! gives no rate for that interval rather than a negative one.
 
-use std::collections::{BTreeMap, HashMap};
 use std::io::{IsTerminal, Write};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
-
-use pageio::catalog::DEFAULT_TABLESPACE_OID;
-use postgres::config::Host;
-use postgres::{Client, Config, NoTls};
-use serde::Serialize;
-use serde_json::{Map, Value};
 
 use super::term::{self, View};
 use super::AiosArgs;
@@ -300,6 +292,8 @@ fn lines_loop(
 mod tests {
     use super::*;
     use pageio::catalog::GLOBAL_TABLESPACE_OID as GLOBALTABLESPACE_OID;
+    use serde_json::{Map, Value};
+    use std::collections::BTreeMap;
 
     #[test]
     fn target_desc_file_is_found() {

@@ -2,6 +2,11 @@
 //! in-flight I/Os grouped by backend and by relation, the I/O workers, as one [`Report`]
 //! (also the JSON document).
 
+use std::collections::{BTreeMap, HashMap};
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+
 use super::*;
 
 /// The `pg_stat_io` counters summed per backend type (over every object and context).

@@ -2,6 +2,15 @@
 //! the rows of `pg_aios`, `pg_stat_activity` and `pg_stat_io` (in a read-only transaction),
 //! and the naming of the files in flight (`target_desc` → relation, cached per file).
 
+use std::collections::{BTreeMap, HashMap};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use pageio::catalog::DEFAULT_TABLESPACE_OID;
+use postgres::{Client, Config, NoTls};
+use serde::Serialize;
+use serde_json::{Map, Value};
+
 use super::*;
 
 /// The rows of one sample, as the connection thread read them.

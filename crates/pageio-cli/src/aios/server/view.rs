@@ -1,7 +1,10 @@
 //! How a sample is shown: the one-snapshot table, the plain line per sample, and the full
 //! screen of `--watch`.
 
+use serde_json::Value;
+
 use super::*;
+use crate::aios::term::View;
 
 /// What one sample shows, on a screen or as lines.
 pub struct ServerView {
