@@ -13,8 +13,8 @@
 //! pages (`relpages`), size (`pg_table_size`: every fork of the table and of its TOAST
 //! table, from the files), the file (`pg_relation_filepath`) and its indexes with their key
 //! columns. `--json` prints one object with the same fields, sizes in bytes, `rows` null
-//! when unknown and `owner` null (text: `unknown (OID=n)`, as `pg_get_userbyid`) for an owner the
-//! cluster has no role for.
+//! when unknown, and `owner` null for an owner the cluster has no role for (the text says
+//! `unknown (OID=n)`, as `pg_get_userbyid` does).
 
 use std::path::PathBuf;
 
