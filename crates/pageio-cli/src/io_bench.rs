@@ -1,7 +1,8 @@
 //! `pageio io-bench`: the engine core, end to end, on a generated relation.
 //!
-//! Writes a heap relation in PostgreSQL's format — `(a double precision, b text)` rows at
-//! fillfactor 25, 18 rows per page, checksums set — through the AIO subsystem, then reads it
+//! Writes a heap relation in PostgreSQL's format — the `uniform` data set's
+//! `(a double precision, b text)` rows at fillfactor 25, 18 rows per page, checksums set,
+//! built by `pageio::gen`'s page builder — through the AIO subsystem, then reads it
 //! back once per io_method with `effective_io_concurrency` reads of `io_combine_limit`
 //! blocks in flight. Every page is verified (header and checksum) in the shared completion
 //! callback, so under `worker` the checksum work runs in the I/O workers.
@@ -35,9 +36,8 @@ use pageio::aio::{
     PipelineDriver, PipelineIo, SharedCompletion, WaitRef,
 };
 use pageio::config::{IoMethodKind, BLCKSZ};
-use pageio::page::builder::{set_checksum, HeapTupleBuilder, PageBuilder};
-use pageio::page::heap::Datum;
-use pageio::page::{verify_page, ItemPointer};
+use pageio::gen::DataSet;
+use pageio::page::verify_page;
 use pageio::storage::{OpenMode, RelFile};
 use pageio::{Aio, Backend};
 
@@ -203,8 +203,11 @@ fn is_relation_like(name: &str) -> bool {
     !node.is_empty() && node.bytes().all(|b| b.is_ascii_digit())
 }
 
-/// Rows per page of the published data sets: `WITH (fillfactor=25)` leaves room for 18.
-const ROWS_PER_PAGE: usize = 18;
+/// The data set whose pages io-bench writes: the published benchmark's table shape.
+const DATA_SET: DataSet = DataSet::Uniform;
+
+/// Seed of the data set's `random()` (`pageio gen`'s default).
+const DATA_SET_SEED: u64 = 42;
 
 /// Pages generated per write batch (1 MB): large enough to merge into full-size I/Os.
 const GEN_CHUNK_BLOCKS: usize = 128;
@@ -404,8 +407,11 @@ fn generate(
         )?
         .progress_chars("=> "),
     );
-    let mut rng = 0x9E37_79B9_7F4A_7C15u64;
-    let text = [b'x'; 64];
+    // Every page full: the relation holds exactly the rows of `nblocks` pages.
+    let rows_per_page = DATA_SET.rows_per_page();
+    let rows = nblocks.checked_mul(rows_per_page as u64).ok_or_else(|| {
+        format!("--size: {nblocks} pages of rows overflow a row count; give a smaller size")
+    })?;
     let mut block = 0u64;
     while block < nblocks {
         let n = (nblocks - block).min(GEN_CHUNK_BLOCKS as u64) as usize;
@@ -416,24 +422,20 @@ fn generate(
             )
         })?;
         for (i, out) in chunk.as_mut_slice().chunks_exact_mut(BLCKSZ).enumerate() {
-            let blkno = block + i as u64;
-            let mut page = PageBuilder::new(0)?;
-            for row in 0..ROWS_PER_PAGE {
-                rng ^= rng << 13;
-                rng ^= rng >> 7;
-                rng ^= rng << 17;
-                let a = (rng >> 11) as f64 / (1u64 << 53) as f64 * 1000.0;
-                let tuple = HeapTupleBuilder::new()
-                    .ctid(ItemPointer {
-                        block: blkno as u32,
-                        offset: row as u16 + 1,
-                    })
-                    .build(&[Datum::Float8(a), Datum::text(&text)])?;
-                page.add_item(&tuple)?;
-            }
-            let mut bytes = page.finish();
-            set_checksum(&mut bytes, blkno as u32);
-            out.copy_from_slice(&bytes);
+            let blkno = u32::try_from(block + i as u64).map_err(|_| {
+                format!(
+                    "--size: block {} is past PostgreSQL's last block number; give a smaller size",
+                    block + i as u64
+                )
+            })?;
+            pageio::gen::heap::build_page(
+                DATA_SET,
+                DATA_SET_SEED,
+                rows,
+                rows_per_page,
+                blkno,
+                out,
+            )?;
         }
         backend.write_blocks(rel, block, chunk).map_err(|e| {
             format!(

@@ -26,7 +26,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 use pageio::buffer::{BufferPool, PageCheckOptions};
-use pageio::catalog::{cluster_check_options, Catalog, CatalogError};
+use pageio::catalog::{Catalog, CatalogError};
 use pageio::page::heap::ColumnType;
 use pageio::scan::query::{run_table_query, QuerySpec, TableQuery};
 use pageio::scan::{
@@ -524,12 +524,10 @@ fn run_table(args: ScanArgs) -> CliResult {
     }
     // The catalog is read with the cluster's own checks, never past a damaged page; the
     // table itself with what the flags ask, through a pool of its own.
-    let cluster_checks = cluster_check_options(&pgdata)?;
-    let relation = {
-        let pool = BufferPool::new(&aio, cluster_checks)?;
-        let catalog = Catalog::open(&pgdata, &pool)?;
+    let (relation, cluster_checks) = {
+        let catalog = Catalog::open_cluster(&pgdata, &aio)?;
         match catalog.resolve(&spec, &args.database) {
-            Ok(r) => r,
+            Ok(r) => (r, catalog.check_options()),
             Err(e @ CatalogError::NoRelation { .. }) => {
                 return Err(no_relation_hint(&catalog, &e, &pgdata).into())
             }

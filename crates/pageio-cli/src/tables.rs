@@ -7,16 +7,19 @@
 //! The library's catalog reader (`pageio::catalog`) reads the cluster's catalogs through
 //! the buffer pool — checksums verified when the cluster has them — and lists every table
 //! and partitioned table (partitions included) outside the system schemas, what `\dt+ *.*`
-//! lists: schema, name, kind, persistence, rows (`reltuples`, -1 before the first VACUUM
-//! or ANALYZE), pages (`relpages`), size (`pg_table_size`: every fork of the table and of
-//! its TOAST table, from the files), the file (`pg_relation_filepath`) and its indexes with
-//! their key columns. `--json` prints one object with the same fields, sizes in bytes.
+//! lists: schema, name, kind, owner (`pg_authid.rolname` of `relowner`), persistence,
+//! access method (`pg_am.amname` of `relam`: `heap`; none for a partitioned table), rows
+//! (`reltuples`; "unknown" before the first VACUUM or ANALYZE, where `reltuples` is -1),
+//! pages (`relpages`), size (`pg_table_size`: every fork of the table and of its TOAST
+//! table, from the files), the file (`pg_relation_filepath`) and its indexes with their key
+//! columns. `--json` prints one object with the same fields, sizes in bytes, `rows` null
+//! when unknown, and `owner` null for an owner the cluster has no role for (the text says
+//! `unknown (OID=n)`, as `pg_get_userbyid` does).
 
 use std::path::PathBuf;
 
 use clap::Args;
-use pageio::buffer::BufferPool;
-use pageio::catalog::{cluster_check_options, Catalog, Relation};
+use pageio::catalog::{Catalog, Relation};
 use pageio::Aio;
 
 use crate::datadir::DataDirArgs;
@@ -36,7 +39,8 @@ pub struct TablesArgs {
     /// The database whose tables to list
     #[arg(long, value_name = "NAME", default_value = "postgres")]
     database: String,
-    /// Print one JSON object instead of a table
+    /// Print one JSON object instead of a table ("rows" is null for a table never vacuumed
+    /// or analysed)
     #[arg(long)]
     json: bool,
     #[command(flatten)]
@@ -59,8 +63,12 @@ struct TableRow {
     schema: String,
     name: String,
     kind: &'static str,
+    owner: Option<String>,
+    owner_oid: u32,
     persistence: &'static str,
-    rows: f32,
+    access_method: Option<String>,
+    /// `reltuples`; `None` where it is -1, never vacuumed or analysed.
+    rows: Option<f32>,
     pages: i32,
     size_bytes: u64,
     path: Option<String>,
@@ -76,18 +84,26 @@ struct Report {
     tables: Vec<TableRow>,
 }
 
-fn row(pgdata: &std::path::Path, r: &Relation) -> TableRow {
-    TableRow {
+fn row(
+    pgdata: &std::path::Path,
+    catalog: &Catalog<'_>,
+    r: &Relation,
+) -> Result<TableRow, pageio::catalog::CatalogError> {
+    Ok(TableRow {
         schema: r.schema.clone(),
         name: r.name.clone(),
         kind: r.kind.describe(),
+        owner: catalog.role_name(r.owner_oid)?.map(str::to_string),
+        owner_oid: r.owner_oid,
         persistence: match r.persistence {
             'p' => "permanent",
             'u' => "unlogged",
             't' => "temporary",
             _ => "unknown",
         },
-        rows: r.reltuples,
+        access_method: r.access_method.clone(),
+        // PostgreSQL 14 and later store -1 for "not yet known"; no other value is negative.
+        rows: (r.reltuples >= 0.0).then_some(r.reltuples),
         pages: r.relpages,
         size_bytes: r.table_size_bytes(pgdata),
         path: r.path.clone(),
@@ -106,7 +122,7 @@ fn row(pgdata: &std::path::Path, r: &Relation) -> TableRow {
                 primary: i.is_primary,
             })
             .collect(),
-    }
+    })
 }
 
 /// `pg_size_pretty`: bytes below 10240, then kB, MB, GB, TB, PB, each rounded half up and
@@ -139,15 +155,17 @@ pub fn run(mut args: TablesArgs) -> CliResult {
     if !settings.is_set("shared_buffers") {
         config.shared_buffers_bytes = 32 << 20;
     }
-    let check = cluster_check_options(&args.pgdata)?;
     let aio = Aio::new(config)?;
     if let Some(reason) = aio.fallback_reason() {
         eprintln!("pageio: {reason}");
     }
-    let pool = BufferPool::new(&aio, check)?;
-    let catalog = Catalog::open(&args.pgdata, &pool)?;
+    let catalog = Catalog::open_cluster(&args.pgdata, &aio)?;
     let db = catalog.database(&args.database)?;
-    let tables: Vec<TableRow> = db.tables()?.iter().map(|r| row(&args.pgdata, r)).collect();
+    let tables: Vec<TableRow> = db
+        .tables()?
+        .iter()
+        .map(|r| row(&args.pgdata, &catalog, r))
+        .collect::<Result<_, _>>()?;
     let report = Report {
         pgdata: args.pgdata.display().to_string(),
         database: args.database.clone(),
@@ -160,14 +178,16 @@ pub fn run(mut args: TablesArgs) -> CliResult {
         "Schema",
         "Name",
         "Type",
+        "Owner",
         "Persistence",
+        "Access method",
         "Rows",
         "Pages",
         "Size",
         "File",
         "Indexes",
     ];
-    let lines: Vec<[String; 9]> = report
+    let lines: Vec<[String; 11]> = report
         .tables
         .iter()
         .map(|t| {
@@ -175,8 +195,14 @@ pub fn run(mut args: TablesArgs) -> CliResult {
                 t.schema.clone(),
                 t.name.clone(),
                 t.kind.to_string(),
+                // pg_get_userbyid's words for a role that is gone.
+                t.owner
+                    .clone()
+                    .unwrap_or_else(|| format!("unknown (OID={})", t.owner_oid)),
                 t.persistence.to_string(),
-                format!("{}", t.rows),
+                t.access_method.clone().unwrap_or_default(),
+                t.rows
+                    .map_or_else(|| "unknown".to_string(), |rows| rows.to_string()),
                 t.pages.to_string(),
                 size_pretty(t.size_bytes),
                 t.path.clone().unwrap_or_default(),

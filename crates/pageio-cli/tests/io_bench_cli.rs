@@ -32,6 +32,49 @@ fn refuses_a_cluster_and_leaves_its_files_byte_identical() {
     assert!(before == common::snapshot(&pgdata), "the cluster changed");
 }
 
+/// A tablespace is part of its cluster: io-bench refuses the cluster's `pg_tblspc/<oid>`
+/// link, the tablespace's location, its `PG_18_<catversion>` directory and anything below
+/// them, and writes nothing there.
+#[test]
+fn refuses_a_tablespace_and_leaves_it_as_it_was() {
+    let tmp = tempfile::tempdir().unwrap();
+    let pgdata = common::unpack_fixture(tmp.path());
+    let location = tmp.path().join("ts");
+    let version_dir = location.join("PG_18_202506291");
+    std::fs::create_dir_all(version_dir.join("5")).unwrap();
+    std::fs::write(version_dir.join("5/16391"), b"a tablespace's relation").unwrap();
+    std::fs::create_dir_all(pgdata.join("pg_tblspc")).unwrap();
+    std::os::unix::fs::symlink(&location, pgdata.join("pg_tblspc/16390")).unwrap();
+    let before = common::snapshot(&location);
+    let targets = [
+        pgdata.join("pg_tblspc/16390"),
+        pgdata.join("pg_tblspc/16390/PG_18_202506291/5"),
+        location.clone(),
+        version_dir.clone(),
+        version_dir.join("new"),
+        version_dir.join("5"),
+    ];
+    for target in &targets {
+        let out = io_bench(target, &["--force"]);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{}: {err}", target.display());
+        assert!(
+            err.contains("refusing to write inside a PostgreSQL cluster or tablespace"),
+            "{}: {err}",
+            target.display()
+        );
+    }
+    assert!(!version_dir.join("new").exists());
+    assert!(
+        before == common::snapshot(&location),
+        "the tablespace changed"
+    );
+    assert_eq!(
+        std::fs::read(version_dir.join("5/16391")).unwrap(),
+        b"a tablespace's relation"
+    );
+}
+
 #[test]
 fn refuses_a_directory_holding_other_files() {
     let tmp = tempfile::tempdir().unwrap();

@@ -2,10 +2,11 @@
 //! a table in a non-default schema (with a column added with a default after rows existed),
 //! one in a second database, one in a tablespace, an unlogged table (with a dropped
 //! column), a partitioned table's partitions, and a table rewritten by VACUUM FULL (new
-//! relfilenode, for it and its index). Every relation must resolve to the file
-//! PostgreSQL's `pg_relation_filepath()` gave, and `pageio tables` must list what `\dt+ *.*`
-//! lists outside the system schemas — names, files, pages and sizes — under every
-//! io_method.
+//! relfilenode, for it and its index), a table owned by a second role and one never
+//! analysed (`reltuples` -1). Every relation must resolve to the file PostgreSQL's
+//! `pg_relation_filepath()` gave, and `pageio tables` must list what `\dt+ *.*` lists
+//! outside the system schemas — names, owners, access methods, files, pages, rows and
+//! sizes — under every io_method.
 //!
 //! PostgreSQL comes from `bench/setup-postgres.sh` or `$PAGEIO_PG_BIN`; without it the
 //! tests print a skip line, except under `CI`, where they fail.
@@ -98,6 +99,18 @@ struct PgRel {
     path: Option<String>,
     pages: i32,
     size_bytes: u64,
+    /// `reltuples` as PostgreSQL prints it (`-1`: never vacuumed or analysed).
+    reltuples: String,
+}
+
+/// One row of `\dt+ *.*` as psql printed it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct DtRow {
+    schema: String,
+    name: String,
+    owner: String,
+    access_method: String,
+    size: String,
 }
 
 struct Cluster {
@@ -105,14 +118,15 @@ struct Cluster {
     data: PathBuf,
     /// (database, schema.name) → PostgreSQL's answer, for every table and index made here.
     facts: BTreeMap<(String, String), PgRel>,
-    /// `\dt+ *.*` outside the system schemas, per database: (schema, name, size).
-    dt: BTreeMap<String, Vec<(String, String, String)>>,
+    /// `\dt+ *.*` outside the system schemas, per database.
+    dt: BTreeMap<String, Vec<DtRow>>,
     /// The rewritten table's file before VACUUM FULL.
     before_vacuum_full: String,
 }
 
 const FACTS_SQL: &str = "SELECT current_database(), n.nspname || '.' || c.relname, \
-    coalesce(pg_relation_filepath(c.oid), '-'), c.relpages, pg_table_size(c.oid) \
+    coalesce(pg_relation_filepath(c.oid), '-'), c.relpages, pg_table_size(c.oid), \
+    c.reltuples \
     FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
     WHERE c.relkind IN ('r', 'p', 'i') AND n.nspname IN ('public', 'app')";
 
@@ -169,6 +183,10 @@ fn cluster(bin: &Path) -> &'static Cluster {
                  INSERT INTO rewritten SELECT g, 'r' FROM generate_series(1, 5000) g;
                  CREATE INDEX rewritten_a ON rewritten (a);
                  DELETE FROM rewritten WHERE a % 2 = 0;
+                 CREATE ROLE app_owner;
+                 CREATE TABLE app.owned (a int, b text);
+                 INSERT INTO app.owned SELECT g, 'o' FROM generate_series(1, 700) g;
+                 ALTER TABLE app.owned OWNER TO app_owner;
                  CREATE DATABASE second",
                 root.join("ts").display()
             ),
@@ -186,6 +204,14 @@ fn cluster(bin: &Path) -> &'static Cluster {
             &root,
             "postgres",
             "VACUUM FULL rewritten; ANALYZE; CHECKPOINT",
+        );
+        // Rows, but never a VACUUM, ANALYZE or CREATE INDEX (each sets reltuples).
+        psql(
+            bin,
+            &root,
+            "postgres",
+            "CREATE TABLE never_analysed (a int, b text);
+             INSERT INTO never_analysed SELECT g, 'n' FROM generate_series(1, 300) g",
         );
         psql(
             bin,
@@ -207,6 +233,7 @@ fn cluster(bin: &Path) -> &'static Cluster {
                         path: (f[2] != "-").then(|| f[2].to_string()),
                         pages: f[3].parse().unwrap(),
                         size_bytes: f[4].parse().unwrap(),
+                        reltuples: f[5].to_string(),
                     },
                 );
             }
@@ -217,7 +244,13 @@ fn cluster(bin: &Path) -> &'static Cluster {
                 .filter(|f| !["pg_catalog", "information_schema"].contains(&f[0]))
                 .filter(|f| !f[0].starts_with("pg_toast"))
                 // Schema | Name | Type | Owner | Persistence | Access method | Size | Description
-                .map(|f| (f[0].to_string(), f[1].to_string(), f[6].to_string()))
+                .map(|f| DtRow {
+                    schema: f[0].to_string(),
+                    name: f[1].to_string(),
+                    owner: f[3].to_string(),
+                    access_method: f[5].to_string(),
+                    size: f[6].to_string(),
+                })
                 .collect();
             dt.insert(db.to_string(), rows);
         }
@@ -259,6 +292,14 @@ fn resolve_every_relation(method: IoMethodKind) {
             }
             assert_eq!(rel.path, pg.path, "{db}.{qualified}");
             assert_eq!(rel.relpages, pg.pages, "{db}.{qualified}");
+            assert_eq!(rel.reltuples.to_string(), pg.reltuples, "{db}.{qualified}");
+            let owner = catalog.role_name(rel.owner_oid).unwrap();
+            let want = if qualified == "app.owned" {
+                "app_owner"
+            } else {
+                "postgres"
+            };
+            assert_eq!(owner, Some(want), "{db}.{qualified}");
             assert_eq!(
                 rel.table_size_bytes(&data),
                 pg.size_bytes,
@@ -270,7 +311,7 @@ fn resolve_every_relation(method: IoMethodKind) {
             }
         }
         // Every relation made above was found (indexes included).
-        assert_eq!(facts.len(), 12, "{facts:?}");
+        assert_eq!(facts.len(), 14, "{facts:?}");
 
         let in_ts = catalog.resolve("in_ts", "postgres").unwrap();
         let path = in_ts.path.as_deref().unwrap();
@@ -369,6 +410,26 @@ fn tables_lists_dt(method: &str) {
     let Some(bin) = pg_bin() else { return };
     let c = cluster(&bin);
     let data = c.data.display().to_string();
+    // PostgreSQL 18.6's `\dt+` and pg_class for the cases this test is about: a second
+    // role's table, a partitioned table (no access method), a table never analysed.
+    let dt_of = |name: &str| c.dt["postgres"].iter().find(|r| r.name == name).unwrap();
+    assert_eq!(
+        (
+            dt_of("owned").owner.as_str(),
+            dt_of("owned").access_method.as_str()
+        ),
+        ("app_owner", "heap")
+    );
+    assert_eq!(
+        (
+            dt_of("parted").owner.as_str(),
+            dt_of("parted").access_method.as_str()
+        ),
+        ("postgres", "")
+    );
+    let reltuples = |name: &str| &c.facts[&("postgres".to_string(), name.to_string())].reltuples;
+    assert_eq!(reltuples("public.never_analysed"), "-1");
+    assert_eq!(reltuples("app.owned"), "700");
     for db in ["postgres", "second"] {
         let json = pageio_json(&[
             "tables",
@@ -392,7 +453,7 @@ fn tables_lists_dt(method: &str) {
             .collect();
         let expected: Vec<(String, String)> = c.dt[db]
             .iter()
-            .map(|(s, n, _)| (s.clone(), n.clone()))
+            .map(|r| (r.schema.clone(), r.name.clone()))
             .collect();
         assert_eq!(listed, expected, "{db}");
         for t in tables {
@@ -408,6 +469,21 @@ fn tables_lists_dt(method: &str) {
             assert_eq!(t["path"].as_str().map(str::to_string), pg.path, "{key:?}");
             assert_eq!(t["pages"].as_i64().unwrap(), pg.pages as i64, "{key:?}");
             assert_eq!(t["size_bytes"].as_u64().unwrap(), pg.size_bytes, "{key:?}");
+            // reltuples -1 (never analysed) is null; any other value is PostgreSQL's.
+            match pg.reltuples.as_str() {
+                "-1" => assert!(t["rows"].is_null(), "{key:?}: {}", t["rows"]),
+                n => assert_eq!(t["rows"].as_f64(), n.parse().ok(), "{key:?}"),
+            }
+            let dt = c.dt[db]
+                .iter()
+                .find(|r| key.1 == format!("{}.{}", r.schema, r.name))
+                .unwrap();
+            assert_eq!(t["owner"].as_str(), Some(dt.owner.as_str()), "{key:?}");
+            assert_eq!(
+                t["access_method"].as_str().unwrap_or(""),
+                dt.access_method,
+                "{key:?}"
+            );
         }
         // The text form shows \dt+'s sizes, as pg_size_pretty prints them.
         let out = common::pageio_bounded(
@@ -424,7 +500,37 @@ fn tables_lists_dt(method: &str) {
         );
         assert!(out.status.success());
         let text = String::from_utf8_lossy(&out.stdout);
-        for (schema, name, size) in &c.dt[db] {
+        let header: Vec<&str> = text
+            .lines()
+            .nth(1)
+            .unwrap()
+            .split('|')
+            .map(str::trim)
+            .collect();
+        assert_eq!(
+            header,
+            [
+                "Schema",
+                "Name",
+                "Type",
+                "Owner",
+                "Persistence",
+                "Access method",
+                "Rows",
+                "Pages",
+                "Size",
+                "File",
+                "Indexes"
+            ]
+        );
+        for DtRow {
+            schema,
+            name,
+            owner,
+            access_method,
+            size,
+        } in &c.dt[db]
+        {
             let line = text
                 .lines()
                 .find(|l| {
@@ -433,6 +539,17 @@ fn tables_lists_dt(method: &str) {
                 })
                 .unwrap_or_else(|| panic!("{schema}.{name} not in:\n{text}"));
             assert!(line.contains(&format!("| {size} ")), "{size}: {line}");
+            let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+            assert_eq!(
+                (cells[3], cells[5]),
+                (owner.as_str(), access_method.as_str())
+            );
+            let reltuples = &c.facts[&(db.to_string(), format!("{schema}.{name}"))].reltuples;
+            if reltuples == "-1" {
+                assert_eq!(cells[6], "unknown", "{line}");
+            } else {
+                assert_eq!(cells[6], reltuples, "{line}");
+            }
         }
         assert!(text.contains(&format!("({} rows)", c.dt[db].len())) || c.dt[db].len() == 1);
     }

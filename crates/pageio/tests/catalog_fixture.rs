@@ -311,3 +311,37 @@ fn pool_must_check_pages_as_the_cluster_says() {
         assert!(e.to_string().contains(says), "{e}");
     }
 }
+
+/// `Catalog::open_cluster` does in one call what a reader by name needs: the cluster's
+/// checks (the fixture has checksums), its databases, a name resolved to its file; and it
+/// refuses a cluster that pg_control says is running, as `cluster_check_options` does.
+#[test]
+fn open_cluster_reads_with_the_clusters_checks_and_refuses_a_running_one() {
+    let (_dir, pgdata) = common::unpack_fixture();
+    let facts = common::fixture_facts();
+    let aio = Aio::new(IoConfig {
+        io_method: IoMethodKind::Sync,
+        shared_buffers_bytes: 16 << 20,
+        ..IoConfig::default()
+    })
+    .unwrap();
+    {
+        let catalog = Catalog::open_cluster(&pgdata, &aio).unwrap();
+        assert!(catalog.check_options().checksums);
+        assert!(!catalog.check_options().zero_damaged_pages);
+        assert!(!catalog.check_options().ignore_checksum_failure);
+        assert_eq!(catalog.databases().len(), 3);
+        let rel = catalog.resolve("uniform", "postgres").unwrap();
+        assert_eq!(rel.path.as_deref(), Some(facts.path("uniform")));
+        let e = catalog.resolve("nosuch", "postgres").unwrap_err();
+        assert!(matches!(e, CatalogError::NoRelation { .. }), "{e:?}");
+    }
+    let path = pgdata.join("global/pg_control");
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[16..20].copy_from_slice(&6u32.to_le_bytes()); // DB_IN_PRODUCTION
+    let crc = pageio::verify::control::crc32c(&bytes[..292]);
+    bytes[292..296].copy_from_slice(&crc.to_le_bytes());
+    std::fs::write(&path, &bytes).unwrap();
+    let e = Catalog::open_cluster(&pgdata, &aio).unwrap_err();
+    assert!(matches!(e, CatalogError::NotShutDown { .. }), "{e:?}");
+}

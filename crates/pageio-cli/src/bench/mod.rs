@@ -235,25 +235,21 @@ fn catalog_target(
     rows: u64,
 ) -> Result<runner::Target, Box<dyn std::error::Error>> {
     use pageio::buffer::BufferPool;
-    use pageio::catalog::{cluster_check_options, Catalog};
+    use pageio::catalog::Catalog;
     // Either form may be meant: say both when the name cannot be resolved.
     let unresolved = |e: &dyn std::fmt::Display| {
         format!(
             "--table \"{spec}\": {e} (a --table without '=' is a table name looked up in the catalog of the stopped cluster at --pgdata; for relation files, expected NAME=HEAP[,INDEX], e.g. uniform=base/5/16384,base/5/16390)"
         )
     };
-    let check = cluster_check_options(pgdata).map_err(|e| unresolved(&e))?;
     // The catalogs of a cluster are a few MB; a small pool maps less memory.
     let aio = Aio::new(IoConfig {
         shared_buffers_bytes: 32 << 20,
         ..IoConfig::default()
     })?;
-    let relation = {
-        let pool = BufferPool::new(&aio, check)?;
-        Catalog::open(pgdata, &pool)
-            .and_then(|c| c.resolve(spec, database))
-            .map_err(|e| unresolved(&e))?
-    };
+    let (relation, check) = Catalog::open_cluster(pgdata, &aio)
+        .and_then(|c| Ok((c.resolve(spec, database)?, c.check_options())))
+        .map_err(|e| unresolved(&e))?;
     let name = relation.qualified_name();
     let path = relation.path.as_deref().ok_or_else(|| {
         format!(
@@ -287,44 +283,20 @@ fn catalog_target(
     }
     // The benchmark's scans walk an ascending btree of every row: a DESC or partial one
     // would answer other rows.
-    let index = relation
-        .btree_indexes()
-        .find(|i| {
-            i.is_valid
-                && !i.first_key_descending()
-                && i.predicate.is_none()
-                && i.key_columns.first().cloned().flatten().as_deref() == Some(key)
-        })
-        .ok_or_else(|| {
-            format!(
-                "\"{name}\" has no valid ascending, non-partial btree whose first key column is \"{key}\" (its btrees: {}); bitmap and index scans need one",
-                if indexes.is_empty() { "none".to_string() } else { indexes.join(", ") }
-            )
-        })?;
+    let index = relation.ascending_btree_on(key).ok_or_else(|| {
+        format!(
+            "\"{name}\" has no valid ascending, non-partial btree whose first key column is \"{key}\" (its btrees: {}); bitmap and index scans need one",
+            if indexes.is_empty() { "none".to_string() } else { indexes.join(", ") }
+        )
+    })?;
     // Only the key (first) and the summed (last) columns are read; the others must only be
     // walked, which their length and alignment decide.
     let mut columns = Vec::with_capacity(relation.columns.len());
     for (i, c) in relation.columns.iter().enumerate() {
         let typed = if i == 0 {
-            match (c.type_oid, c.attlen) {
-                (20, 8) => Some(ColumnType::Int8),
-                (21, 2) => Some(ColumnType::Int2),
-                (23, 4) => Some(ColumnType::Int4),
-                (700, 4) => Some(ColumnType::Float4),
-                (701, 8) => Some(ColumnType::Float8),
-                _ => None,
-            }
+            pageio::scan::columns::key_column_type(c)
         } else {
-            match (c.attlen, c.attalign) {
-                (1, _) => Some(ColumnType::Bool),
-                (2, 's') => Some(ColumnType::Int2),
-                (4, 'i') => Some(ColumnType::Int4),
-                (8, 'd') => Some(ColumnType::Int8),
-                (-1, align) => Some(ColumnType::Varlena {
-                    align_bytes: pageio::page::tuple::align_bytes_of(align) as u8,
-                }),
-                _ => None,
-            }
+            pageio::scan::columns::walked_column_type(c)
         };
         columns.push(typed.ok_or_else(|| {
             format!(

@@ -150,6 +150,16 @@ impl DatabaseCatalog {
         }
         indexes.sort_by(|a, b| a.name.cmp(&b.name));
         let filenode = self.filenode(c)?;
+        let access_method = match c.am {
+            0 => None,
+            am => Some(self.access_methods.get(&am).cloned().ok_or_else(|| {
+                CatalogError::MissingRow {
+                    catalog: "pg_am".into(),
+                    scope: self.scope(),
+                    what: format!("access method oid {am} of relation \"{}\"", c.name),
+                }
+            })?),
+        };
         Ok(Relation {
             database: self.database.name.clone(),
             oid,
@@ -158,6 +168,8 @@ impl DatabaseCatalog {
             kind: c.kind,
             persistence: c.persistence as char,
             is_partition: c.is_partition,
+            owner_oid: c.owner,
+            access_method,
             relpages: c.relpages,
             reltuples: c.reltuples,
             tablespace_oid: if c.tablespace == 0 {

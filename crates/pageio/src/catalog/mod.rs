@@ -11,7 +11,8 @@
 //! ```text
 //!  global/pg_control ─► checksums on?  cleanly shut down?  catversion (tablespace dirs)
 //!  global/pg_filenode.map ─► pg_database (1262) ─► databases: oid, name, default tablespace
-//!                        └─► pg_tablespace (1213) ─► tablespace names
+//!                        ├─► pg_tablespace (1213) ─► tablespace names
+//!                        └─► pg_authid (1260) ─► role names (relations' owners)
 //!  base/<db>/pg_filenode.map ─► pg_class (1259) ─► every relation; relfilenode 0 = mapped
 //!                                  │  rows of pg_namespace (2615), pg_index (2610), pg_am
 //!                                  │  (2601): their files, from relfilenode or the map
@@ -87,11 +88,16 @@ use crate::storage::{ForkNumber, RelFile, RELSEG_SIZE_BLOCKS};
 use crate::stream::{ReadStream, StreamOptions};
 use crate::verify::control::ControlFile;
 
+mod cluster;
 mod database;
 pub mod node_tree;
 mod read;
 pub mod relmap;
+mod relpath;
 mod rows;
+
+use cluster::CatalogPool;
+pub use relpath::{parse_relpath, RelPathParts};
 
 use crate::visibility::{TransactionLog, Visibility, XidHorizons};
 use relmap::RelMap;
@@ -225,6 +231,9 @@ pub enum CatalogError {
         /// What differs.
         problem: String,
     },
+    /// The buffer pool to read the catalogs through could not be made.
+    #[error("cannot make a buffer pool to read the cluster's catalogs: {0}")]
+    Pool(#[source] crate::buffer::BufferError),
     /// A relation name that cannot be split into `[database.][schema.]table`.
     #[error("\"{0}\" is not a relation name: expected [database.][schema.]table, a part holding dots, spaces or capitals in double quotes (public.\"My.Table\")")]
     BadName(String),
@@ -457,6 +466,11 @@ pub struct Relation {
     pub persistence: char,
     /// `relispartition`.
     pub is_partition: bool,
+    /// `relowner`: the owning role's oid ([`Catalog::role_name`] names it).
+    pub owner_oid: u32,
+    /// `pg_am.amname` of `relam` (`heap` for a table); `None` for a relation without an
+    /// access method (a partitioned table, a view), as psql's `\dt+` leaves it empty.
+    pub access_method: Option<String>,
     /// `relpages` (as of the last VACUUM or ANALYZE).
     pub relpages: i32,
     /// `reltuples` (-1: never vacuumed or analyzed).
@@ -491,6 +505,18 @@ impl Relation {
     /// The btree indexes.
     pub fn btree_indexes(&self) -> impl Iterator<Item = &Index> {
         self.indexes.iter().filter(|i| i.is_btree())
+    }
+
+    /// The first valid btree over every row (not partial) whose first key is `column`,
+    /// ascending: the index a scan of a key range walks in key order. A DESC or partial
+    /// btree would answer other rows, an invalid one is not usable by queries.
+    pub fn ascending_btree_on(&self, column: &str) -> Option<&Index> {
+        self.btree_indexes().find(|i| {
+            i.is_valid
+                && !i.first_key_descending()
+                && i.predicate.is_none()
+                && i.key_columns.first().and_then(Option::as_deref) == Some(column)
+        })
     }
 
     /// `pg_table_size`: the bytes of every fork of the table and of its TOAST table and
@@ -568,19 +594,25 @@ fn read_control(pgdata: &Path) -> Result<(PageCheckOptions, u32, XidHorizons), C
 }
 
 /// One catalog file to read: which catalog, in which scope, where.
+#[derive(Clone)]
 struct CatalogFile {
     catalog: &'static str,
     scope: String,
     relpath: String,
 }
 
-/// The cluster-wide catalog: databases and tablespaces.
+/// The cluster-wide catalog: databases, tablespaces and roles.
 pub struct Catalog<'p> {
     pgdata: PathBuf,
-    pool: &'p BufferPool,
+    pool: CatalogPool<'p>,
     catversion: u32,
     databases: Vec<Database>,
     tablespaces: Vec<Tablespace>,
+    /// `pg_authid`'s file, `None` when the relation map lacks it.
+    role_file: Option<CatalogFile>,
+    /// `pg_authid`'s names, read the first time a caller asks (a scan never needs them, so
+    /// a damaged `pg_authid` stops only what shows owners).
+    roles: std::sync::OnceLock<HashMap<u32, String>>,
     transactions: Arc<TransactionLog>,
 }
 
@@ -598,6 +630,11 @@ impl<'p> Catalog<'p> {
     /// `pool`, which must check pages as [`cluster_check_options`] says (else
     /// [`CatalogError::PoolChecks`]).
     pub fn open(pgdata: &Path, pool: &'p BufferPool) -> Result<Catalog<'p>, CatalogError> {
+        Catalog::open_through(pgdata, CatalogPool::Lent(pool))
+    }
+
+    /// [`Catalog::open`] through a pool lent by the caller or owned by the catalog.
+    fn open_through(pgdata: &Path, pool: CatalogPool<'p>) -> Result<Catalog<'p>, CatalogError> {
         let (wanted, catversion, horizons) = read_control(pgdata)?;
         let have = pool.check_options();
         if have != wanted {
@@ -618,6 +655,8 @@ impl<'p> Catalog<'p> {
             catversion,
             databases: Vec::new(),
             tablespaces: Vec::new(),
+            role_file: None,
+            roles: std::sync::OnceLock::new(),
             transactions: Arc::new(TransactionLog::new(pgdata, horizons)),
         };
         let map_path = "global/pg_filenode.map";
@@ -657,6 +696,7 @@ impl<'p> Catalog<'p> {
             Ok(())
         })?;
         check_unique(&ts_file, tablespaces.iter().map(|t| t.oid))?;
+        catalog.role_file = mapped("pg_authid", rows::pg_authid::OID).ok();
         catalog.databases = databases;
         catalog.tablespaces = tablespaces;
         Ok(catalog)
@@ -681,6 +721,46 @@ impl<'p> Catalog<'p> {
     /// The tablespaces.
     pub fn tablespaces(&self) -> &[Tablespace] {
         &self.tablespaces
+    }
+
+    /// The page checks the catalog is read with: the cluster's own
+    /// ([`cluster_check_options`]), which its tables are read with unless asked otherwise.
+    pub fn check_options(&self) -> PageCheckOptions {
+        self.pool.check_options()
+    }
+
+    /// `pg_authid.rolname` of role `oid` (a relation's [`Relation::owner_oid`]), or `None`
+    /// when the cluster has no such role. `pg_authid` is read on the first call.
+    pub fn role_name(&self, oid: u32) -> Result<Option<&str>, CatalogError> {
+        if self.roles.get().is_none() {
+            let roles = self.read_roles()?;
+            // Another thread may have set it first: both read the same rows.
+            let _ = self.roles.set(roles);
+        }
+        Ok(self
+            .roles
+            .get()
+            .and_then(|roles| roles.get(&oid))
+            .map(String::as_str))
+    }
+
+    /// Reads `pg_authid`: every role's oid and name.
+    fn read_roles(&self) -> Result<HashMap<u32, String>, CatalogError> {
+        let file = self
+            .role_file
+            .clone()
+            .ok_or_else(|| CatalogError::MissingMapping {
+                path: "global/pg_filenode.map".into(),
+                catalog: "pg_authid".into(),
+                oid: rows::pg_authid::OID,
+            })?;
+        let mut roles = Vec::new();
+        self.read_rows(&file, rows::pg_authid::FIXED_BYTES, |d| {
+            roles.push((u32_at(d, 0), name_at(d, rows::pg_authid::ROLNAME)));
+            Ok(())
+        })?;
+        check_unique(&file, roles.iter().map(|(oid, _)| *oid))?;
+        Ok(roles.into_iter().collect())
     }
 
     /// Reads database `name`'s catalogs.
@@ -976,6 +1056,7 @@ struct ClassRow {
     oid: u32,
     name: String,
     namespace: u32,
+    owner: u32,
     am: u32,
     filenode: u32,
     tablespace: u32,

@@ -65,7 +65,7 @@ impl Catalog<'_> {
             .backend()
             .map_err(|e| unreadable(Box::new(e)))?;
         let mut next = 0u64;
-        let mut stream = ReadStream::new(self.pool, &rel, StreamOptions::default(), move || {
+        let mut stream = ReadStream::new(&self.pool, &rel, StreamOptions::default(), move || {
             (next < nblocks).then(|| {
                 next += 1;
                 (next - 1, ())
@@ -226,6 +226,7 @@ impl DatabaseCatalog {
                 oid: u32_at(d, 0),
                 name: name_at(d, RELNAME),
                 namespace: u32_at(d, RELNAMESPACE),
+                owner: u32_at(d, RELOWNER),
                 am: u32_at(d, RELAM),
                 filenode: u32_at(d, RELFILENODE),
                 tablespace: u32_at(d, RELTABLESPACE),

@@ -50,12 +50,22 @@ pub(crate) mod pg_tablespace {
     pub const SPCNAME: usize = 4;
 }
 
+/// `pg_authid` (oid 1260, shared, mapped): oid, rolname, seven bools (68..75), then
+/// `rolconnlimit` (int4 at 76).
+pub(crate) mod pg_authid {
+    pub const OID: u32 = 1260;
+    pub const FIXED_BYTES: usize = 80;
+    pub const ROLNAME: usize = 4;
+}
+
 /// `pg_class` (oid 1259).
 pub(crate) mod pg_class {
     pub const OID: u32 = 1259;
     pub const FIXED_BYTES: usize = 144;
     pub const RELNAME: usize = 4;
     pub const RELNAMESPACE: usize = 68;
+    // reltype 72, reloftype 76.
+    pub const RELOWNER: usize = 80;
     pub const RELAM: usize = 84;
     pub const RELFILENODE: usize = 88;
     pub const RELTABLESPACE: usize = 92;

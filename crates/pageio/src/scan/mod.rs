@@ -158,6 +158,7 @@ use std::sync::Arc;
 
 pub mod aggregate;
 pub mod clause;
+pub mod columns;
 mod defaults;
 pub mod detoast;
 mod float_text;

@@ -91,6 +91,16 @@ impl ForkNumber {
             ForkNumber::Init => "_init",
         }
     }
+
+    /// The fork's name as PostgreSQL spells it (`forkNames`: `main`, `fsm`, `vm`, `init`).
+    pub fn name(self) -> &'static str {
+        match self {
+            ForkNumber::Main => "main",
+            ForkNumber::Fsm => "fsm",
+            ForkNumber::Vm => "vm",
+            ForkNumber::Init => "init",
+        }
+    }
 }
 
 /// One fork of one relation: the path of its segment 0 plus a display name for messages.
