@@ -98,10 +98,6 @@
 //! waits, and `wait_any` submits staged reads first), or another thread's buffer I/O — so a
 //! stall always ends.
 
-pub mod write;
-
-pub use write::{write_stream, WriteStreamOptions, WriteStreamStats};
-
 use std::collections::VecDeque;
 use std::time::Instant;
 

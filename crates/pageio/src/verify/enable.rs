@@ -74,11 +74,10 @@ use std::time::Duration;
 use super::control::{crc32c, ControlFile, OFFSET_CRC, OFFSET_DATA_CHECKSUM_VERSION};
 use super::walk::ClusterFile;
 use super::VerifyError;
-use crate::aio::{Aio, IoBuffer};
+use crate::aio::{write_stream, Aio, IoBuffer, WriteStreamOptions};
 use crate::config::BLCKSZ;
 use crate::page::checksum::{pg_checksum_page, stored_checksum, PD_CHECKSUM_OFFSET};
 use crate::storage::{RelFile, RELSEG_SIZE_BLOCKS};
-use crate::stream::{write_stream, WriteStreamOptions};
 
 /// Blocks one thread reads, checksums and writes back as a unit (8 MB). Large enough that
 /// the reads of a window fill every handle (64 × 128 kB) and writes combine to
