@@ -33,6 +33,7 @@
 //! * [`varlena`] — variable-length values: short, 4-byte, inline-compressed and TOAST pointers.
 //! * [`btree`] — the btree metapage, `BTPageOpaqueData`, index tuples, pivots and posting lists.
 //! * [`checksum`] — `pg_checksum_page`, bit-compatible and auto-vectorised.
+//! * [`float8`] — PostgreSQL's order of `double precision` keys (NaN last, `-0 = 0`).
 //! * [`verify`] — `PageIsVerified`: header sanity, checksum, all-zero new pages.
 //! * [`builder`] — writers for all of the above, so tests and the generator can produce pages
 //!   PostgreSQL itself would accept.
@@ -64,6 +65,7 @@
 pub mod btree;
 pub mod builder;
 pub mod checksum;
+pub mod float8;
 pub mod header;
 pub mod heap;
 pub mod tuple;
@@ -71,6 +73,7 @@ pub mod varlena;
 pub mod verify;
 
 pub use checksum::{pg_checksum_page, pg_checksum_slice};
+pub use float8::float8_cmp;
 pub use header::{ItemId, ItemPointer, LinePointerFlags, Lsn, PageHeader, PageRef};
 pub use verify::{verify_page, PageVerification};
 

@@ -149,7 +149,7 @@ use crate::aio::IoCounters;
 use crate::buffer::{BufferError, BufferPool, DamagedPage, PinnedBuffer, PoolCounters, RelId};
 use crate::page::btree::{BtMetaPage, BtPageOpaque, BtreePage, BTP_HALF_DEAD};
 use crate::page::heap::{ColumnType, Datum, HeapTuple, HEAP_ONLY_TUPLE, HEAP_XMIN_FROZEN};
-use crate::page::{ItemPointer, LinePointerFlags, PageError, PageRef};
+use crate::page::{float8_cmp, ItemPointer, LinePointerFlags, PageError, PageRef};
 use crate::storage::{RelFile, StorageError, RELSEG_SIZE_BLOCKS};
 use crate::stream::{DistancePolicy, ReadStream, StreamOptions, StreamOrder, StreamStats};
 use crate::visibility::{is_hot_updated, TransactionLog, Visibility, VisibilityError};
@@ -179,7 +179,7 @@ pub use defaults::{
     RANDOM_SCAN_EFFECTIVE_IO_CONCURRENCY, SEQ_SCAN_EFFECTIVE_IO_CONCURRENCY,
 };
 pub use partial::OPERATORS as PREDICATE_OPERATORS;
-pub use predicate::{float8_cmp, parse_float8};
+pub use predicate::parse_float8;
 pub use relpath::{resolve_relation_path, RelPathError, RelationKind};
 
 /// Which scan to run.
