@@ -878,7 +878,7 @@ fn missing_value(
         None | Some(RawDatum::Null) => return Ok(None),
         Some(RawDatum::Varlena(v)) => {
             v.check_limits().map_err(|e| e.to_string())?;
-            crate::scan::detoast::detoast(v, None)?.into_owned()
+            v.inline_payload()?.into_owned()
         }
         Some(other) => return Err(format!("attmissingval is {other:?}, not an array")),
     };
@@ -1014,7 +1014,7 @@ fn index_row_tail(
             None | Some(RawDatum::Null) => Ok(None),
             Some(RawDatum::Varlena(v)) => {
                 v.check_limits().map_err(|e| e.to_string())?;
-                match crate::scan::detoast::detoast(v, None) {
+                match v.inline_payload() {
                     Ok(p) => Ok(Some(p.into_owned())),
                     // Out of line in pg_index's TOAST table: not read here.
                     Err(_) => Ok(Some(Vec::new())),
