@@ -701,7 +701,8 @@ fn no_module_uses_one_of_the_same_or_a_higher_rank() {
 }
 
 fn check_synthetic(file: &str, source: &str) -> Vec<String> {
-    let lib_rs = "pub mod aio; pub use aio::{Aio, Backend};\npub use config::{IoConfig, IoMethodKind};";
+    let lib_rs =
+        "pub mod aio; pub use aio::{Aio, Backend};\npub use config::{IoConfig, IoMethodKind};";
     check_file(file, source, &rank_map(), &root_reexports(lib_rs))
         .1
         .iter()
@@ -737,10 +738,14 @@ fn grouped_and_nested_use_lines_are_read() {
 
 #[test]
 fn inline_paths_and_root_reexports_count() {
-    let source = "fn f() {\n    let x = crate::verify::ControlFile::read(p);\n    let a: crate::Aio;\n}\n";
+    let source =
+        "fn f() {\n    let x = crate::verify::ControlFile::read(p);\n    let a: crate::Aio;\n}\n";
     assert_eq!(
         check_synthetic("storage/a.rs", source),
-        ["storage/a.rs:2 storage->verify", "storage/a.rs:3 storage->Aio"]
+        [
+            "storage/a.rs:2 storage->verify",
+            "storage/a.rs:3 storage->Aio"
+        ]
     );
 }
 
