@@ -81,11 +81,11 @@ use std::sync::Arc;
 use thiserror::Error;
 
 use crate::buffer::{BufferPool, PageCheckOptions};
+use crate::page::control::{read_control_bytes, ControlFile};
 use crate::page::heap::HeapTuple;
 use crate::page::{LinePointerFlags, PageRef};
 use crate::storage::{ForkNumber, RelFile, RELSEG_SIZE_BLOCKS};
 use crate::stream::{ReadStream, StreamOptions};
-use crate::verify::control::ControlFile;
 
 pub mod node_tree;
 pub mod relmap;
@@ -112,7 +112,7 @@ const SYSTEM_SCHEMAS: [&str; 2] = ["pg_catalog", "information_schema"];
 pub enum CatalogError {
     /// `pg_control` is missing, not PostgreSQL 18's, or fails its CRC.
     #[error("cannot read the cluster's pg_control: {0}")]
-    Control(#[from] crate::verify::VerifyError),
+    Control(#[from] crate::page::control::ControlFileError),
     /// The cluster was not cleanly shut down.
     #[error("the cluster at \"{pgdata}\" is {state}, not cleanly shut down: its catalogs may hold uncommitted or unflushed rows; stop the server cleanly (pg_ctl stop -m fast) and try again")]
     NotShutDown {
@@ -545,7 +545,7 @@ pub fn cluster_transaction_log(pgdata: &Path) -> Result<Arc<TransactionLog>, Cat
 /// `pg_control` whose version and CRC [`ControlFile::parse`] checked.
 fn read_control(pgdata: &Path) -> Result<(PageCheckOptions, u32, XidHorizons), CatalogError> {
     let path = pgdata.join("global").join("pg_control");
-    let bytes = crate::verify::control::read_control_bytes(&path)?;
+    let bytes = read_control_bytes(&path)?;
     let control = ControlFile::parse(&bytes, &path)?;
     if !control.state.is_shut_down() {
         return Err(CatalogError::NotShutDown {

@@ -62,8 +62,9 @@ use std::path::{Path, PathBuf};
 
 use thiserror::Error;
 
-/// Size of one page (PostgreSQL's `BLCKSZ`).
-pub const BLCKSZ: usize = crate::config::BLCKSZ;
+/// Size of one page (PostgreSQL's `BLCKSZ`). Defined here, at the bottom of the layers, and
+/// used by `page` and `config` as theirs, so the crate has one block size.
+pub const BLCKSZ: usize = 8192;
 
 /// Blocks per segment file (PostgreSQL's `RELSEG_SIZE`: 1 GB of 8 kB blocks).
 pub const RELSEG_SIZE_BLOCKS: u32 = 131072;

@@ -1,346 +1,132 @@
-//! Reading `global/pg_control`, the way `pg_checksums` does before it touches a page.
+//! `pg_control` as `verify` and `checksums` report it.
 //!
-//! # Problem
-//!
-//! Checking checksums is only meaningful on a cluster that has them and that nobody is
-//! writing to: a running server tears pages under the reader and every torn page looks
-//! corrupt. PostgreSQL records both facts in `pg_control`, a C struct (`ControlFileData`)
-//! written at the start of an 8 kB file and protected by a CRC-32C. We read the handful of
-//! fields `pg_checksums` consults, check the CRC, and refuse exactly when it refuses.
-//!
-//! # Mechanism
-//!
-//! The struct layout is fixed per `pg_control_version`; for PostgreSQL 18 (version 1800,
-//! x86-64/aarch64 alignment) the fields we need sit at these byte offsets, found in
-//! `src/include/catalog/pg_control.h` and confirmed on a real PostgreSQL 18.6 cluster:
-//!
-//! ```text
-//!   0   system_identifier      u64
-//!   8   pg_control_version     u32   must be 1800, else the offsets below are meaningless
-//!  16   state                  u32   DBState: 1 shut down, 2 shut down in recovery, 6 in production …
-//!  40   checkPointCopy         CheckPoint (the last checkpoint's record), of which:
-//!  64     nextXid              u64   FullTransactionId: epoch << 32 | xid
-//!  76     nextMulti            u32   next MultiXactId to assign
-//!  80     nextMultiOffset      u32   next free slot of pg_multixact/members
-//!  84     oldestXid            u32   cluster-wide minimum datfrozenxid: pg_xact starts here
-//!  92     oldestMulti          u32   cluster-wide minimum datminmxid
-//! 216   blcksz                 u32   must be 8192
-//! 220   relseg_size            u32   must be 131072
-//! 252   data_checksum_version  u32   0 = off, 1 = on
-//! 292   crc                    u32   CRC-32C of bytes 0..292
-//! ```
-//!
-//! The version is checked before the CRC because a cluster of another major version has its
-//! CRC at another offset: "not PostgreSQL 18" is the useful message there, not "CRC wrong".
-//!
-//! # Worked example
-//!
-//! The `pg18-small` fixture reads as version 1800, state 1 (`DB_SHUTDOWNED`), blcksz 8192,
-//! relseg_size 131072, data_checksum_version 1, and the CRC over its first 292 bytes equals
-//! the stored one, so [`ControlFile::check_for_verify`] passes. Start the server and `state`
-//! becomes 6 (`DB_IN_PRODUCTION`): "cluster must be shut down".
-
-use std::path::Path;
+//! The file's format, its CRC-32C and its refusals are the page format's
+//! ([`crate::page::control`]), shared with the catalog reader, `host` and `measure`. Here its
+//! errors become [`VerifyError`]s, one variant each with the same message, so that `verify`
+//! and `checksums` give every failure one kind ([`VerifyError::kind`]) and one hint
+//! ([`VerifyError::hint`]) whichever step met it.
 
 use super::VerifyError;
-use crate::config::BLCKSZ;
-use crate::storage::RELSEG_SIZE_BLOCKS;
+use crate::page::control::ControlFileError;
 
-/// `PG_CONTROL_VERSION` of PostgreSQL 18.
-pub const PG_CONTROL_VERSION: u32 = 1800;
-
-/// Byte offset of `pg_control_version`.
-const OFFSET_PG_CONTROL_VERSION: usize = 8;
-/// Byte offset of `state`.
-const OFFSET_STATE: usize = 16;
-/// Byte offset of `time`: when pg_control was last written, seconds since 1970 (a
-/// `pg_time_t`, 8 bytes; pg_controldata's "pg_control last modified").
-pub(crate) const OFFSET_TIME: usize = 24;
-/// Byte offset of `checkPointCopy.nextXid` (a `FullTransactionId`, 8 bytes).
-const OFFSET_NEXT_XID: usize = 64;
-/// Byte offset of `checkPointCopy.nextMulti`.
-const OFFSET_NEXT_MULTI: usize = 76;
-/// Byte offset of `checkPointCopy.nextMultiOffset`.
-const OFFSET_NEXT_MULTI_OFFSET: usize = 80;
-/// Byte offset of `checkPointCopy.oldestXid`.
-const OFFSET_OLDEST_XID: usize = 84;
-/// Byte offset of `checkPointCopy.oldestMulti`.
-const OFFSET_OLDEST_MULTI: usize = 92;
-/// Byte offset of `blcksz`.
-const OFFSET_BLCKSZ: usize = 216;
-/// Byte offset of `relseg_size`.
-const OFFSET_RELSEG_SIZE: usize = 220;
-/// Byte offset of `data_checksum_version`.
-pub(crate) const OFFSET_DATA_CHECKSUM_VERSION: usize = 252;
-/// Byte offset of `crc`, which is also the number of bytes it covers.
-pub(crate) const OFFSET_CRC: usize = 292;
-
-/// PostgreSQL's `DBState`: what the server was doing when it last wrote `pg_control`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-pub enum DbState {
-    /// `DB_STARTUP`.
-    Startup,
-    /// `DB_SHUTDOWNED`: cleanly shut down.
-    Shutdowned,
-    /// `DB_SHUTDOWNED_IN_RECOVERY`: a standby cleanly shut down.
-    ShutdownedInRecovery,
-    /// `DB_SHUTDOWNING`: shutdown in progress.
-    Shutdowning,
-    /// `DB_IN_CRASH_RECOVERY`.
-    InCrashRecovery,
-    /// `DB_IN_ARCHIVE_RECOVERY`: a running standby.
-    InArchiveRecovery,
-    /// `DB_IN_PRODUCTION`: running (or crashed while running).
-    InProduction,
-    /// A value PostgreSQL 18 does not define.
-    Unknown(u32),
-}
-
-impl DbState {
-    /// Decodes the on-disk value.
-    pub fn from_raw(raw: u32) -> DbState {
-        match raw {
-            0 => DbState::Startup,
-            1 => DbState::Shutdowned,
-            2 => DbState::ShutdownedInRecovery,
-            3 => DbState::Shutdowning,
-            4 => DbState::InCrashRecovery,
-            5 => DbState::InArchiveRecovery,
-            6 => DbState::InProduction,
-            other => DbState::Unknown(other),
-        }
-    }
-
-    /// How `pg_controldata` prints the state.
-    pub fn describe(self) -> String {
-        match self {
-            DbState::Startup => "starting up".into(),
-            DbState::Shutdowned => "shut down".into(),
-            DbState::ShutdownedInRecovery => "shut down in recovery".into(),
-            DbState::Shutdowning => "shutting down".into(),
-            DbState::InCrashRecovery => "in crash recovery".into(),
-            DbState::InArchiveRecovery => "in archive recovery".into(),
-            DbState::InProduction => "in production".into(),
-            DbState::Unknown(v) => format!("unrecognized status code {v}"),
-        }
-    }
-
-    /// True for the two states `pg_checksums` accepts.
-    pub fn is_shut_down(self) -> bool {
-        matches!(self, DbState::Shutdowned | DbState::ShutdownedInRecovery)
-    }
-}
-
-/// The fields of `pg_control` that checksum verification needs.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct ControlFile {
-    /// `pg_control_version` (1800 for PostgreSQL 18).
-    pub pg_control_version: u32,
-    /// Server state at the last `pg_control` update.
-    pub state: DbState,
-    /// Block size the cluster was initialised with.
-    pub blcksz: u32,
-    /// Blocks per segment file.
-    pub relseg_size: u32,
-    /// 0 when data checksums are off, 1 when on.
-    pub data_checksum_version: u32,
-    /// The transaction horizons of the last checkpoint: what a scan of a cleanly shut-down
-    /// cluster needs to decide visibility.
-    pub horizons: crate::visibility::XidHorizons,
-}
-
-/// `PG_CONTROL_FILE_SIZE`: pg_control is one 8 kB block; a larger file is not one.
-pub const PG_CONTROL_FILE_SIZE: u64 = 8192;
-
-/// The bytes of the `pg_control` file at `path`, read without trusting what sits there: a
-/// FIFO, a device or a file larger than [`PG_CONTROL_FILE_SIZE`] is refused before a byte is
-/// read ([`crate::storage::read_small_file`]), never waited on.
-pub fn read_control_bytes(path: &Path) -> Result<Vec<u8>, VerifyError> {
-    use crate::storage::{read_small_file, SmallFileError};
-    read_small_file(path, PG_CONTROL_FILE_SIZE).map_err(|e| VerifyError::ControlFileRead {
-        path: path.to_path_buf(),
-        source: match e {
-            SmallFileError::Missing => std::io::Error::from_raw_os_error(libc::ENOENT),
-            SmallFileError::Io(e) => e,
-            other => std::io::Error::other(other.to_string()),
-        },
-    })
-}
-
-impl ControlFile {
-    /// Reads and validates `<pgdata>/global/pg_control`: version 1800, then the CRC. The file
-    /// is opened read-only.
-    pub fn read(pgdata: &Path) -> Result<ControlFile, VerifyError> {
-        let path = pgdata.join("global").join("pg_control");
-        let bytes = read_control_bytes(&path)?;
-        ControlFile::parse(&bytes, &path)
-    }
-
-    /// Parses the bytes of a `pg_control` file; `path` is only used in messages.
-    pub fn parse(bytes: &[u8], path: &Path) -> Result<ControlFile, VerifyError> {
-        if bytes.len() < OFFSET_CRC + 4 {
-            return Err(VerifyError::ControlFileShort {
-                path: path.to_path_buf(),
-                len_bytes: bytes.len(),
-                expected_bytes: OFFSET_CRC + 4,
-            });
-        }
-        let u32_at = |off: usize| {
-            u32::from_le_bytes([bytes[off], bytes[off + 1], bytes[off + 2], bytes[off + 3]])
-        };
-        let pg_control_version = u32_at(OFFSET_PG_CONTROL_VERSION);
-        if pg_control_version != PG_CONTROL_VERSION {
-            return Err(VerifyError::ControlVersion {
-                found: pg_control_version,
-                expected: PG_CONTROL_VERSION,
-            });
-        }
-        let stored_crc = u32_at(OFFSET_CRC);
-        let computed_crc = crc32c(&bytes[..OFFSET_CRC]);
-        if stored_crc != computed_crc {
-            return Err(VerifyError::ControlCrc {
-                path: path.to_path_buf(),
-                stored: stored_crc,
-                computed: computed_crc,
-            });
-        }
-        Ok(ControlFile {
-            pg_control_version,
-            state: DbState::from_raw(u32_at(OFFSET_STATE)),
-            blcksz: u32_at(OFFSET_BLCKSZ),
-            relseg_size: u32_at(OFFSET_RELSEG_SIZE),
-            data_checksum_version: u32_at(OFFSET_DATA_CHECKSUM_VERSION),
-            horizons: crate::visibility::XidHorizons {
-                next_xid: u32_at(OFFSET_NEXT_XID),
-                next_xid_epoch: u32_at(OFFSET_NEXT_XID + 4),
-                oldest_xid: u32_at(OFFSET_OLDEST_XID),
-                next_multi: u32_at(OFFSET_NEXT_MULTI),
-                next_multi_offset: u32_at(OFFSET_NEXT_MULTI_OFFSET),
-                oldest_multi: u32_at(OFFSET_OLDEST_MULTI),
-                in_recovery: DbState::from_raw(u32_at(OFFSET_STATE))
-                    == DbState::ShutdownedInRecovery,
+impl From<ControlFileError> for VerifyError {
+    fn from(e: ControlFileError) -> VerifyError {
+        match e {
+            ControlFileError::Read { path, source } => {
+                VerifyError::ControlFileRead { path, source }
+            }
+            ControlFileError::Short {
+                path,
+                len_bytes,
+                expected_bytes,
+            } => VerifyError::ControlFileShort {
+                path,
+                len_bytes,
+                expected_bytes,
             },
-        })
-    }
-
-    /// Refuses, in `pg_checksums`' order, what `pg_checksums --check` refuses: another block
-    /// size (or segment size), a cluster that is not cleanly shut down, checksums off.
-    pub fn check_for_verify(&self) -> Result<(), VerifyError> {
-        self.check_layout_and_state()?;
-        if self.data_checksum_version == 0 {
-            return Err(VerifyError::ChecksumsDisabled);
-        }
-        Ok(())
-    }
-
-    /// Refuses, in `pg_checksums`' order, what `pg_checksums --enable` refuses: another
-    /// block or segment size, a cluster not cleanly shut down, checksums already on.
-    pub fn check_for_enable(&self) -> Result<(), VerifyError> {
-        self.check_layout_and_state()?;
-        if self.data_checksum_version != 0 {
-            return Err(VerifyError::ChecksumsAlreadyEnabled);
-        }
-        Ok(())
-    }
-
-    /// Refuses what `pg_checksums --disable` refuses: another block or segment size, a
-    /// cluster not cleanly shut down, checksums already off.
-    pub fn check_for_disable(&self) -> Result<(), VerifyError> {
-        self.check_layout_and_state()?;
-        if self.data_checksum_version == 0 {
-            return Err(VerifyError::ChecksumsAlreadyDisabled);
-        }
-        Ok(())
-    }
-
-    fn check_layout_and_state(&self) -> Result<(), VerifyError> {
-        if self.blcksz as usize != BLCKSZ {
-            return Err(VerifyError::BlockSize {
-                found: self.blcksz,
-                expected: BLCKSZ as u32,
-            });
-        }
-        if self.relseg_size != RELSEG_SIZE_BLOCKS {
-            return Err(VerifyError::SegmentSize {
-                found: self.relseg_size,
-                expected: RELSEG_SIZE_BLOCKS,
-            });
-        }
-        if !self.state.is_shut_down() {
-            return Err(VerifyError::NotShutDown { state: self.state });
-        }
-        Ok(())
-    }
-}
-
-/// CRC-32C (Castagnoli, reflected polynomial 0x82F63B78), as PostgreSQL's `COMP_CRC32C`.
-/// Bitwise: it runs once over 292 bytes per invocation, so a table would buy nothing.
-pub fn crc32c(data: &[u8]) -> u32 {
-    let mut crc = 0xFFFF_FFFFu32;
-    for &byte in data {
-        crc ^= byte as u32;
-        for _ in 0..8 {
-            crc = if crc & 1 != 0 {
-                (crc >> 1) ^ 0x82F6_3B78
-            } else {
-                crc >> 1
-            };
+            ControlFileError::Version { found, expected } => {
+                VerifyError::ControlVersion { found, expected }
+            }
+            ControlFileError::Crc {
+                path,
+                stored,
+                computed,
+            } => VerifyError::ControlCrc {
+                path,
+                stored,
+                computed,
+            },
+            ControlFileError::BlockSize { found, expected } => {
+                VerifyError::BlockSize { found, expected }
+            }
+            ControlFileError::SegmentSize { found, expected } => {
+                VerifyError::SegmentSize { found, expected }
+            }
+            ControlFileError::NotShutDown { state } => VerifyError::NotShutDown { state },
+            ControlFileError::ChecksumsDisabled => VerifyError::ChecksumsDisabled,
+            ControlFileError::ChecksumsAlreadyEnabled => VerifyError::ChecksumsAlreadyEnabled,
+            ControlFileError::ChecksumsAlreadyDisabled => VerifyError::ChecksumsAlreadyDisabled,
         }
     }
-    !crc
 }
 
 #[cfg(test)]
 mod tests {
+    use std::path::PathBuf;
+
     use super::*;
+    use crate::page::control::DbState;
 
-    fn control_bytes(state: u32, checksums: u32) -> Vec<u8> {
-        let mut b = vec![0u8; BLCKSZ];
-        b[OFFSET_PG_CONTROL_VERSION..][..4].copy_from_slice(&PG_CONTROL_VERSION.to_le_bytes());
-        b[OFFSET_STATE..][..4].copy_from_slice(&state.to_le_bytes());
-        b[OFFSET_BLCKSZ..][..4].copy_from_slice(&8192u32.to_le_bytes());
-        b[OFFSET_RELSEG_SIZE..][..4].copy_from_slice(&131072u32.to_le_bytes());
-        b[OFFSET_DATA_CHECKSUM_VERSION..][..4].copy_from_slice(&checksums.to_le_bytes());
-        let crc = crc32c(&b[..OFFSET_CRC]);
-        b[OFFSET_CRC..][..4].copy_from_slice(&crc.to_le_bytes());
-        b
-    }
-
+    /// Every error of pg_control reads the same as a `VerifyError`, with its own kind.
     #[test]
-    fn crc32c_check_value() {
-        // The standard CRC-32C check value.
-        assert_eq!(crc32c(b"123456789"), 0xE306_9283);
-    }
-
-    #[test]
-    fn refusals() {
-        let p = Path::new("pg_control");
-        let ok = ControlFile::parse(&control_bytes(1, 1), p).unwrap();
-        ok.check_for_verify().unwrap();
-        let running = ControlFile::parse(&control_bytes(6, 1), p).unwrap();
-        let e = running.check_for_verify().unwrap_err();
-        assert_eq!(e.to_string(), "cluster must be shut down");
-        let off = ControlFile::parse(&control_bytes(1, 0), p).unwrap();
-        let e = off.check_for_verify().unwrap_err();
-        assert_eq!(e.to_string(), "data checksums are not enabled in cluster");
-        let mut bad = control_bytes(1, 1);
-        bad[100] ^= 1;
-        let e = ControlFile::parse(&bad, p).unwrap_err();
-        assert_eq!(e.to_string(), "pg_control CRC value is incorrect");
-        assert!(ControlFile::parse(&bad[..10], p).is_err());
-        off.check_for_enable().unwrap();
-        ok.check_for_disable().unwrap();
-        assert_eq!(
-            ok.check_for_enable().unwrap_err().to_string(),
-            "data checksums are already enabled in cluster"
-        );
-        assert_eq!(
-            off.check_for_disable().unwrap_err().to_string(),
-            "data checksums are already disabled in cluster"
-        );
-        assert_eq!(
-            running.check_for_enable().unwrap_err().to_string(),
-            "cluster must be shut down"
-        );
+    fn every_control_file_error_keeps_its_message_and_gets_its_kind() {
+        let path = PathBuf::from("/data/global/pg_control");
+        let cases: Vec<(ControlFileError, &str)> = vec![
+            (
+                ControlFileError::Read {
+                    path: path.clone(),
+                    source: std::io::Error::from_raw_os_error(libc::ENOENT),
+                },
+                "control_file_unreadable",
+            ),
+            (
+                ControlFileError::Short {
+                    path: path.clone(),
+                    len_bytes: 10,
+                    expected_bytes: 296,
+                },
+                "control_file_short",
+            ),
+            (
+                ControlFileError::Version {
+                    found: 1700,
+                    expected: 1800,
+                },
+                "unsupported_version",
+            ),
+            (
+                ControlFileError::Crc {
+                    path: path.clone(),
+                    stored: 1,
+                    computed: 2,
+                },
+                "control_file_crc",
+            ),
+            (
+                ControlFileError::BlockSize {
+                    found: 16384,
+                    expected: 8192,
+                },
+                "unsupported_block_size",
+            ),
+            (
+                ControlFileError::SegmentSize {
+                    found: 1,
+                    expected: 131072,
+                },
+                "unsupported_segment_size",
+            ),
+            (
+                ControlFileError::NotShutDown {
+                    state: DbState::InProduction,
+                },
+                "cluster_running",
+            ),
+            (ControlFileError::ChecksumsDisabled, "checksums_disabled"),
+            (
+                ControlFileError::ChecksumsAlreadyEnabled,
+                "checksums_already_enabled",
+            ),
+            (
+                ControlFileError::ChecksumsAlreadyDisabled,
+                "checksums_already_disabled",
+            ),
+        ];
+        for (e, kind) in cases {
+            let message = e.to_string();
+            let verify = VerifyError::from(e);
+            assert_eq!(verify.to_string(), message);
+            assert_eq!(verify.kind(), kind, "{message}");
+        }
     }
 }

@@ -66,16 +66,16 @@
 //! ```
 
 pub mod checker;
-pub mod control;
+mod control;
 pub mod defaults;
 pub mod enable;
 pub(crate) mod mapped;
 pub mod walk;
 
+pub use crate::page::control::{ControlFile, DbState};
 pub use checker::{
     check_files, CheckOptions, CheckTotals, ChecksumFailure, FileOutcome, WINDOW_BYTES,
 };
-pub use control::{ControlFile, DbState};
 pub use defaults::{
     default_jobs, fit_jobs_to_descriptors, verify_config, TooManyJobs, RINGS_PER_CHECK_JOB,
     RINGS_PER_ENABLE_JOB,
