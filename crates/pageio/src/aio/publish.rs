@@ -100,6 +100,7 @@ use thiserror::Error;
 
 use super::handle::HandleState;
 use super::{AioCore, AioRow, IoCounters};
+use crate::storage::{MapAccess, MappedRegion};
 
 /// First word of every area: "PGAIOS01" read as a little-endian u64.
 pub const AREA_MAGIC: u64 = u64::from_le_bytes(*b"PGAIOS01");
@@ -853,58 +854,22 @@ const WORD_SAMPLE_LEN: usize = 5;
 const HEADER_WORD: usize = PREAMBLE_BYTES / 8;
 const SAMPLE_WORD: usize = (PREAMBLE_BYTES + HEADER_BYTES) / 8;
 
-/// A file mapped as `AREA_BYTES / 8` atomic words.
-struct Mapping {
-    ptr: *mut libc::c_void,
+/// Maps an area file its writer created `AREA_BYTES` long, read-write, as the storage
+/// layer's one mapping type. (Readers do not map: they copy the words with `pread`.)
+fn map_area(file: &File) -> std::io::Result<MappedRegion> {
+    use std::os::fd::AsRawFd;
+    MappedRegion::file(file.as_raw_fd(), 0, AREA_BYTES, MapAccess::ReadWrite)
 }
 
-// SAFETY: the mapping is only accessed through `words()`, as atomics.
-unsafe impl Send for Mapping {}
-// SAFETY: as above; concurrent access to atomics is sound.
-unsafe impl Sync for Mapping {}
-
-impl Mapping {
-    fn map(file: &File, writable: bool) -> std::io::Result<Mapping> {
-        use std::os::fd::AsRawFd;
-        let prot = if writable {
-            libc::PROT_READ | libc::PROT_WRITE
-        } else {
-            libc::PROT_READ
-        };
-        // SAFETY: mapping a file descriptor we own, AREA_BYTES long (the callers checked the
-        // file's size); the result is checked for MAP_FAILED.
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                AREA_BYTES,
-                prot,
-                libc::MAP_SHARED,
-                file.as_raw_fd(),
-                0,
-            )
-        };
-        if ptr == libc::MAP_FAILED {
-            return Err(std::io::Error::last_os_error());
-        }
-        Ok(Mapping { ptr })
-    }
-
-    fn words(&self) -> &[AtomicU64] {
-        // SAFETY: the mapping is AREA_BYTES long, page-aligned (so 8-byte aligned), lives as
-        // long as `self`, and AtomicU64 has the size and alignment of u64; every access goes
-        // through atomic operations, so another process writing the words concurrently is
-        // not a data race in this process. A read-only mapping is only ever loaded from.
-        unsafe { std::slice::from_raw_parts(self.ptr as *const AtomicU64, AREA_BYTES / 8) }
-    }
-}
-
-impl Drop for Mapping {
-    fn drop(&mut self) {
-        // SAFETY: unmapping exactly what `map` mapped; nothing borrows it any more.
-        unsafe {
-            libc::munmap(self.ptr, AREA_BYTES);
-        }
-    }
+/// An area's mapping as `AREA_BYTES / 8` atomic words.
+fn words(map: &MappedRegion) -> &[AtomicU64] {
+    debug_assert_eq!(map.len_bytes(), AREA_BYTES);
+    // SAFETY: the mapping is AREA_BYTES long (`map_area`), page-aligned (so 8-byte aligned),
+    // lives as long as the borrow of `map`, and AtomicU64 has the size and alignment of u64;
+    // every access goes through atomic operations, so another process writing the words
+    // concurrently is not a data race in this process. A read-only mapping is only ever
+    // loaded from.
+    unsafe { std::slice::from_raw_parts(map.as_ptr() as *const AtomicU64, AREA_BYTES / 8) }
 }
 
 fn store_bytes(words: &[AtomicU64], first_word: usize, bytes: &[u8]) {
@@ -925,7 +890,7 @@ fn load_bytes(words: &[AtomicU64], first_word: usize, len: usize, out: &mut Vec<
 
 /// The writing side of one area.
 struct AreaWriter {
-    map: Mapping,
+    map: MappedRegion,
     path: PathBuf,
 }
 
@@ -947,8 +912,8 @@ impl AreaWriter {
             .open(&tmp)?;
         let result = (|| {
             file.set_len(AREA_BYTES as u64)?;
-            let map = Mapping::map(&file, true)?;
-            let words = map.words();
+            let map = map_area(&file)?;
+            let words = words(&map);
             let encoded = encode_header(header);
             if encoded.len() > HEADER_BYTES {
                 return Err(std::io::Error::other("header larger than HEADER_BYTES"));
@@ -976,7 +941,7 @@ impl AreaWriter {
 
     /// Writes one sample under the seqlock.
     fn publish(&self, sample: &[u8]) {
-        let words = self.map.words();
+        let words = words(&self.map);
         let seq = words[WORD_SEQUENCE].load(Ordering::Relaxed);
         words[WORD_SEQUENCE].store(seq.wrapping_add(1), Ordering::Relaxed);
         // Readers that see the new words also see the odd sequence.
