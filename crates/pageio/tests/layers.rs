@@ -610,7 +610,7 @@ fn rust_files(root: &Path, dir: &Path, out: &mut Vec<String>) {
 /// The path of the file a `#[cfg(test)] mod name;` in `file` declares.
 fn test_module_paths(file: &str, name: &str) -> [String; 2] {
     let dir = match file.rsplit_once('/') {
-        Some((dir, base)) if base == "mod.rs" => dir.to_string(),
+        Some((dir, "mod.rs")) => dir.to_string(),
         Some((dir, base)) => format!("{dir}/{}", base.trim_end_matches(".rs")),
         None => file.trim_end_matches(".rs").to_string(),
     };
