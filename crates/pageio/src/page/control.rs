@@ -127,6 +127,58 @@ pub enum ControlFileError {
     ChecksumsAlreadyDisabled,
 }
 
+impl ControlFileError {
+    /// A short, stable name of the error's kind (`cluster_running`, `control_file_crc`, …),
+    /// for programs reading a machine-readable report; the message is for people.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ControlFileError::Read { .. } => "control_file_unreadable",
+            ControlFileError::Short { .. } => "control_file_short",
+            ControlFileError::Version { .. } => "unsupported_version",
+            ControlFileError::Crc { .. } => "control_file_crc",
+            ControlFileError::BlockSize { .. } => "unsupported_block_size",
+            ControlFileError::SegmentSize { .. } => "unsupported_segment_size",
+            ControlFileError::NotShutDown { .. } => "cluster_running",
+            ControlFileError::ChecksumsDisabled => "checksums_disabled",
+            ControlFileError::ChecksumsAlreadyEnabled => "checksums_already_enabled",
+            ControlFileError::ChecksumsAlreadyDisabled => "checksums_already_disabled",
+        }
+    }
+
+    /// How to fix the cause, when there is something to say beyond the message.
+    pub fn hint(&self) -> Option<String> {
+        match self {
+            ControlFileError::NotShutDown { state } => Some(format!(
+                "pg_control says the cluster is {}; a running server tears pages under any reader. Stop it cleanly (pg_ctl stop -D PGDATA -m fast), or if it crashed, start and stop it once so recovery completes.",
+                state.describe()
+            )),
+            ControlFileError::ChecksumsDisabled => Some(
+                "there are no page checksums to verify; enable them with pg_checksums --enable on the stopped cluster (or initdb --data-checksums for new clusters).".into(),
+            ),
+            ControlFileError::Crc { stored, computed, .. } => Some(format!(
+                "stored CRC {stored:08X}, computed {computed:08X}: pg_control is damaged or this is not a PostgreSQL 18 data directory."
+            )),
+            ControlFileError::Version { .. } => Some(
+                "use the pg_checksums of the cluster's own PostgreSQL version.".into(),
+            ),
+            ControlFileError::Read { path, .. } => {
+                // global/pg_control → the data directory: when that is what is missing, say so.
+                let pgdata = path.parent().and_then(Path::parent);
+                match pgdata.and_then(|d| crate::storage::directory_problem(d).map(|p| (d, p))) {
+                    Some((dir, problem)) => Some(format!(
+                        "the data directory \"{}\" {problem}: give the data directory of a PostgreSQL cluster (the one holding global/pg_control).",
+                        dir.display()
+                    )),
+                    None => Some(
+                        "is the argument a PostgreSQL data directory (it must contain global/pg_control), and readable by this user?".into(),
+                    ),
+                }
+            }
+            _ => None,
+        }
+    }
+}
+
 /// The transaction horizons of a cluster's last checkpoint (`pg_control`'s
 /// `checkPointCopy`): what bounds the xids and multis a tuple may carry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
