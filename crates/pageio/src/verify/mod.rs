@@ -11,7 +11,7 @@
 //! ## Mechanism
 //!
 //! ```text
-//!   control::ControlFile::read      global/pg_control: version 1800, CRC-32C, block and segment
+//!   ControlFile::read (page)        global/pg_control: version 1800, CRC-32C, block and segment
 //!        │ check_for_verify          size, "cluster must be shut down", checksums enabled
 //!        ▼
 //!   walk::walk_cluster              global/, base/<db>/, pg_tblspc/<oid>/PG_18_*/<db>/ in readdir
