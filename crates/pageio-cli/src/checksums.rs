@@ -177,6 +177,12 @@ impl From<VerifyError> for Failure {
     }
 }
 
+impl From<pageio::page::control::ControlFileError> for Failure {
+    fn from(e: pageio::page::control::ControlFileError) -> Failure {
+        Failure::Cluster(e.into())
+    }
+}
+
 /// `--enable` or `--disable`, step by step.
 fn change(args: &ChecksumsArgs) -> Result<i32, Failure> {
     if args.filenode.is_some() {

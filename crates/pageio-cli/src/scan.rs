@@ -183,7 +183,7 @@ pub(crate) type ClusterFilesFacts = (
 pub(crate) fn cluster_files_facts(
     pgdata: &std::path::Path,
 ) -> Result<ClusterFilesFacts, Box<dyn std::error::Error>> {
-    match pageio::verify::control::ControlFile::read(pgdata) {
+    match pageio::page::control::ControlFile::read(pgdata) {
         Ok(c) => {
             let log = pageio::catalog::cluster_transaction_log(pgdata)?;
             Ok((c.data_checksum_version != 0, Some(log)))

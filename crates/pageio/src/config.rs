@@ -35,7 +35,7 @@ use std::str::FromStr;
 use thiserror::Error;
 
 /// Size of one page (PostgreSQL's `BLCKSZ`).
-pub const BLCKSZ: usize = 8192;
+pub const BLCKSZ: usize = crate::storage::BLCKSZ;
 
 /// Largest `io_combine_limit`, in blocks. PostgreSQL caps it at `MAX_IO_COMBINE_LIMIT`
 /// (`PG_IOV_MAX` = 128 blocks = 1 MB) because one I/O's iovec array must fit in one

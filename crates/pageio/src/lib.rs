@@ -13,26 +13,50 @@
 //!           verify, gen ───────────────────┘  (straight to the handles: no pool, no look-ahead)
 //! ```
 //!
+//! No module imports one that imports it back. Each has a rank, and a module uses only
+//! modules of a lower rank — siblings of one rank use none of each other; the test
+//! `tests/layers.rs` holds the ranks, with the reason for each, and fails on a `crate::`
+//! reference that points up or sideways:
+//!
+//! ```text
+//!  10 advise
+//!   9 measure
+//!   8 scan, verify, gen, host
+//!   7 catalog
+//!   6 visibility
+//!   5 stream        read streams, and the read-ahead advice they give the kernel
+//!   4 buffer
+//!   3 aio           handles, methods, the I/O pipeline and the write stream built on it
+//!   2 config
+//!   1 page          on-disk formats: pages, varlena (decompression too), pg_control, CRC-32C
+//!   0 storage, sql  files and bytes (one memory-mapping type); SQL text
+//! ```
+//!
 //! Top to bottom (each module's header comment is its design document):
 //!
 //! * [`scan`] runs sequential, bitmap-heap and index scans over PostgreSQL's relation files,
 //!   walking btrees as PostgreSQL does and reading heap pages through read streams.
 //! * [`catalog`] reads a stopped cluster's system catalogs offline — databases, tables,
 //!   columns, TOAST tables, btree indexes and their files — through the buffer pool.
-//! * [`verify`] is `pg_checksums --check` for a stopped cluster: `pg_control`, the cluster
+//! * [`verify`] is `pg_checksums --check` for a stopped cluster: its refusals, the cluster
 //!   walk, a parallel checker that checks cached data in place, and verify's own defaults.
 //! * [`gen`] writes the published benchmark data sets as PostgreSQL heap and btree files.
 //! * [`stream`] turns "the next block I will need" into pinned, verified pages, keeping
-//!   enough reads in flight (PostgreSQL's `read_stream.c`).
+//!   enough reads in flight (PostgreSQL's `read_stream.c`), and advises the kernel ahead of
+//!   a sequential scan.
 //! * [`buffer`] is the shared buffer pool: pins, clock sweep, bulk-read rings, I/O in
 //!   progress shared between readers, and page verification where each read completes.
 //! * [`aio`] is the asynchronous I/O subsystem: per-backend handle pools, wait references,
 //!   batching and merging, and the three I/O methods (`sync`, `worker`, `io_uring`) in
-//!   [`aio::method`].
+//!   [`aio::method`]; the write stream ([`aio::write_stream`]) combines writes through its
+//!   I/O pipeline.
 //! * [`storage`] maps relations to 1 GB segment files, caches file descriptors, knows each
-//!   file system's direct-I/O alignment, and empties the page cache for cold runs.
+//!   file system's direct-I/O alignment, empties the page cache for cold runs, and holds the
+//!   one memory-mapping type ([`storage::MappedRegion`]).
 //! * [`page`] reads and writes PostgreSQL's on-disk page format and computes its checksum;
-//!   every layer that looks inside a page uses it.
+//!   every layer that looks inside a page uses it. It also holds the other formats several
+//!   modules read: `pg_control` and its CRC-32C ([`page::control`]), varlena decompression,
+//!   PostgreSQL's float8 order.
 //! * [`config`] holds the settings under their PostgreSQL names.
 //! * [`host`] reads the machine's facts (memory, cgroup limits, CPUs, THP, NUMA, scheduler,
 //!   io_uring sysctls, limits, the storage behind a path) for `advise`, through a sysroot.

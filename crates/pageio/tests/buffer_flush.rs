@@ -8,11 +8,11 @@ mod common;
 
 use std::sync::Arc;
 
+use pageio::aio::WriteStreamOptions;
 use pageio::aio::{AioError, Fault, FaultPlan, IoBuffer, IoOp};
 use pageio::buffer::{BufferError, BufferPool, PageCheckOptions, PinnedBuffer};
 use pageio::config::{IoConfig, IoMethodKind, BLCKSZ};
 use pageio::storage::RelFile;
-use pageio::stream::WriteStreamOptions;
 use pageio::{Aio, Backend};
 
 /// Each case ends in well under a second; 60 s means a hang.

@@ -10,9 +10,10 @@ use pageio::config::{IoMethodKind, BLCKSZ};
 use pageio::gen::nbtsort;
 use pageio::gen::KeyKind;
 use pageio::page::builder::{set_checksum, HeapTupleBuilder, PageBuilder};
+use pageio::page::float8_cmp;
 use pageio::page::heap::{ColumnType, Datum};
 use pageio::page::ItemPointer;
-use pageio::scan::{float8_cmp, Between, Table};
+use pageio::scan::{Between, Table};
 use pageio::storage::RelFile;
 
 /// The values of one page; NaN twice so NaN = NaN matters.

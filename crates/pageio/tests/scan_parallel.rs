@@ -199,7 +199,7 @@ fn read_ahead_advice_covers_each_piece_once() {
 }
 
 fn read_ahead_body() {
-    use pageio::scan::readahead::ADVICE_PIECE_BLOCKS;
+    use pageio::stream::readahead::ADVICE_PIECE_BLOCKS;
     let dir = tempfile::tempdir().unwrap();
     let opts = GenOptions {
         rows: 90_000,

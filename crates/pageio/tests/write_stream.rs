@@ -9,10 +9,10 @@ use std::cell::Cell;
 use std::path::Path;
 use std::sync::Arc;
 
+use pageio::aio::{write_stream, WriteStreamOptions, WriteStreamStats};
 use pageio::aio::{AioError, Fault, FaultPlan, IoBuffer, IoOp};
 use pageio::config::{IoConfig, IoMethodKind, BLCKSZ};
 use pageio::storage::RelFile;
-use pageio::stream::{write_stream, WriteStreamOptions, WriteStreamStats};
 use pageio::{Aio, Backend};
 
 /// A write stream of a few hundred pages ends in well under a second; 60 s means a hang.

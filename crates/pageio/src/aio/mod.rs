@@ -83,6 +83,7 @@ pub mod pipeline;
 pub mod publish;
 pub mod result;
 pub mod stats;
+mod write_stream;
 
 pub use callbacks::{AioCallbacks, LocalCompletion, SharedCompletion};
 pub use fault::{Fault, FaultInjector, FaultPlan, SubmitFault};
@@ -91,6 +92,7 @@ pub use method::worker::{ManualClock, MonotonicClock, PoolClock, WorkerPoolStatu
 pub use pipeline::{BlockRanges, IoPipeline, PipelineDriver, PipelineIo};
 pub use result::{AioError, IoOp, IoResult, IoStatus, IoTarget};
 pub use stats::IoCounters;
+pub use write_stream::{write_stream, WriteStreamOptions, WriteStreamStats};
 
 pub use crate::storage::IoBuffer;
 mod row;

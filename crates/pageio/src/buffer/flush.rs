@@ -38,10 +38,9 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::Ordering;
 
 use super::{BufferDesc, BufferError, BufferId, BufferPool, BufferTag, RelId};
-use crate::aio::{AioError, IoBuffer};
+use crate::aio::{write_stream, AioError, IoBuffer, WriteStreamOptions};
 use crate::config::BLCKSZ;
 use crate::storage::{OpenMode, RelFile};
-use crate::stream::{write_stream, WriteStreamOptions};
 use crate::Backend;
 
 /// Bit of a buffer's refcount set while [`BufferPool::modify_page`] copies into the page.

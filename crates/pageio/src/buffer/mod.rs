@@ -58,7 +58,7 @@ use thiserror::Error;
 use crate::aio::{AioCallbacks, AioError, IoOp, IoStatus, IoTarget, SharedCompletion, WaitRef};
 use crate::config::{HugePages, BLCKSZ};
 use crate::page::{verify_page, PageVerification};
-use crate::storage::{OpenMode, RelFile};
+use crate::storage::{MappedRegion, OpenMode, PageKind, RelFile};
 use crate::{Aio, Backend};
 
 /// Largest usage count (PostgreSQL's `BM_MAX_USAGE_COUNT`): a buffer survives at most this
@@ -250,22 +250,16 @@ impl BufferDesc {
     }
 }
 
-/// The mapping that holds the buffers.
+/// The mapping that holds the buffers (shared by design: access is coordinated by pins and
+/// I/O flags), and whether it got huge pages.
 struct PoolMemory {
-    ptr: *mut u8,
-    len_bytes: usize,
+    region: MappedRegion,
     huge: bool,
 }
 
-// SAFETY: the memory is shared by design; access is coordinated by pins and I/O flags.
-unsafe impl Send for PoolMemory {}
-// SAFETY: as above.
-unsafe impl Sync for PoolMemory {}
-
-impl Drop for PoolMemory {
-    fn drop(&mut self) {
-        // SAFETY: unmapping exactly what mmap returned.
-        unsafe { libc::munmap(self.ptr.cast(), self.len_bytes) };
+impl PoolMemory {
+    fn new(region: MappedRegion, huge: bool) -> PoolMemory {
+        PoolMemory { region, huge }
     }
 }
 
@@ -275,29 +269,16 @@ fn map_memory(size_bytes: usize, huge_pages: HugePages) -> Result<PoolMemory, Bu
     let try_huge = huge_pages != HugePages::Off;
     if try_huge {
         let len = size_bytes.div_ceil(HUGE_PAGE_BYTES) * HUGE_PAGE_BYTES;
-        // SAFETY: anonymous mapping, no file.
-        let mapping = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_HUGETLB,
-                -1,
-                0,
-            )
+        let mapped = MappedRegion::anonymous(len, PageKind::Huge);
+        let error = match mapped {
+            Ok(region) => return Ok(PoolMemory::new(region, true)),
+            Err(e) => e,
         };
-        if mapping != libc::MAP_FAILED {
-            return Ok(PoolMemory {
-                ptr: mapping.cast(),
-                len_bytes: len,
-                huge: true,
-            });
-        }
         if huge_pages == HugePages::On {
             return Err(BufferError::Memory {
                 size_bytes: len,
                 huge: true,
-                reason: std::io::Error::last_os_error().to_string(),
+                reason: error.to_string(),
                 fix: format!(
                     "reserve at least {} huge pages (sysctl -w vm.nr_hugepages={}), or set huge_pages = try",
                     len / HUGE_PAGE_BYTES,
@@ -306,30 +287,15 @@ fn map_memory(size_bytes: usize, huge_pages: HugePages) -> Result<PoolMemory, Bu
             });
         }
     }
-    // SAFETY: anonymous mapping, no file.
-    let mapping = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            size_bytes,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        )
-    };
-    if mapping == libc::MAP_FAILED {
-        return Err(BufferError::Memory {
+    match MappedRegion::anonymous(size_bytes, PageKind::Normal) {
+        Ok(region) => Ok(PoolMemory::new(region, false)),
+        Err(e) => Err(BufferError::Memory {
             size_bytes,
             huge: false,
-            reason: std::io::Error::last_os_error().to_string(),
+            reason: e.to_string(),
             fix: "lower shared_buffers, or raise the memory limit (ulimit -v)".into(),
-        });
+        }),
     }
-    Ok(PoolMemory {
-        ptr: mapping.cast(),
-        len_bytes: size_bytes,
-        huge: false,
-    })
 }
 
 struct PoolInner {
@@ -774,12 +740,14 @@ impl BufferPool {
         // while another pin is held (reads only go into buffers marked I/O in progress,
         // which are not valid; `modify_page` writes only under the sole pin, and new pinners
         // wait for it).
-        unsafe { &*(self.inner.memory.ptr.add(id as usize * BLCKSZ) as *const [u8; BLCKSZ]) }
+        unsafe {
+            &*(self.inner.memory.region.as_ptr().add(id as usize * BLCKSZ) as *const [u8; BLCKSZ])
+        }
     }
 
     fn buffer_ptr(&self, id: BufferId) -> *mut u8 {
         // SAFETY: inside the mapping.
-        unsafe { self.inner.memory.ptr.add(id as usize * BLCKSZ) }
+        unsafe { self.inner.memory.region.as_ptr().add(id as usize * BLCKSZ) }
     }
 
     /// Stages one read of `buffers` (all claimed by this caller via [`Pinned::NeedsRead`],

@@ -82,11 +82,11 @@ use std::sync::Arc;
 use thiserror::Error;
 
 use crate::buffer::{BufferPool, PageCheckOptions};
+use crate::page::control::{read_control_bytes, ControlFile};
 use crate::page::heap::HeapTuple;
 use crate::page::{LinePointerFlags, PageRef};
 use crate::storage::{ForkNumber, RelFile, RELSEG_SIZE_BLOCKS};
 use crate::stream::{ReadStream, StreamOptions};
-use crate::verify::control::ControlFile;
 
 mod cluster;
 mod database;
@@ -120,7 +120,7 @@ const SYSTEM_SCHEMAS: [&str; 2] = ["pg_catalog", "information_schema"];
 pub enum CatalogError {
     /// `pg_control` is missing, not PostgreSQL 18's, or fails its CRC.
     #[error("cannot read the cluster's pg_control: {0}")]
-    Control(#[from] crate::verify::VerifyError),
+    Control(#[from] crate::page::control::ControlFileError),
     /// The cluster was not cleanly shut down.
     #[error("the cluster at \"{pgdata}\" is {state}, not cleanly shut down: its catalogs may hold uncommitted or unflushed rows; stop the server cleanly (pg_ctl stop -m fast) and try again")]
     NotShutDown {
@@ -573,7 +573,7 @@ pub fn cluster_transaction_log(pgdata: &Path) -> Result<Arc<TransactionLog>, Cat
 /// `pg_control` whose version and CRC [`ControlFile::parse`] checked.
 fn read_control(pgdata: &Path) -> Result<(PageCheckOptions, u32, XidHorizons), CatalogError> {
     let path = pgdata.join("global").join("pg_control");
-    let bytes = crate::verify::control::read_control_bytes(&path)?;
+    let bytes = read_control_bytes(&path)?;
     let control = ControlFile::parse(&bytes, &path)?;
     if !control.state.is_shut_down() {
         return Err(CatalogError::NotShutDown {
@@ -832,7 +832,7 @@ fn missing_value(
         None | Some(RawDatum::Null) => return Ok(None),
         Some(RawDatum::Varlena(v)) => {
             v.check_limits().map_err(|e| e.to_string())?;
-            crate::scan::detoast::detoast(v, None)?.into_owned()
+            v.inline_payload()?.into_owned()
         }
         Some(other) => return Err(format!("attmissingval is {other:?}, not an array")),
     };
@@ -968,7 +968,7 @@ fn index_row_tail(
             None | Some(RawDatum::Null) => Ok(None),
             Some(RawDatum::Varlena(v)) => {
                 v.check_limits().map_err(|e| e.to_string())?;
-                match crate::scan::detoast::detoast(v, None) {
+                match v.inline_payload() {
                     Ok(p) => Ok(Some(p.into_owned())),
                     // Out of line in pg_index's TOAST table: not read here.
                     Err(_) => Ok(Some(Vec::new())),

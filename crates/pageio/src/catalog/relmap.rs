@@ -19,7 +19,7 @@
 use std::path::Path;
 
 use super::CatalogError;
-use crate::verify::control::crc32c;
+use crate::page::control::crc32c;
 
 /// `RELMAPPER_FILEMAGIC`.
 pub const RELMAPPER_FILEMAGIC: u32 = 0x0059_2717;

@@ -555,7 +555,7 @@ pub fn generate(
             (dataset.row(opts.seed, rows, i).key(), tid)
         }));
         // float8 btree order (NaN after every number, -0 = 0), then TID.
-        entries.par_sort_unstable_by(|a, b| crate::scan::float8_cmp(a.0, b.0).then(a.1.cmp(&b.1)));
+        entries.par_sort_unstable_by(|a, b| crate::page::float8_cmp(a.0, b.0).then(a.1.cmp(&b.1)));
     });
     let mut writer = RunWriter {
         backend: &mut backend,

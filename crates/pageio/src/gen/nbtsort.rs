@@ -161,7 +161,7 @@ fn truncate(kind: KeyKind, lastleft: &Item, firstright: &Item) -> Item {
             let l = f64::from_le_bytes(lastleft.key_bytes().try_into().unwrap_or([0; 8]));
             let r = f64::from_le_bytes(firstright.key_bytes().try_into().unwrap_or([0; 8]));
             // float8 equality is the opclass's comparator: −0 = 0 and NaN = NaN.
-            crate::scan::float8_cmp(l, r) == std::cmp::Ordering::Equal
+            crate::page::float8_cmp(l, r) == std::cmp::Ordering::Equal
         }
         KeyKind::Int4 => lastleft.key_bytes()[..4] == firstright.key_bytes()[..4],
     };

@@ -7,7 +7,7 @@
 //!   writes), which PostgreSQL reads last so it wins; within them the last line setting a
 //!   name wins. Each setting keeps the file and line it came from, for the report;
 //! * data checksums, from `global/pg_control` read and CRC-checked by
-//!   [`crate::verify::ControlFile`] (PostgreSQL 18's layout; an older cluster's control
+//!   [`crate::page::control::ControlFile`] (PostgreSQL 18's layout; an older cluster's control
 //!   file is reported as unreadable, not guessed);
 //! * the database size: the bytes of every file under `base/`, `global/` and each
 //!   tablespace linked from `pg_tblspc/` (what `pg_database_size` sums over all databases);
@@ -128,7 +128,7 @@ impl InstanceFacts {
                     None
                 }
             };
-            let control = crate::verify::ControlFile::read(dir);
+            let control = crate::page::control::ControlFile::read(dir);
             let control_state = match &control {
                 Ok(c) => {
                     facts.data_checksums = Some(c.data_checksum_version != 0);

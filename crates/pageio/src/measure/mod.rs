@@ -76,12 +76,12 @@ use crate::aio::AioError;
 use crate::buffer::{BufferError, BufferPool, PageCheckOptions};
 use crate::config::{IoConfig, IoMethodKind, BLCKSZ};
 use crate::page::builder::{set_checksum, HeapTupleBuilder, PageBuilder};
+use crate::page::control::ControlFile;
 use crate::page::header::PageHeader;
 use crate::page::heap::Datum;
 use crate::page::ItemPointer;
 use crate::storage::{RelFile, StorageError};
 use crate::stream::{ReadStream, StreamOptions};
-use crate::verify::control::ControlFile;
 use crate::verify::walk::walk_cluster;
 use crate::verify::VerifyError;
 use crate::Aio;
@@ -683,7 +683,10 @@ fn prepare_target(
     match &options.target {
         MeasureTarget::DataDirectory(pgdata) => {
             let (probe_paths, heap) = cluster_files(pgdata)?;
-            let checksums = ControlFile::read(pgdata)?.data_checksum_version != 0;
+            let checksums = ControlFile::read(pgdata)
+                .map_err(VerifyError::from)?
+                .data_checksum_version
+                != 0;
             if pgdata.join("postmaster.pid").exists() {
                 notes.push(format!(
                     "the cluster in \"{}\" looks running (postmaster.pid): its largest table was evicted from the kernel's page cache for the cold reads, and the server's own I/O shared the device with the measurement",

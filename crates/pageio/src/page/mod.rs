@@ -33,6 +33,9 @@
 //! * [`varlena`] — variable-length values: short, 4-byte, inline-compressed and TOAST pointers.
 //! * [`btree`] — the btree metapage, `BTPageOpaqueData`, index tuples, pivots and posting lists.
 //! * [`checksum`] — `pg_checksum_page`, bit-compatible and auto-vectorised.
+//! * [`control`] — `global/pg_control` (version, state, checksums, transaction horizons)
+//!   and the CRC-32C that protects it.
+//! * [`float8`] — PostgreSQL's order of `double precision` keys (NaN last, `-0 = 0`).
 //! * [`verify`] — `PageIsVerified`: header sanity, checksum, all-zero new pages.
 //! * [`builder`] — writers for all of the above, so tests and the generator can produce pages
 //!   PostgreSQL itself would accept.
@@ -64,6 +67,8 @@
 pub mod btree;
 pub mod builder;
 pub mod checksum;
+pub mod control;
+pub mod float8;
 pub mod header;
 pub mod heap;
 pub mod tuple;
@@ -71,12 +76,13 @@ pub mod varlena;
 pub mod verify;
 
 pub use checksum::{pg_checksum_page, pg_checksum_slice};
+pub use float8::float8_cmp;
 pub use header::{ItemId, ItemPointer, LinePointerFlags, Lsn, PageHeader, PageRef};
 pub use verify::{verify_page, PageVerification};
 
 /// PostgreSQL's block size in bytes (`BLCKSZ`); the only size this crate supports, because
 /// it is the only size a default PostgreSQL build writes and the checksum layout depends on it.
-pub const BLCKSZ: usize = 8192;
+pub const BLCKSZ: usize = crate::storage::BLCKSZ;
 
 /// `MAXIMUM_ALIGNOF` on every 64-bit platform PostgreSQL supports: tuples start on 8-byte
 /// boundaries.

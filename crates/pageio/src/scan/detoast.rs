@@ -12,10 +12,9 @@
 //! # Mechanism
 //!
 //! ```text
-//!  Inline                → the payload
-//!  Compressed{pglz}      → pglz_decompress(data, raw size), complete-check as PostgreSQL's
-//!                          toast_decompress_datum: every input byte used, exactly raw bytes out
-//!  Compressed{lz4}       → lz4 block decompression (lz4_flex), exactly raw bytes out
+//!  Inline, Compressed    → Varlena::inline_payload (page::varlena, no I/O): pglz complete-
+//!                          checked as PostgreSQL's toast_decompress_datum (every input byte
+//!                          used, exactly raw bytes out), lz4 by lz4_flex, exactly raw bytes out
 //!  External{value id}    → the TOAST heap's live chunks of that id, located through the
 //!                          TOAST index on (chunk_id, chunk_seq) — the same bounded btree
 //!                          walk as index scans, keys compared as oids — or, for a TOAST
@@ -29,11 +28,9 @@
 //! Output is bounded before anything is allocated: the raw size was checked against
 //! `MaxAllocSize` and the method's largest expansion ([`Varlena::check_limits`]).
 //!
-//! # Worked example
-//!
-//! pglz `[0x02, b'a', 0x10, 0x00]` with raw size 5: control byte `0b10` → item 0 a literal
-//! `a`, item 1 a tag `0x10 0x00`: length (0x10 & 0x0f) + 3 = 3, offset ((0x10 & 0xf0) << 4)
-//! | 0x00 = 256 → past the output written so far: corrupt, as PostgreSQL says.
+//! Decompression is pure (bytes in, bytes out) and lives with the varlena format in
+//! [`crate::page::varlena`], so the catalog reader uses it without this module; this module
+//! adds what needs I/O: locating and reassembling a TOAST relation's chunks.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -43,96 +40,11 @@ use crate::buffer::{BufferPool, RelId};
 use crate::page::heap::HeapTuple;
 use crate::page::heap::{ColumnType, Datum};
 use crate::page::tuple::{AttDesc, RawDatum, TupleDesc};
-use crate::page::varlena::{CompressionMethod, Varlena, VARHDRSZ};
+use crate::page::varlena::{decompress, CompressionMethod, Varlena, VARHDRSZ};
 use crate::page::{LinePointerFlags, PageRef};
 use crate::storage::RelFile;
 use crate::stream::{ReadStream, StreamOptions};
 use crate::Backend;
-
-/// Decompresses a pglz stream into exactly `raw_size_bytes` bytes, as PostgreSQL's
-/// `pglz_decompress(…, check_complete = true)`: every control bit consumed in order, a
-/// back-reference must point into what was already written, and the input must end exactly
-/// where the output is complete. Bounded by the output size; never panics.
-pub fn pglz_decompress(src: &[u8], raw_size_bytes: usize) -> Result<Vec<u8>, String> {
-    let mut out: Vec<u8> = Vec::with_capacity(raw_size_bytes);
-    let mut sp = 0usize;
-    while sp < src.len() && out.len() < raw_size_bytes {
-        let mut ctrl = src[sp];
-        sp += 1;
-        for _ in 0..8 {
-            if sp >= src.len() || out.len() >= raw_size_bytes {
-                break;
-            }
-            if ctrl & 1 != 0 {
-                // A tag: 4 bits of length (+3), 12 bits of offset, an extra length byte at 18.
-                let (Some(&b0), Some(&b1)) = (src.get(sp), src.get(sp + 1)) else {
-                    return Err(format!("pglz tag at input byte {sp} is truncated"));
-                };
-                let mut len = (b0 & 0x0f) as usize + 3;
-                let off = (((b0 & 0xf0) as usize) << 4) | b1 as usize;
-                sp += 2;
-                if len == 18 {
-                    let extra = *src
-                        .get(sp)
-                        .ok_or_else(|| format!("pglz tag at input byte {} is truncated", sp - 2))?;
-                    len += extra as usize;
-                    sp += 1;
-                }
-                if off == 0 || off > out.len() {
-                    return Err(format!(
-                        "pglz back-reference at input byte {} has offset {off} with only {} bytes decompressed",
-                        sp.saturating_sub(3),
-                        out.len()
-                    ));
-                }
-                let len = len.min(raw_size_bytes - out.len());
-                // Overlapping copies repeat the pattern, as memcpy of the C loop does.
-                let start = out.len() - off;
-                for i in 0..len {
-                    let b = out[start + i];
-                    out.push(b);
-                }
-            } else {
-                out.push(src[sp]);
-                sp += 1;
-            }
-            ctrl >>= 1;
-        }
-    }
-    if out.len() != raw_size_bytes || sp != src.len() {
-        return Err(format!(
-            "pglz data decompresses to {} bytes using {sp} of {} input bytes, not the {raw_size_bytes} bytes the header claims",
-            out.len(),
-            src.len()
-        ));
-    }
-    Ok(out)
-}
-
-/// Decompresses `data` with `method` into exactly `raw_size_bytes` bytes.
-pub fn decompress(
-    method: CompressionMethod,
-    data: &[u8],
-    raw_size_bytes: usize,
-) -> Result<Vec<u8>, String> {
-    match method {
-        CompressionMethod::Pglz => pglz_decompress(data, raw_size_bytes),
-        CompressionMethod::Lz4 => {
-            let out = lz4_flex::block::decompress(data, raw_size_bytes)
-                .map_err(|e| format!("lz4 data does not decompress: {e}"))?;
-            if out.len() != raw_size_bytes {
-                return Err(format!(
-                    "lz4 data decompresses to {} bytes, not the {raw_size_bytes} bytes the header claims",
-                    out.len()
-                ));
-            }
-            Ok(out)
-        }
-        CompressionMethod::Other(id) => Err(format!(
-            "compression method id {id} is invalid (PostgreSQL knows 0 = pglz and 1 = lz4)"
-        )),
-    }
-}
 
 /// A TOAST relation, ready to locate chunks and reassemble values.
 pub struct ToastReader<'p> {
@@ -394,13 +306,13 @@ pub fn detoast<'a>(
     value: &Varlena<'a>,
     toast: Option<&mut ToastReader<'_>>,
 ) -> Result<Cow<'a, [u8]>, String> {
+    // A value in the tuple itself needs no I/O; without a TOAST relation, a TOAST pointer
+    // is the error `inline_payload` names.
+    let Some(toast) = toast else {
+        return value.inline_payload();
+    };
     match *value {
-        Varlena::Inline(p) => Ok(Cow::Borrowed(p)),
-        Varlena::Compressed {
-            raw_size_bytes,
-            method,
-            data,
-        } => decompress(method, data, raw_size_bytes as usize).map(Cow::Owned),
+        Varlena::Inline(_) | Varlena::Compressed { .. } => value.inline_payload(),
         Varlena::External {
             raw_size_bytes,
             ext_size_bytes,
@@ -408,9 +320,6 @@ pub fn detoast<'a>(
             toast_relid,
             ..
         } => {
-            let toast = toast.ok_or_else(|| {
-                format!("TOAST value {value_id} points to TOAST relation oid {toast_relid}, but the table has no TOAST relation")
-            })?;
             if toast_relid != toast.toast_oid {
                 return Err(format!(
                     "TOAST value {value_id} points to TOAST relation oid {toast_relid}, not the table's ({})",
@@ -433,118 +342,6 @@ pub fn detoast<'a>(
             } else {
                 Ok(Cow::Owned(stored))
             }
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use proptest::prelude::*;
-
-    /// A minimal pglz compressor (literals and greedy matches) to produce valid streams.
-    fn pglz_compress(input: &[u8]) -> Vec<u8> {
-        let mut out = Vec::new();
-        let mut i = 0;
-        while i < input.len() {
-            let ctrl_at = out.len();
-            out.push(0);
-            let mut ctrl = 0u8;
-            for bit in 0..8 {
-                if i >= input.len() {
-                    break;
-                }
-                let mut best = (0usize, 0usize);
-                for off in 1..=i.min(4095) {
-                    let mut len = 0;
-                    while len < 273
-                        && i + len < input.len()
-                        && input[i + len - off] == input[i + len]
-                    {
-                        len += 1;
-                    }
-                    if len > best.1 {
-                        best = (off, len);
-                    }
-                }
-                if best.1 >= 3 {
-                    let (off, len) = best;
-                    ctrl |= 1 << bit;
-                    if len >= 18 {
-                        out.push((((off >> 4) & 0xf0) | 0x0f) as u8);
-                        out.push((off & 0xff) as u8);
-                        out.push((len - 18) as u8);
-                    } else {
-                        out.push((((off >> 4) & 0xf0) | (len - 3)) as u8);
-                        out.push((off & 0xff) as u8);
-                    }
-                    i += len;
-                } else {
-                    out.push(input[i]);
-                    i += 1;
-                }
-            }
-            out[ctrl_at] = ctrl;
-        }
-        out
-    }
-
-    #[test]
-    fn pglz_round_trips_and_refuses_bad_offsets() {
-        let input: Vec<u8> = b"abcabcabcabcabcabcabcabcabcXYZabcabc".repeat(20);
-        let c = pglz_compress(&input);
-        assert!(c.len() < input.len());
-        assert_eq!(pglz_decompress(&c, input.len()).unwrap(), input);
-        let err = pglz_decompress(&[0x02, b'a', 0x10, 0x00], 5).unwrap_err();
-        assert!(err.contains("offset 256"), "{err}");
-        let err = pglz_decompress(&c, input.len() + 1).unwrap_err();
-        assert!(err.contains("not the"), "{err}");
-    }
-
-    #[test]
-    fn lz4_values_decompress_exactly() {
-        // This PostgreSQL build has no lz4, so the lz4 path is tested with a block made by
-        // the same crate: PostgreSQL stores LZ4_compress_default's raw block format.
-        let input = b"pageio lz4 pageio lz4 pageio lz4 pageio lz4".repeat(10);
-        let block = lz4_flex::block::compress(&input);
-        assert_eq!(
-            decompress(CompressionMethod::Lz4, &block, input.len()).unwrap(),
-            input
-        );
-        let err = decompress(CompressionMethod::Lz4, &block, input.len() + 3).unwrap_err();
-        assert!(err.contains("lz4"), "{err}");
-        let err = decompress(
-            CompressionMethod::Lz4,
-            &block[..block.len() / 2],
-            input.len(),
-        )
-        .unwrap_err();
-        assert!(err.contains("lz4"), "{err}");
-        // An inline-compressed varlena with method lz4 is detoasted through the same path.
-        let v = Varlena::Compressed {
-            raw_size_bytes: input.len() as u32,
-            method: CompressionMethod::Lz4,
-            data: &block,
-        };
-        assert_eq!(detoast(&v, None).unwrap().as_ref(), &input[..]);
-    }
-
-    proptest! {
-        /// Random input never panics and never produces more than the claimed size.
-        #[test]
-        fn pglz_random_input_is_ok_or_err(src in proptest::collection::vec(any::<u8>(), 0..300), raw in 0usize..2000) {
-            if let Ok(out) = pglz_decompress(&src, raw) {
-                prop_assert_eq!(out.len(), raw);
-            }
-            if let Ok(out) = decompress(CompressionMethod::Lz4, &src, raw) {
-                prop_assert_eq!(out.len(), raw);
-            }
-        }
-
-        #[test]
-        fn pglz_round_trips(input in proptest::collection::vec(prop_oneof![Just(b'a'), Just(b'b'), any::<u8>()], 0..600)) {
-            let c = pglz_compress(&input);
-            prop_assert_eq!(pglz_decompress(&c, input.len()).unwrap(), input);
         }
     }
 }

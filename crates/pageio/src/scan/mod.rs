@@ -149,9 +149,11 @@ use crate::aio::IoCounters;
 use crate::buffer::{BufferError, BufferPool, DamagedPage, PinnedBuffer, PoolCounters, RelId};
 use crate::page::btree::{BtMetaPage, BtPageOpaque, BtreePage, BTP_HALF_DEAD};
 use crate::page::heap::{ColumnType, Datum, HeapTuple, HEAP_ONLY_TUPLE, HEAP_XMIN_FROZEN};
-use crate::page::{ItemPointer, LinePointerFlags, PageError, PageRef};
+use crate::page::{float8_cmp, ItemPointer, LinePointerFlags, PageError, PageRef};
 use crate::storage::{RelFile, StorageError, RELSEG_SIZE_BLOCKS};
-use crate::stream::{DistancePolicy, ReadStream, StreamOptions, StreamOrder, StreamStats};
+use crate::stream::{
+    readahead, DistancePolicy, ReadStream, StreamOptions, StreamOrder, StreamStats,
+};
 use crate::visibility::{is_hot_updated, TransactionLog, Visibility, VisibilityError};
 use crate::Backend;
 use std::sync::Arc;
@@ -167,7 +169,6 @@ mod parallel;
 mod partial;
 mod predicate;
 pub mod query;
-pub mod readahead;
 mod relpath;
 pub mod signatures;
 pub use parallel::{
@@ -180,7 +181,7 @@ pub use defaults::{
     RANDOM_SCAN_EFFECTIVE_IO_CONCURRENCY, SEQ_SCAN_EFFECTIVE_IO_CONCURRENCY,
 };
 pub use partial::OPERATORS as PREDICATE_OPERATORS;
-pub use predicate::{float8_cmp, parse_float8};
+pub use predicate::parse_float8;
 pub use relpath::{resolve_relation_path, RelPathError, RelationKind};
 mod leaf_walk;
 use leaf_walk::LeafWalk;
@@ -1002,7 +1003,6 @@ fn seq_scan(
     let nblocks = checked_nblocks(&table.heap)?;
     let mut next = 0u64;
     let read_ahead = readahead::for_scan(pool, nblocks);
-    let heap = &table.heap;
     let mut stream = ReadStream::new(
         pool,
         &table.heap,
@@ -1014,12 +1014,12 @@ fn seq_scan(
         },
         || {
             (next < nblocks).then(|| {
-                read_ahead.advance(pool, heap, next);
                 next += 1;
                 (next - 1, ())
             })
         },
-    );
+    )
+    .with_read_ahead(&read_ahead);
     while let Some(buf) = stream.next(backend)? {
         acc.page(&table.heap, buf.block, buf.page())?;
         result.heap_pages += 1;

@@ -66,12 +66,12 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
 
-use super::readahead::{self, SeqReadAhead};
 use super::{
     checked_nblocks, QualifyingRows, ScanError, ScanOptions, ScanResult, Table, TupleSink,
 };
 use crate::aio::IoCounters;
 use crate::buffer::{BufferPool, PoolCounters};
+use crate::stream::readahead::{self, SeqReadAhead};
 use crate::stream::{ReadStream, StreamOptions, StreamOrder, StreamStats};
 
 /// PostgreSQL's `PARALLEL_SEQSCAN_NCHUNKS`: the heap is cut into about this many chunks, so
@@ -317,7 +317,6 @@ fn scan_part<S: TupleSink, O>(
         let mut sink = make()?;
         let mut part = ScanResult::default();
         let mut blocks = allocator.worker();
-        let heap = &table.heap;
         let mut stream = ReadStream::new(
             pool,
             &table.heap,
@@ -326,13 +325,9 @@ fn scan_part<S: TupleSink, O>(
                 bulk_read: true,
                 order: options.stream_order.unwrap_or(StreamOrder::Completion),
             },
-            move || {
-                blocks.next_block().map(|block| {
-                    read_ahead.advance(pool, heap, block);
-                    (block, ())
-                })
-            },
-        );
+            move || blocks.next_block().map(|block| (block, ())),
+        )
+        .with_read_ahead(read_ahead);
         while let Some(buf) = stream.next(&mut backend)? {
             sink.page(&table.heap, buf.block, buf.page())?;
             part.heap_pages += 1;

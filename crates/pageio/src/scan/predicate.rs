@@ -10,7 +10,7 @@
 //! ```
 //!
 //! so `a BETWEEN 0 AND 'NaN'` keeps every non-negative row and every NaN, and a stored NaN
-//! matches `BETWEEN 'NaN' AND 'NaN'`. [`float8_cmp`] is that order, and every comparison of
+//! matches `BETWEEN 'NaN' AND 'NaN'`. [`float8_cmp`] (in [`crate::page::float8`]) is that order, and every comparison of
 //! a key with a bound goes through it.
 //!
 //! Literals are read as `float8in` reads them ([`parse_float8`]): `NaN`, `Infinity`, `inf`
@@ -24,18 +24,7 @@
 use std::cmp::Ordering;
 
 use super::Between;
-
-/// PostgreSQL's float8 order (`float8_cmp_internal`): NaN equals NaN and sorts above every
-/// number, `-0` equals `0`, everything else as IEEE 754.
-pub fn float8_cmp(a: f64, b: f64) -> Ordering {
-    match (a.is_nan(), b.is_nan()) {
-        (true, true) => Ordering::Equal,
-        (true, false) => Ordering::Greater,
-        (false, true) => Ordering::Less,
-        // Neither is NaN, so partial_cmp is total here (and -0 == 0).
-        (false, false) => a.partial_cmp(&b).unwrap_or(Ordering::Equal),
-    }
-}
+use crate::page::float8_cmp;
 
 /// Parses a float8 literal as PostgreSQL's `float8in` does: optional single quotes (`'NaN'`),
 /// `NaN`, `[+-]Infinity`, `[+-]inf` (any case), or a decimal number; out-of-range numbers
@@ -139,16 +128,6 @@ impl Between {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn order_is_postgresqls() {
-        let nan = f64::NAN;
-        assert_eq!(float8_cmp(nan, nan), Ordering::Equal);
-        assert_eq!(float8_cmp(nan, f64::INFINITY), Ordering::Greater);
-        assert_eq!(float8_cmp(f64::INFINITY, nan), Ordering::Less);
-        assert_eq!(float8_cmp(-0.0, 0.0), Ordering::Equal);
-        assert_eq!(float8_cmp(-1.0, 0.0), Ordering::Less);
-    }
 
     #[test]
     fn literals_are_read_as_float8in_reads_them() {

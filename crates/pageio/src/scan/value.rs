@@ -35,7 +35,8 @@ use std::cmp::Ordering;
 
 use super::float_text::{float4_text, float8_text};
 pub use super::numeric::{BigNumeric, Numeric};
-use super::predicate::{float8_cmp, parse_float8};
+use super::predicate::parse_float8;
+use crate::page::float8_cmp;
 
 /// The types this module reads, by `pg_type` oid.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]

@@ -34,10 +34,14 @@
 //! Cold runs empty the page cache through one of two functions, never a copy:
 //! [`RelFile::evict_from_page_cache`] (one relation, `POSIX_FADV_DONTNEED` per segment) and
 //! [`page_cache::drop_page_cache`] (everything, root only).
+//!
+//! Memory mappings — the buffer pool's memory, verify's in-place windows, the published
+//! in-flight area — are all one type, [`MappedRegion`].
 
 mod cluster_guard;
 mod direct;
 mod fd_cache;
+mod mmap;
 pub mod page_cache;
 mod relation;
 mod small_file;
@@ -49,6 +53,7 @@ pub use direct::{
 };
 pub(crate) use fd_cache::MIN_CACHED_FILES;
 pub use fd_cache::{nofile_soft_limit, FileCache, OpenMode, SegmentFile, RESERVED_FDS};
+pub use mmap::{MapAccess, MappedRegion, PageKind};
 pub use relation::{
     ForkNumber, OrphanSegment, RelFile, SegmentLayout, MAX_BLOCK_NUMBER, MAX_SEGMENTS,
     SEGMENT_BYTES,
@@ -62,8 +67,9 @@ use std::path::{Path, PathBuf};
 
 use thiserror::Error;
 
-/// Size of one page (PostgreSQL's `BLCKSZ`).
-pub const BLCKSZ: usize = crate::config::BLCKSZ;
+/// Size of one page (PostgreSQL's `BLCKSZ`). Defined here, at the bottom of the layers, and
+/// used by `page` and `config` as theirs, so the crate has one block size.
+pub const BLCKSZ: usize = 8192;
 
 /// Blocks per segment file (PostgreSQL's `RELSEG_SIZE`: 1 GB of 8 kB blocks).
 pub const RELSEG_SIZE_BLOCKS: u32 = 131072;

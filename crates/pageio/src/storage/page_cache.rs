@@ -161,17 +161,22 @@ mod tests {
     }
 
     /// Pages of `path` the page cache holds: each page mapped on its own, so the verify
-    /// module's whole-mapping residency check answers for that page alone.
+    /// storage layer's whole-mapping residency check answers for that page alone.
     fn resident_pages(path: &Path) -> usize {
-        use crate::verify::mapped::Mapping;
+        use crate::storage::{MapAccess, MappedRegion};
         use std::os::fd::AsRawFd;
         let file = std::fs::File::open(path).unwrap();
         let len_bytes = file.metadata().unwrap().len();
         (0..len_bytes.div_ceil(page_size() as u64))
             .filter(|&page| {
-                Mapping::new(file.as_raw_fd(), page * page_size() as u64, page_size())
-                    .unwrap()
-                    .all_resident()
+                MappedRegion::file(
+                    file.as_raw_fd(),
+                    page * page_size() as u64,
+                    page_size(),
+                    MapAccess::ReadOnly,
+                )
+                .unwrap()
+                .all_resident()
             })
             .count()
     }

@@ -98,9 +98,9 @@
 //! waits, and `wait_any` submits staged reads first), or another thread's buffer I/O — so a
 //! stall always ends.
 
-pub mod write;
+pub mod readahead;
 
-pub use write::{write_stream, WriteStreamOptions, WriteStreamStats};
+pub use readahead::SeqReadAhead;
 
 use std::collections::VecDeque;
 use std::time::Instant;
@@ -320,6 +320,8 @@ pub struct ReadStream<'p, D, F: FnMut() -> Option<(u64, D)>> {
     last_read_end: Option<u64>,
     next_seq: u64,
     stats: StreamStats,
+    /// Kernel read-ahead advice for the blocks the callback yields (sequential scans).
+    read_ahead: Option<&'p SeqReadAhead>,
 }
 
 impl<'p, D, F: FnMut() -> Option<(u64, D)>> ReadStream<'p, D, F> {
@@ -377,7 +379,16 @@ impl<'p, D, F: FnMut() -> Option<(u64, D)>> ReadStream<'p, D, F> {
                 io_budget: max_ios as u64,
                 ..StreamStats::default()
             },
+            read_ahead: None,
         }
+    }
+
+    /// Advises the kernel `seq_read_ahead` ahead of each block the callback yields, through
+    /// `advice`, which all streams of one sequential scan share ([`readahead`]): the advice
+    /// follows the blocks the stream is given, whichever thread's stream is given them.
+    pub fn with_read_ahead(mut self, advice: &'p SeqReadAhead) -> Self {
+        self.read_ahead = Some(advice);
+        self
     }
 
     /// Whether the callback has reported the end.
@@ -812,6 +823,9 @@ impl<'p, D, F: FnMut() -> Option<(u64, D)>> ReadStream<'p, D, F> {
                 self.exhausted = true;
                 break;
             };
+            if let Some(advice) = self.read_ahead {
+                advice.advance(self.pool, &self.relfile, block);
+            }
             let extends = self.pending.last().is_some_and(|&(b, _)| b + 1 == block)
                 && self.pending.len() < self.combine_limit
                 && RelFile::blocks_in_segment(self.pending[0].0) as usize > self.pending.len();

@@ -71,7 +71,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering}
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use super::mapped::Mapping;
+use super::mapped::{map_window, with_guard};
 use super::walk::ClusterFile;
 use super::VerifyError;
 use crate::aio::{
@@ -514,7 +514,7 @@ fn check_in_place(shared: &Shared, file: usize, seg: &SegmentFile, first: u64, n
     if residency == Residency::NotAll {
         return false;
     }
-    let Ok(mapping) = Mapping::new(fd, offset_bytes, len_bytes) else {
+    let Ok(mapping) = map_window(fd, offset_bytes, len_bytes) else {
         return false;
     };
     if residency == Residency::Unknown && !mapping.all_resident() {
@@ -522,9 +522,9 @@ fn check_in_place(shared: &Shared, file: usize, seg: &SegmentFile, first: u64, n
     }
     let seg_base = shared.files[file].segno.wrapping_mul(RELSEG_SIZE_BLOCKS);
     let mut failures = Vec::new();
-    let Ok(new_pages) =
-        mapping.with_guard(|bytes| check_pages(bytes, first, seg_base, &mut failures))
-    else {
+    let Ok(new_pages) = with_guard(&mapping, |bytes| {
+        check_pages(bytes, first, seg_base, &mut failures)
+    }) else {
         return false;
     };
     drop(mapping);

@@ -71,14 +71,15 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use super::control::{crc32c, ControlFile, OFFSET_CRC, OFFSET_DATA_CHECKSUM_VERSION};
 use super::walk::ClusterFile;
 use super::VerifyError;
-use crate::aio::{Aio, IoBuffer};
+use crate::aio::{write_stream, Aio, IoBuffer, WriteStreamOptions};
 use crate::config::BLCKSZ;
 use crate::page::checksum::{pg_checksum_page, stored_checksum, PD_CHECKSUM_OFFSET};
+use crate::page::control::{
+    crc32c, read_control_bytes, ControlFile, OFFSET_CRC, OFFSET_DATA_CHECKSUM_VERSION, OFFSET_TIME,
+};
 use crate::storage::{RelFile, RELSEG_SIZE_BLOCKS};
-use crate::stream::{write_stream, WriteStreamOptions};
 
 /// Blocks one thread reads, checksums and writes back as a unit (8 MB). Large enough that
 /// the reads of a window fill every handle (64 × 128 kB) and writes combine to
@@ -620,7 +621,7 @@ fn sync_path(path: &Path, syncfs: bool) -> Result<(), VerifyError> {
 /// another program changed since it was checked is parsed again, not overwritten blindly.
 pub fn write_control_file(pgdata: &Path, version: u32, sync: bool) -> Result<(), VerifyError> {
     let path = pgdata.join("global").join("pg_control");
-    let mut bytes = super::control::read_control_bytes(&path)?;
+    let mut bytes = read_control_bytes(&path)?;
     ControlFile::parse(&bytes, &path)?;
     bytes[OFFSET_DATA_CHECKSUM_VERSION..OFFSET_DATA_CHECKSUM_VERSION + 4]
         .copy_from_slice(&version.to_le_bytes());
@@ -628,8 +629,7 @@ pub fn write_control_file(pgdata: &Path, version: u32, sync: bool) -> Result<(),
     let now_s = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
-    bytes[super::control::OFFSET_TIME..super::control::OFFSET_TIME + 8]
-        .copy_from_slice(&now_s.to_le_bytes());
+    bytes[OFFSET_TIME..OFFSET_TIME + 8].copy_from_slice(&now_s.to_le_bytes());
     let crc = crc32c(&bytes[..OFFSET_CRC]);
     bytes[OFFSET_CRC..OFFSET_CRC + 4].copy_from_slice(&crc.to_le_bytes());
     let error = |source| VerifyError::ControlFileWrite {

@@ -1,5 +1,6 @@
-//! Checking page-cache-resident data in place: read-only mapping, SIGBUS guard (the
-//! residency probe, `cachestat(2)`, is `storage::page_cache::residency`).
+//! Checking page-cache-resident data in place: read-only mapping (the storage layer's
+//! [`MappedRegion`]), SIGBUS guard (the residency probe, `cachestat(2)`, is
+//! `storage::page_cache::residency`).
 //!
 //! # Problem
 //!
@@ -78,80 +79,51 @@ use std::sync::atomic::{compiler_fence, Ordering};
 use std::sync::{Once, OnceLock};
 
 use crate::storage::page_cache::page_size;
-
-/// A read-only shared mapping of part of a file, unmapped on drop.
-#[derive(Debug)]
-pub(crate) struct Mapping {
-    ptr: *mut libc::c_void,
-    len_bytes: usize,
-}
+use crate::storage::{MapAccess, MappedRegion};
 
 /// The window's checksums were interrupted by SIGBUS: discard them and read the window.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Faulted;
 
-impl Mapping {
-    /// Maps `len_bytes` at `offset_bytes` (a multiple of the page size) of `fd`, read-only.
-    pub(crate) fn new(fd: i32, offset_bytes: u64, len_bytes: usize) -> std::io::Result<Mapping> {
-        debug_assert!(offset_bytes.is_multiple_of(page_size() as u64));
-        debug_assert!(len_bytes > 0);
-        // SAFETY: a fresh mapping at an address the kernel chooses; nothing else refers to it.
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len_bytes,
-                libc::PROT_READ,
-                libc::MAP_SHARED,
-                fd,
-                offset_bytes as libc::off_t,
-            )
-        };
-        if ptr == libc::MAP_FAILED {
-            return Err(std::io::Error::last_os_error());
-        }
-        Ok(Mapping { ptr, len_bytes })
-    }
-
-    /// mincore(2): true when every page of the mapping is resident.
-    pub(crate) fn all_resident(&self) -> bool {
-        let mut vec = vec![0u8; self.len_bytes.div_ceil(page_size())];
-        // SAFETY: the range is our mapping; vec has one byte per page.
-        let rc = unsafe { libc::mincore(self.ptr, self.len_bytes, vec.as_mut_ptr()) };
-        rc == 0 && vec.iter().all(|b| b & 1 == 1)
-    }
-
-    /// Runs `f` on the mapped bytes with this thread's SIGBUS guard armed for the mapping.
-    /// Returns [`Faulted`] if any access faulted; `f`'s result is then meaningless (part of
-    /// what it saw was zeros) and is dropped.
-    pub(crate) fn with_guard<R>(&self, f: impl FnOnce(&[u8]) -> R) -> Result<R, Faulted> {
-        install_guard();
-        let start = self.ptr as usize;
-        WINDOW.with(|w| w.set((start, start + self.len_bytes)));
-        FAULTED.with(|x| x.set(false));
-        // The handler reads WINDOW: it must be set before the first access to the mapping,
-        // and the compiler must not move those accesses above it.
-        compiler_fence(Ordering::SeqCst);
-        // SAFETY: ptr..ptr+len is our PROT_READ mapping, alive until self drops. Its contents
-        // are the file's, which nobody writes while verify runs (see the module header); if a
-        // page faults, the guard replaces it with zeros and the result is thrown away.
-        let bytes = unsafe { std::slice::from_raw_parts(self.ptr as *const u8, self.len_bytes) };
-        let r = f(bytes);
-        compiler_fence(Ordering::SeqCst);
-        WINDOW.with(|w| w.set((0, 0)));
-        if FAULTED.with(|x| x.replace(false)) {
-            Err(Faulted)
-        } else {
-            Ok(r)
-        }
-    }
+/// Maps `len_bytes` at `offset_bytes` (a multiple of the page size) of `fd`, read-only: the
+/// storage layer's one mapping type, [`MappedRegion`].
+pub(crate) fn map_window(
+    fd: i32,
+    offset_bytes: u64,
+    len_bytes: usize,
+) -> std::io::Result<MappedRegion> {
+    debug_assert!(offset_bytes.is_multiple_of(page_size() as u64));
+    debug_assert!(len_bytes > 0);
+    MappedRegion::file(fd, offset_bytes, len_bytes, MapAccess::ReadOnly)
 }
 
-impl Drop for Mapping {
-    fn drop(&mut self) {
-        // SAFETY: our mapping (pages the guard replaced are part of the same range).
-        unsafe {
-            libc::munmap(self.ptr, self.len_bytes);
-        }
+/// Runs `f` on the bytes of `window` (a [`map_window`] mapping) with this thread's SIGBUS
+/// guard armed for it. Returns [`Faulted`] if any access faulted; `f`'s result is then
+/// meaningless (part of what it saw was zeros) and is dropped.
+pub(crate) fn with_guard<R>(
+    window: &MappedRegion,
+    f: impl FnOnce(&[u8]) -> R,
+) -> Result<R, Faulted> {
+    install_guard();
+    let start = window.as_ptr() as usize;
+    WINDOW.with(|w| w.set((start, start + window.len_bytes())));
+    FAULTED.with(|x| x.set(false));
+    // The handler reads WINDOW: it must be set before the first access to the mapping,
+    // and the compiler must not move those accesses above it.
+    compiler_fence(Ordering::SeqCst);
+    // SAFETY: the window is a PROT_READ mapping of len_bytes, alive until it drops (after
+    // this borrow). Its contents are the file's, which nobody writes while verify runs (see
+    // the module header); if a page faults, the guard replaces it with zeros and the result
+    // is thrown away.
+    let bytes =
+        unsafe { std::slice::from_raw_parts(window.as_ptr() as *const u8, window.len_bytes()) };
+    let r = f(bytes);
+    compiler_fence(Ordering::SeqCst);
+    WINDOW.with(|w| w.set((0, 0)));
+    if FAULTED.with(|x| x.replace(false)) {
+        Err(Faulted)
+    } else {
+        Ok(r)
     }
 }
 
@@ -266,11 +238,9 @@ mod tests {
         // Just written, so cached; as the owner we may ask.
         let r = residency(ro.as_raw_fd(), 0, len);
         assert_ne!(r, Residency::NotAll);
-        let m = Mapping::new(ro.as_raw_fd(), 0, len).unwrap();
+        let m = map_window(ro.as_raw_fd(), 0, len).unwrap();
         assert!(m.all_resident());
-        let sum = m
-            .with_guard(|b| b.iter().map(|&x| x as u64).sum::<u64>())
-            .unwrap();
+        let sum = with_guard(&m, |b| b.iter().map(|&x| x as u64).sum::<u64>()).unwrap();
         let expect: u64 = (0..len).map(|i| (i % 251) as u64).sum();
         assert_eq!(sum, expect);
     }
@@ -279,15 +249,15 @@ mod tests {
     fn truncation_under_a_mapping_is_caught_not_fatal() {
         let len = 64 * 8192;
         let (f, ro) = file_of(len);
-        let m = Mapping::new(ro.as_raw_fd(), 0, len).unwrap();
+        let m = map_window(ro.as_raw_fd(), 0, len).unwrap();
         // Shrink the file to 10 pages after mapping: touching page 10 and later raises
         // SIGBUS, which the guard must turn into Faulted.
         f.as_file().set_len(10 * 8192).unwrap();
-        let r = m.with_guard(|b| b.iter().map(|&x| x as u64).sum::<u64>());
+        let r = with_guard(&m, |b| b.iter().map(|&x| x as u64).sum::<u64>());
         assert_eq!(r, Err(Faulted));
         // The guard is disarmed again: a clean window afterwards is fine.
         let (_g, ro2) = file_of(8192);
-        let m2 = Mapping::new(ro2.as_raw_fd(), 0, 8192).unwrap();
-        assert!(m2.with_guard(|b| b.len()).is_ok());
+        let m2 = map_window(ro2.as_raw_fd(), 0, 8192).unwrap();
+        assert!(with_guard(&m2, |b| b.len()).is_ok());
     }
 }

@@ -11,7 +11,7 @@
 //! ## Mechanism
 //!
 //! ```text
-//!   control::ControlFile::read      global/pg_control: version 1800, CRC-32C, block and segment
+//!   ControlFile::read (page)        global/pg_control: version 1800, CRC-32C, block and segment
 //!        │ check_for_verify          size, "cluster must be shut down", checksums enabled
 //!        ▼
 //!   walk::walk_cluster              global/, base/<db>/, pg_tblspc/<oid>/PG_18_*/<db>/ in readdir
@@ -66,16 +66,15 @@
 //! ```
 
 pub mod checker;
-pub mod control;
 pub mod defaults;
 pub mod enable;
 pub(crate) mod mapped;
 pub mod walk;
 
+pub use crate::page::control::{ControlFile, DbState};
 pub use checker::{
     check_files, CheckOptions, CheckTotals, ChecksumFailure, FileOutcome, WINDOW_BYTES,
 };
-pub use control::{ControlFile, DbState};
 pub use defaults::{
     default_jobs, fit_jobs_to_descriptors, verify_config, TooManyJobs, RINGS_PER_CHECK_JOB,
     RINGS_PER_ENABLE_JOB,
@@ -86,84 +85,23 @@ pub use enable::{
 };
 pub use walk::{walk_cluster, ClusterFile};
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use thiserror::Error;
 
 use crate::aio::AioError;
+use crate::page::control::ControlFileError;
 
 /// Why verification could not run or could not finish. Messages for conditions
 /// `pg_checksums` also detects use its wording, so the two tools' output can be compared;
 /// [`VerifyError::hint`] says how to fix the cause.
 #[derive(Debug, Error)]
 pub enum VerifyError {
-    /// `global/pg_control` could not be read.
-    #[error("could not open file \"{path}\" for reading: {source}")]
-    ControlFileRead {
-        /// Path of pg_control.
-        path: PathBuf,
-        /// The OS error.
-        source: std::io::Error,
-    },
-    /// `global/pg_control` is shorter than the struct.
-    #[error("could not read file \"{path}\": read {len_bytes} of {expected_bytes}")]
-    ControlFileShort {
-        /// Path of pg_control.
-        path: PathBuf,
-        /// Its length.
-        len_bytes: usize,
-        /// The length needed.
-        expected_bytes: usize,
-    },
-    /// `pg_control_version` is not PostgreSQL 18's.
-    #[error("cluster is not compatible with this version of pageio: pg_control_version is {found}, PostgreSQL 18 writes {expected}")]
-    ControlVersion {
-        /// Version found.
-        found: u32,
-        /// 1800.
-        expected: u32,
-    },
-    /// The CRC-32C of pg_control does not match.
-    #[error("pg_control CRC value is incorrect")]
-    ControlCrc {
-        /// Path of pg_control.
-        path: PathBuf,
-        /// CRC stored in the file.
-        stored: u32,
-        /// CRC computed over the struct.
-        computed: u32,
-    },
-    /// The cluster uses another block size.
-    #[error("database cluster is not compatible: it was initialized with block size {found}, but pageio supports only block size {expected}")]
-    BlockSize {
-        /// Block size in pg_control.
-        found: u32,
-        /// 8192.
-        expected: u32,
-    },
-    /// The cluster uses another segment size.
-    #[error("database cluster is not compatible: it was initialized with {found} blocks per segment, but pageio supports only {expected}")]
-    SegmentSize {
-        /// relseg_size in pg_control.
-        found: u32,
-        /// 131072.
-        expected: u32,
-    },
-    /// The server is running, or crashed and was not restarted.
-    #[error("cluster must be shut down")]
-    NotShutDown {
-        /// The state in pg_control.
-        state: DbState,
-    },
-    /// Data checksums are off.
-    #[error("data checksums are not enabled in cluster")]
-    ChecksumsDisabled,
-    /// `--enable` on a cluster whose checksums are already on.
-    #[error("data checksums are already enabled in cluster")]
-    ChecksumsAlreadyEnabled,
-    /// `--disable` on a cluster whose checksums are already off.
-    #[error("data checksums are already disabled in cluster")]
-    ChecksumsAlreadyDisabled,
+    /// `global/pg_control` cannot be read, is not PostgreSQL 18's, or refuses the step asked
+    /// for (a running cluster, checksums off for a check, already on for `--enable`, already
+    /// off for `--disable`): [`ControlFileError`] says which, in `pg_checksums`' words.
+    #[error(transparent)]
+    Control(#[from] ControlFileError),
     /// Writing a page back failed (EIO, ENOSPC, a write of nothing); the message names the
     /// file, the blocks and the cause.
     #[error("{0}")]
@@ -283,16 +221,7 @@ impl VerifyError {
     /// programs reading a machine-readable report; the message is for people.
     pub fn kind(&self) -> &'static str {
         match self {
-            VerifyError::ControlFileRead { .. } => "control_file_unreadable",
-            VerifyError::ControlFileShort { .. } => "control_file_short",
-            VerifyError::ControlVersion { .. } => "unsupported_version",
-            VerifyError::ControlCrc { .. } => "control_file_crc",
-            VerifyError::BlockSize { .. } => "unsupported_block_size",
-            VerifyError::SegmentSize { .. } => "unsupported_segment_size",
-            VerifyError::NotShutDown { .. } => "cluster_running",
-            VerifyError::ChecksumsDisabled => "checksums_disabled",
-            VerifyError::ChecksumsAlreadyEnabled => "checksums_already_enabled",
-            VerifyError::ChecksumsAlreadyDisabled => "checksums_already_disabled",
+            VerifyError::Control(e) => e.kind(),
             VerifyError::WriteFailed(_) => "write_failed",
             VerifyError::Sync { .. } => "sync_failed",
             VerifyError::ControlFileWrite { .. } => "control_file_unwritable",
@@ -314,32 +243,7 @@ impl VerifyError {
     /// How to fix the cause, when there is something to say beyond the message.
     pub fn hint(&self) -> Option<String> {
         match self {
-            VerifyError::NotShutDown { state } => Some(format!(
-                "pg_control says the cluster is {}; a running server tears pages under any reader. Stop it cleanly (pg_ctl stop -D PGDATA -m fast), or if it crashed, start and stop it once so recovery completes.",
-                state.describe()
-            )),
-            VerifyError::ChecksumsDisabled => Some(
-                "there are no page checksums to verify; enable them with pg_checksums --enable on the stopped cluster (or initdb --data-checksums for new clusters).".into(),
-            ),
-            VerifyError::ControlCrc { stored, computed, .. } => Some(format!(
-                "stored CRC {stored:08X}, computed {computed:08X}: pg_control is damaged or this is not a PostgreSQL 18 data directory."
-            )),
-            VerifyError::ControlVersion { .. } => Some(
-                "use the pg_checksums of the cluster's own PostgreSQL version.".into(),
-            ),
-            VerifyError::ControlFileRead { path, .. } => {
-                // global/pg_control → the data directory: when that is what is missing, say so.
-                let pgdata = path.parent().and_then(Path::parent);
-                match pgdata.and_then(|d| crate::storage::directory_problem(d).map(|p| (d, p))) {
-                    Some((dir, problem)) => Some(format!(
-                        "the data directory \"{}\" {problem}: give the data directory of a PostgreSQL cluster (the one holding global/pg_control).",
-                        dir.display()
-                    )),
-                    None => Some(
-                        "is the argument a PostgreSQL data directory (it must contain global/pg_control), and readable by this user?".into(),
-                    ),
-                }
-            }
+            VerifyError::Control(e) => e.hint(),
             VerifyError::WriteFailed(e) => Some(format!(
                 "pg_control was not changed: the cluster still has data checksums off and starts as before. {}, then run {} again; pages already rewritten are skipped.",
                 match e {
@@ -397,38 +301,38 @@ mod tests {
     fn every_kind_is_a_distinct_snake_case_name() {
         let io = || std::io::Error::from_raw_os_error(libc::EIO);
         let errors = [
-            VerifyError::ControlFileRead {
+            VerifyError::Control(ControlFileError::Read {
                 path: "p".into(),
                 source: io(),
-            },
-            VerifyError::ControlFileShort {
+            }),
+            VerifyError::Control(ControlFileError::Short {
                 path: "p".into(),
                 len_bytes: 1,
                 expected_bytes: 2,
-            },
-            VerifyError::ControlVersion {
+            }),
+            VerifyError::Control(ControlFileError::Version {
                 found: 1,
                 expected: 1800,
-            },
-            VerifyError::ControlCrc {
+            }),
+            VerifyError::Control(ControlFileError::Crc {
                 path: "p".into(),
                 stored: 1,
                 computed: 2,
-            },
-            VerifyError::BlockSize {
+            }),
+            VerifyError::Control(ControlFileError::BlockSize {
                 found: 1,
                 expected: 8192,
-            },
-            VerifyError::SegmentSize {
+            }),
+            VerifyError::Control(ControlFileError::SegmentSize {
                 found: 1,
                 expected: 131072,
-            },
-            VerifyError::NotShutDown {
+            }),
+            VerifyError::Control(ControlFileError::NotShutDown {
                 state: DbState::InProduction,
-            },
-            VerifyError::ChecksumsDisabled,
-            VerifyError::ChecksumsAlreadyEnabled,
-            VerifyError::ChecksumsAlreadyDisabled,
+            }),
+            VerifyError::Control(ControlFileError::ChecksumsDisabled),
+            VerifyError::Control(ControlFileError::ChecksumsAlreadyEnabled),
+            VerifyError::Control(ControlFileError::ChecksumsAlreadyDisabled),
             VerifyError::WriteFailed(AioError::Internal("x".into())),
             VerifyError::Sync {
                 path: "p".into(),

@@ -110,29 +110,7 @@ use slru::{Slru, SlruKind};
 /// `FirstNormalTransactionId`: xids below it are special (0 invalid, 1 bootstrap, 2 frozen).
 pub const FIRST_NORMAL_XID: u32 = 3;
 
-/// The transaction horizons of a cluster's last checkpoint (`pg_control`'s
-/// `checkPointCopy`): what bounds the xids and multis a tuple may carry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
-pub struct XidHorizons {
-    /// The next xid to be assigned (`nextXid`, its low 32 bits).
-    pub next_xid: u32,
-    /// The epoch of `nextXid`.
-    pub next_xid_epoch: u32,
-    /// The oldest xid whose status `pg_xact` must still hold (`oldestXid`, the cluster's
-    /// minimum `datfrozenxid`).
-    pub oldest_xid: u32,
-    /// The next MultiXactId to be assigned.
-    pub next_multi: u32,
-    /// The next free member slot (`nextMultiOffset`).
-    pub next_multi_offset: u32,
-    /// The oldest MultiXactId whose members `pg_multixact` still holds.
-    pub oldest_multi: u32,
-    /// The cluster is a standby stopped in recovery (`DB_SHUTDOWNED_IN_RECOVERY`): its
-    /// pages and status files hold WAL replayed past the checkpoint these horizons come
-    /// from, so `next_xid`, `next_multi` and `next_multi_offset` are not upper bounds and
-    /// the status files alone decide.
-    pub in_recovery: bool,
-}
+pub use crate::page::control::XidHorizons;
 
 /// Why a tuple's visibility cannot be decided. Every variant names the file and the fix.
 #[derive(Debug, Clone, thiserror::Error)]

@@ -1,5 +1,12 @@
 //! Reading `global/pg_control`, the way `pg_checksums` does before it touches a page.
 //!
+//! It is the cluster's format, not one command's: `verify` and `checksums` refuse by it, the
+//! catalog reader and the scans take their transaction horizons from it, `host` and `measure`
+//! ask it whether checksums are on. So it sits here with the page format, below all of them,
+//! with the CRC-32C that protects it (and the relation map, `pg_filenode.map`). The file is
+//! read through [`crate::storage::read_small_file`]; [`ControlFileError`] says what is wrong,
+//! in `pg_checksums`' words where it has them.
+//!
 //! # Problem
 //!
 //! Checking checksums is only meaningful on a cluster that has them and that nobody is
@@ -40,11 +47,161 @@
 //! the stored one, so [`ControlFile::check_for_verify`] passes. Start the server and `state`
 //! becomes 6 (`DB_IN_PRODUCTION`): "cluster must be shut down".
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use super::VerifyError;
-use crate::config::BLCKSZ;
+use thiserror::Error;
+
+use super::BLCKSZ;
 use crate::storage::RELSEG_SIZE_BLOCKS;
+
+/// Why `pg_control` cannot be read, or refuses what was asked. Messages for conditions
+/// `pg_checksums` also detects use its wording, so the two tools' output can be compared.
+#[derive(Debug, Error)]
+pub enum ControlFileError {
+    /// `global/pg_control` could not be read.
+    #[error("could not open file \"{path}\" for reading: {source}")]
+    Read {
+        /// Path of pg_control.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// `global/pg_control` is shorter than the struct.
+    #[error("could not read file \"{path}\": read {len_bytes} of {expected_bytes}")]
+    Short {
+        /// Path of pg_control.
+        path: PathBuf,
+        /// Its length.
+        len_bytes: usize,
+        /// The length needed.
+        expected_bytes: usize,
+    },
+    /// `pg_control_version` is not PostgreSQL 18's.
+    #[error("cluster is not compatible with this version of pageio: pg_control_version is {found}, PostgreSQL 18 writes {expected}")]
+    Version {
+        /// Version found.
+        found: u32,
+        /// 1800.
+        expected: u32,
+    },
+    /// The CRC-32C of pg_control does not match.
+    #[error("pg_control CRC value is incorrect")]
+    Crc {
+        /// Path of pg_control.
+        path: PathBuf,
+        /// CRC stored in the file.
+        stored: u32,
+        /// CRC computed over the struct.
+        computed: u32,
+    },
+    /// The cluster uses another block size.
+    #[error("database cluster is not compatible: it was initialized with block size {found}, but pageio supports only block size {expected}")]
+    BlockSize {
+        /// Block size in pg_control.
+        found: u32,
+        /// 8192.
+        expected: u32,
+    },
+    /// The cluster uses another segment size.
+    #[error("database cluster is not compatible: it was initialized with {found} blocks per segment, but pageio supports only {expected}")]
+    SegmentSize {
+        /// relseg_size in pg_control.
+        found: u32,
+        /// 131072.
+        expected: u32,
+    },
+    /// The server is running, or crashed and was not restarted.
+    #[error("cluster must be shut down")]
+    NotShutDown {
+        /// The state in pg_control.
+        state: DbState,
+    },
+    /// Data checksums are off (asked to verify them).
+    #[error("data checksums are not enabled in cluster")]
+    ChecksumsDisabled,
+    /// Asked to enable checksums that are already on.
+    #[error("data checksums are already enabled in cluster")]
+    ChecksumsAlreadyEnabled,
+    /// Asked to disable checksums that are already off.
+    #[error("data checksums are already disabled in cluster")]
+    ChecksumsAlreadyDisabled,
+}
+
+impl ControlFileError {
+    /// A short, stable name of the error's kind (`cluster_running`, `control_file_crc`, …),
+    /// for programs reading a machine-readable report; the message is for people.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ControlFileError::Read { .. } => "control_file_unreadable",
+            ControlFileError::Short { .. } => "control_file_short",
+            ControlFileError::Version { .. } => "unsupported_version",
+            ControlFileError::Crc { .. } => "control_file_crc",
+            ControlFileError::BlockSize { .. } => "unsupported_block_size",
+            ControlFileError::SegmentSize { .. } => "unsupported_segment_size",
+            ControlFileError::NotShutDown { .. } => "cluster_running",
+            ControlFileError::ChecksumsDisabled => "checksums_disabled",
+            ControlFileError::ChecksumsAlreadyEnabled => "checksums_already_enabled",
+            ControlFileError::ChecksumsAlreadyDisabled => "checksums_already_disabled",
+        }
+    }
+
+    /// How to fix the cause, when there is something to say beyond the message.
+    pub fn hint(&self) -> Option<String> {
+        match self {
+            ControlFileError::NotShutDown { state } => Some(format!(
+                "pg_control says the cluster is {}; a running server tears pages under any reader. Stop it cleanly (pg_ctl stop -D PGDATA -m fast), or if it crashed, start and stop it once so recovery completes.",
+                state.describe()
+            )),
+            ControlFileError::ChecksumsDisabled => Some(
+                "there are no page checksums to verify; enable them with pg_checksums --enable on the stopped cluster (or initdb --data-checksums for new clusters).".into(),
+            ),
+            ControlFileError::Crc { stored, computed, .. } => Some(format!(
+                "stored CRC {stored:08X}, computed {computed:08X}: pg_control is damaged or this is not a PostgreSQL 18 data directory."
+            )),
+            ControlFileError::Version { .. } => Some(
+                "use the pg_checksums of the cluster's own PostgreSQL version.".into(),
+            ),
+            ControlFileError::Read { path, .. } => {
+                // global/pg_control → the data directory: when that is what is missing, say so.
+                let pgdata = path.parent().and_then(Path::parent);
+                match pgdata.and_then(|d| crate::storage::directory_problem(d).map(|p| (d, p))) {
+                    Some((dir, problem)) => Some(format!(
+                        "the data directory \"{}\" {problem}: give the data directory of a PostgreSQL cluster (the one holding global/pg_control).",
+                        dir.display()
+                    )),
+                    None => Some(
+                        "is the argument a PostgreSQL data directory (it must contain global/pg_control), and readable by this user?".into(),
+                    ),
+                }
+            }
+            _ => None,
+        }
+    }
+}
+
+/// The transaction horizons of a cluster's last checkpoint (`pg_control`'s
+/// `checkPointCopy`): what bounds the xids and multis a tuple may carry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+pub struct XidHorizons {
+    /// The next xid to be assigned (`nextXid`, its low 32 bits).
+    pub next_xid: u32,
+    /// The epoch of `nextXid`.
+    pub next_xid_epoch: u32,
+    /// The oldest xid whose status `pg_xact` must still hold (`oldestXid`, the cluster's
+    /// minimum `datfrozenxid`).
+    pub oldest_xid: u32,
+    /// The next MultiXactId to be assigned.
+    pub next_multi: u32,
+    /// The next free member slot (`nextMultiOffset`).
+    pub next_multi_offset: u32,
+    /// The oldest MultiXactId whose members `pg_multixact` still holds.
+    pub oldest_multi: u32,
+    /// The cluster is a standby stopped in recovery (`DB_SHUTDOWNED_IN_RECOVERY`): its
+    /// pages and status files hold WAL replayed past the checkpoint these horizons come
+    /// from, so `next_xid`, `next_multi` and `next_multi_offset` are not upper bounds and
+    /// the status files alone decide.
+    pub in_recovery: bool,
+}
 
 /// `PG_CONTROL_VERSION` of PostgreSQL 18.
 pub const PG_CONTROL_VERSION: u32 = 1800;
@@ -146,7 +303,7 @@ pub struct ControlFile {
     pub data_checksum_version: u32,
     /// The transaction horizons of the last checkpoint: what a scan of a cleanly shut-down
     /// cluster needs to decide visibility.
-    pub horizons: crate::visibility::XidHorizons,
+    pub horizons: XidHorizons,
 }
 
 /// `PG_CONTROL_FILE_SIZE`: pg_control is one 8 kB block; a larger file is not one.
@@ -155,9 +312,9 @@ pub const PG_CONTROL_FILE_SIZE: u64 = 8192;
 /// The bytes of the `pg_control` file at `path`, read without trusting what sits there: a
 /// FIFO, a device or a file larger than [`PG_CONTROL_FILE_SIZE`] is refused before a byte is
 /// read ([`crate::storage::read_small_file`]), never waited on.
-pub fn read_control_bytes(path: &Path) -> Result<Vec<u8>, VerifyError> {
+pub fn read_control_bytes(path: &Path) -> Result<Vec<u8>, ControlFileError> {
     use crate::storage::{read_small_file, SmallFileError};
-    read_small_file(path, PG_CONTROL_FILE_SIZE).map_err(|e| VerifyError::ControlFileRead {
+    read_small_file(path, PG_CONTROL_FILE_SIZE).map_err(|e| ControlFileError::Read {
         path: path.to_path_buf(),
         source: match e {
             SmallFileError::Missing => std::io::Error::from_raw_os_error(libc::ENOENT),
@@ -170,16 +327,16 @@ pub fn read_control_bytes(path: &Path) -> Result<Vec<u8>, VerifyError> {
 impl ControlFile {
     /// Reads and validates `<pgdata>/global/pg_control`: version 1800, then the CRC. The file
     /// is opened read-only.
-    pub fn read(pgdata: &Path) -> Result<ControlFile, VerifyError> {
+    pub fn read(pgdata: &Path) -> Result<ControlFile, ControlFileError> {
         let path = pgdata.join("global").join("pg_control");
         let bytes = read_control_bytes(&path)?;
         ControlFile::parse(&bytes, &path)
     }
 
     /// Parses the bytes of a `pg_control` file; `path` is only used in messages.
-    pub fn parse(bytes: &[u8], path: &Path) -> Result<ControlFile, VerifyError> {
+    pub fn parse(bytes: &[u8], path: &Path) -> Result<ControlFile, ControlFileError> {
         if bytes.len() < OFFSET_CRC + 4 {
-            return Err(VerifyError::ControlFileShort {
+            return Err(ControlFileError::Short {
                 path: path.to_path_buf(),
                 len_bytes: bytes.len(),
                 expected_bytes: OFFSET_CRC + 4,
@@ -190,7 +347,7 @@ impl ControlFile {
         };
         let pg_control_version = u32_at(OFFSET_PG_CONTROL_VERSION);
         if pg_control_version != PG_CONTROL_VERSION {
-            return Err(VerifyError::ControlVersion {
+            return Err(ControlFileError::Version {
                 found: pg_control_version,
                 expected: PG_CONTROL_VERSION,
             });
@@ -198,7 +355,7 @@ impl ControlFile {
         let stored_crc = u32_at(OFFSET_CRC);
         let computed_crc = crc32c(&bytes[..OFFSET_CRC]);
         if stored_crc != computed_crc {
-            return Err(VerifyError::ControlCrc {
+            return Err(ControlFileError::Crc {
                 path: path.to_path_buf(),
                 stored: stored_crc,
                 computed: computed_crc,
@@ -210,7 +367,7 @@ impl ControlFile {
             blcksz: u32_at(OFFSET_BLCKSZ),
             relseg_size: u32_at(OFFSET_RELSEG_SIZE),
             data_checksum_version: u32_at(OFFSET_DATA_CHECKSUM_VERSION),
-            horizons: crate::visibility::XidHorizons {
+            horizons: XidHorizons {
                 next_xid: u32_at(OFFSET_NEXT_XID),
                 next_xid_epoch: u32_at(OFFSET_NEXT_XID + 4),
                 oldest_xid: u32_at(OFFSET_OLDEST_XID),
@@ -225,49 +382,49 @@ impl ControlFile {
 
     /// Refuses, in `pg_checksums`' order, what `pg_checksums --check` refuses: another block
     /// size (or segment size), a cluster that is not cleanly shut down, checksums off.
-    pub fn check_for_verify(&self) -> Result<(), VerifyError> {
+    pub fn check_for_verify(&self) -> Result<(), ControlFileError> {
         self.check_layout_and_state()?;
         if self.data_checksum_version == 0 {
-            return Err(VerifyError::ChecksumsDisabled);
+            return Err(ControlFileError::ChecksumsDisabled);
         }
         Ok(())
     }
 
     /// Refuses, in `pg_checksums`' order, what `pg_checksums --enable` refuses: another
     /// block or segment size, a cluster not cleanly shut down, checksums already on.
-    pub fn check_for_enable(&self) -> Result<(), VerifyError> {
+    pub fn check_for_enable(&self) -> Result<(), ControlFileError> {
         self.check_layout_and_state()?;
         if self.data_checksum_version != 0 {
-            return Err(VerifyError::ChecksumsAlreadyEnabled);
+            return Err(ControlFileError::ChecksumsAlreadyEnabled);
         }
         Ok(())
     }
 
     /// Refuses what `pg_checksums --disable` refuses: another block or segment size, a
     /// cluster not cleanly shut down, checksums already off.
-    pub fn check_for_disable(&self) -> Result<(), VerifyError> {
+    pub fn check_for_disable(&self) -> Result<(), ControlFileError> {
         self.check_layout_and_state()?;
         if self.data_checksum_version == 0 {
-            return Err(VerifyError::ChecksumsAlreadyDisabled);
+            return Err(ControlFileError::ChecksumsAlreadyDisabled);
         }
         Ok(())
     }
 
-    fn check_layout_and_state(&self) -> Result<(), VerifyError> {
+    fn check_layout_and_state(&self) -> Result<(), ControlFileError> {
         if self.blcksz as usize != BLCKSZ {
-            return Err(VerifyError::BlockSize {
+            return Err(ControlFileError::BlockSize {
                 found: self.blcksz,
                 expected: BLCKSZ as u32,
             });
         }
         if self.relseg_size != RELSEG_SIZE_BLOCKS {
-            return Err(VerifyError::SegmentSize {
+            return Err(ControlFileError::SegmentSize {
                 found: self.relseg_size,
                 expected: RELSEG_SIZE_BLOCKS,
             });
         }
         if !self.state.is_shut_down() {
-            return Err(VerifyError::NotShutDown { state: self.state });
+            return Err(ControlFileError::NotShutDown { state: self.state });
         }
         Ok(())
     }

@@ -13,6 +13,12 @@
 //! advised (the read stream is the only read-ahead there is). PostgreSQL's read stream
 //! advises only non-sequential reads and leaves sequential ones to the kernel.
 //!
+//! The read stream owns the advice: a scan makes one [`SeqReadAhead`] ([`for_scan`]) and hands
+//! it to each of its streams ([`crate::stream::ReadStream::with_read_ahead`]), which advance it
+//! with every block their callback yields. The scan itself never touches the page cache or a
+//! file descriptor; like the stream's own `posix_fadvise` of non-sequential reads, this is
+//! the stream's business.
+//!
 //! One [`SeqReadAhead`] serves all threads of a parallel scan: its mark (`advised_until`)
 //! only moves forward, with `fetch_max`, so each piece is advised by exactly one thread,
 //! whichever moved the mark past it.

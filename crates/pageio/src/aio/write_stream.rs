@@ -7,6 +7,11 @@
 //! [`WriteStreamOptions::max_ios_in_flight`]) of them in flight through the AIO subsystem,
 //! under every io_method, buffered or direct.
 //!
+//! It lives in `aio`, beside the [`IoPipeline`] it is built on, and not with the read
+//! streams: it owns its pages (no buffer pool), and the buffer pool's checkpoint
+//! ([`crate::buffer::BufferPool::flush_dirty`]) writes through it, so it must sit below the
+//! pool.
+//!
 //! ```text
 //!   callback ─► (block, page) (block, page) …   pages are owned IoBuffers of BLCKSZ bytes
 //!      │
@@ -61,8 +66,8 @@
 
 use std::collections::HashMap;
 
-use crate::aio::{AioError, Backend, IoCompletion, IoOp, IoStatus, PipelineDriver, PipelineIo};
-use crate::aio::{IoBuffer, IoPipeline, WaitRef};
+use super::{AioError, Backend, IoCompletion, IoOp, IoStatus, PipelineDriver, PipelineIo};
+use super::{IoBuffer, IoPipeline, WaitRef};
 use crate::config::BLCKSZ;
 use crate::storage::{OpenMode, RelFile};
 
