@@ -9,7 +9,7 @@
 
 mod source_tree;
 
-use source_tree::{is_test_only, is_under, library_sources, SourceFile};
+use source_tree::{is_test_only, library_sources, SourceFile};
 use syn::visit::Visit;
 
 /// The most lines a library source file may have.
@@ -20,10 +20,6 @@ const FN_LINES_MAX: usize = 120;
 
 /// The comment that, on the line above a unit, says why it is larger than the limit.
 const SIZE_REASON: &str = "// size:";
-
-/// Paths below `crates/pageio/src` that are being split and are not checked until that
-/// lands (a trailing `/` names a directory). Remove each entry once its split is merged.
-const NOT_YET_SPLIT: &[&str] = &["advise/", "aio/publish.rs"];
 
 /// One unit over its limit.
 #[derive(Debug, PartialEq)]
@@ -168,7 +164,6 @@ fn no_library_file_or_function_is_over_its_size_limit() {
     let files = library_sources();
     let offenders: Vec<String> = files
         .iter()
-        .filter(|file| !is_under(&file.relative, NOT_YET_SPLIT))
         .flat_map(offenders_in)
         .map(|offender| offender.to_string())
         .collect();
@@ -260,6 +255,4 @@ fn files_declared_by_a_test_module_are_test_code() {
         .find(|f| f.relative == "lib.rs")
         .expect("lib.rs");
     assert!(!lib.is_test_file);
-    assert!(is_under("advise/rules.rs", NOT_YET_SPLIT));
-    assert!(!is_under("aio/mod.rs", NOT_YET_SPLIT));
 }

@@ -161,15 +161,3 @@ fn cfg_requires_test(tokens: proc_macro2::TokenStream) -> bool {
     }
     false
 }
-
-/// Whether `relative` (a path below src) lies under one of `prefixes` (`advise/` names a
-/// directory, `aio/publish.rs` a file).
-pub fn is_under(relative: &str, prefixes: &[&str]) -> bool {
-    prefixes.iter().any(|prefix| {
-        if prefix.ends_with('/') {
-            relative.starts_with(prefix)
-        } else {
-            relative == *prefix
-        }
-    })
-}
