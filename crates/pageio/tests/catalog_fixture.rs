@@ -339,7 +339,7 @@ fn open_cluster_reads_with_the_clusters_checks_and_refuses_a_running_one() {
     let path = pgdata.join("global/pg_control");
     let mut bytes = std::fs::read(&path).unwrap();
     bytes[16..20].copy_from_slice(&6u32.to_le_bytes()); // DB_IN_PRODUCTION
-    let crc = pageio::verify::control::crc32c(&bytes[..292]);
+    let crc = pageio::page::control::crc32c(&bytes[..292]);
     bytes[292..296].copy_from_slice(&crc.to_le_bytes());
     std::fs::write(&path, &bytes).unwrap();
     let e = Catalog::open_cluster(&pgdata, &aio).unwrap_err();
