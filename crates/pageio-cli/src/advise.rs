@@ -319,14 +319,7 @@ fn check_dir(flag: &str, path: &Path, what: &str) -> Result<(), Box<dyn std::err
 /// Runs the subcommand.
 pub fn run(mut args: AdviseArgs) -> CliResult {
     // $PGDATA counts only when no --config names the configuration instead.
-    let dir = if args.config.is_some() {
-        args.location.explicit()
-    } else {
-        args.location.given()
-    }
-    .map_err(|e| e.line())?;
-    if let Some(dir) = dir {
-        dir.check()?;
+    if let Some(dir) = args.location.checked(args.config.is_none())? {
         if !dir.path.join("PG_VERSION").is_file() {
             return Err(format!(
                 "{} {}: no PG_VERSION; give the data directory of a PostgreSQL cluster (initdb makes one), or --config FILE for a configuration file alone",

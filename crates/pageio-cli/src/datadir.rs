@@ -137,6 +137,22 @@ impl DataDirArgs {
             }))
     }
 
+    /// The directory given, checked to be one ([`DataDir::check`]), for a command whose
+    /// data directory is optional: `$PGDATA` is looked at only when `environment_counts`
+    /// (when nothing else on the command line says what to read instead).
+    pub fn checked(&self, environment_counts: bool) -> Result<Option<DataDir>, String> {
+        let dir = if environment_counts {
+            self.given()
+        } else {
+            self.explicit()
+        }
+        .map_err(|e| e.line())?;
+        if let Some(dir) = &dir {
+            dir.check()?;
+        }
+        Ok(dir)
+    }
+
     /// The data directory, which must be given one of the three ways.
     pub fn resolve(&self) -> Result<DataDir, DataDirError> {
         self.given()?.ok_or(DataDirError::Missing)

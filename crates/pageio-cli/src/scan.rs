@@ -372,14 +372,7 @@ pub fn evict(rel: &RelFile) -> Result<(), Box<dyn std::error::Error>> {
 pub fn run(mut args: ScanArgs) -> CliResult {
     let wants_cluster = args.table.is_some() || args.heap.is_some() || args.index.is_some();
     // $PGDATA counts only when no data set was named.
-    let dir = if args.dataset.is_some() {
-        args.location.explicit()
-    } else {
-        args.location.given()
-    }
-    .map_err(|e| e.line())?;
-    if let Some(dir) = dir {
-        dir.check()?;
+    if let Some(dir) = args.location.checked(args.dataset.is_none())? {
         args.pgdata = Some(dir.path);
     } else if wants_cluster {
         return Err(format!(

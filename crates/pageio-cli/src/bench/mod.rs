@@ -763,14 +763,7 @@ fn run_matrix(
 /// the plan (`--plan`), or load the tables, measure the device, run, and write the results.
 pub fn run(mut args: BenchArgs) -> CliResult {
     // $PGDATA counts only when --table asks for a cluster's tables.
-    let dir = if args.table.is_empty() {
-        args.location.explicit()
-    } else {
-        args.location.given()
-    }
-    .map_err(|e| e.line())?;
-    if let Some(dir) = dir {
-        dir.check()?;
+    if let Some(dir) = args.location.checked(!args.table.is_empty())? {
         args.pgdata = Some(dir.path);
     } else if !args.table.is_empty() || args.key_column.is_some() || args.database != "postgres" {
         return Err(format!(

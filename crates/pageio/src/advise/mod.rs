@@ -310,6 +310,24 @@ pub struct Advice {
 }
 
 impl Advice {
+    /// What the advice is for: `PostgreSQL 18, workload mixed, 100 connections (default)`.
+    pub fn advised_for(&self) -> String {
+        format!(
+            "PostgreSQL {}, workload {}, {} connections ({})",
+            self.pg_version,
+            self.workload.name(),
+            self.max_connections,
+            self.max_connections_source
+        )
+    }
+
+    /// The effective RAM the advice is sized from, or "unknown".
+    pub fn effective_memory(&self) -> String {
+        self.effective_memory_bytes
+            .map(units::human_bytes)
+            .unwrap_or_else(|| "unknown".into())
+    }
+
     /// The worst status.
     pub fn worst(&self) -> Status {
         self.items

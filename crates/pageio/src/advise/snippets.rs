@@ -8,26 +8,16 @@
 
 use std::fmt::Write;
 
-use super::units::human_bytes;
 use super::{Advice, Group};
 
 /// The `postgresql.conf` snippet.
 pub(super) fn postgresql_conf(a: &Advice) -> String {
     let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "# pageio advise: PostgreSQL {}, workload {}, {} connections ({})",
-        a.pg_version,
-        a.workload.name(),
-        a.max_connections,
-        a.max_connections_source
-    );
+    let _ = writeln!(out, "# pageio advise: {}", a.advised_for());
     let _ = writeln!(
         out,
         "# effective RAM {} ({}), {} CPUs ({})",
-        a.effective_memory_bytes
-            .map(human_bytes)
-            .unwrap_or_else(|| "unknown".into()),
+        a.effective_memory(),
         a.memory_limit,
         a.effective_cpus,
         a.cpu_limit
