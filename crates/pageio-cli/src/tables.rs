@@ -52,6 +52,9 @@ struct IndexRow {
     name: String,
     access_method: String,
     key_columns: Vec<Option<String>>,
+    /// The key columns for the text table (`a, (expression)`).
+    #[serde(skip)]
+    key_list: String,
     path: Option<String>,
     pages: i32,
     unique: bool,
@@ -116,6 +119,7 @@ fn row(
                 name: i.name.clone(),
                 access_method: i.access_method.clone(),
                 key_columns: i.key_columns.clone(),
+                key_list: i.key_list(),
                 path: i.path.clone(),
                 pages: i.relpages,
                 unique: i.is_unique,
@@ -208,14 +212,7 @@ pub fn run(mut args: TablesArgs) -> CliResult {
                 t.path.clone().unwrap_or_default(),
                 t.indexes
                     .iter()
-                    .map(|i| {
-                        let keys: Vec<&str> = i
-                            .key_columns
-                            .iter()
-                            .map(|k| k.as_deref().unwrap_or("(expression)"))
-                            .collect();
-                        format!("{} {}({})", i.name, i.access_method, keys.join(", "))
-                    })
+                    .map(|i| format!("{} {}({})", i.name, i.access_method, i.key_list))
                     .collect::<Vec<_>>()
                     .join("; "),
             ]

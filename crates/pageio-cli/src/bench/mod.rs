@@ -264,14 +264,7 @@ fn catalog_target(
         .ok_or_else(|| format!("--table {spec}: \"{name}\" has no first column to filter"))?;
     let indexes: Vec<String> = relation
         .btree_indexes()
-        .map(|i| {
-            let keys: Vec<&str> = i
-                .key_columns
-                .iter()
-                .map(|k| k.as_deref().unwrap_or("(expression)"))
-                .collect();
-            format!("{} on ({})", i.name, keys.join(", "))
-        })
+        .map(|i| format!("{} on ({})", i.name, i.key_list()))
         .collect();
     let key = key_column.unwrap_or(&first.name);
     if key != first.name {

@@ -421,6 +421,15 @@ impl Index {
         self.access_method == "btree"
     }
 
+    /// The key columns as a list for people: `a, b`, an expression key as `(expression)`.
+    pub fn key_list(&self) -> String {
+        self.key_columns
+            .iter()
+            .map(|k| k.as_deref().unwrap_or("(expression)"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
     /// Whether the first key column is stored in descending order.
     pub fn first_key_descending(&self) -> bool {
         self.key_options
