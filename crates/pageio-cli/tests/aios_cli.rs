@@ -728,6 +728,76 @@ fn watch_under_tmux_restores_the_terminal_on_panic() {
     });
 }
 
+/// A watch whose terminal goes away (the window closed, the multiplexer killed) ends within
+/// a few seconds instead of spinning on a terminal nobody sees, whether the hang-up is
+/// seen before or inside the terminal library's read; it is the session leader here, as
+/// under `ssh host pageio aios --watch`.
+#[test]
+fn watch_ends_when_its_terminal_hangs_up() {
+    with_watchdog("tmux hang-up", WATCHDOG_SECS, || {
+        let Some(tmux) = Tmux::start("hangup") else {
+            return;
+        };
+        let publish = tempfile::tempdir().unwrap();
+        let pid_file = publish.path().join("watch.pid");
+        tmux.wait_for("the prompt", Duration::from_secs(10), |s| {
+            s.contains("aios-test$")
+        });
+        let command = format!(
+            "echo $$ > {}; exec {} aios --watch --interval 0.2 --aio-publish-dir {}",
+            pid_file.display(),
+            env!("CARGO_BIN_EXE_pageio"),
+            publish.path().display()
+        );
+        tmux.send_keys(&[&command, "Enter"]);
+        let start = Instant::now();
+        while tmux.pane("#{alternate_on}") != "1" {
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "the watch did not start:\n{}",
+                tmux.capture()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let pid: i32 = std::fs::read_to_string(&pid_file)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        /// Kills the watch if the test fails while it still runs, so no process is left
+        /// spinning behind a failed run.
+        struct KillOnDrop(i32);
+        impl Drop for KillOnDrop {
+            fn drop(&mut self) {
+                // SAFETY: kill has no memory effects; the pid is the watch this test started.
+                unsafe { libc::kill(self.0, libc::SIGKILL) };
+            }
+        }
+        let _kill = KillOnDrop(pid);
+        let proc_dir = std::path::PathBuf::from(format!("/proc/{pid}"));
+        assert!(proc_dir.exists(), "the watch runs as pid {pid}");
+        drop(tmux); // kill-server: the terminal hangs up
+        let hung_up = Instant::now();
+        // A zombie (state Z) has ended too: only its parent has not reaped it yet.
+        let running = || {
+            std::fs::read_to_string(proc_dir.join("stat"))
+                .map(|stat| {
+                    stat.rsplit_once(") ")
+                        .is_some_and(|(_, rest)| !rest.starts_with('Z'))
+                })
+                .unwrap_or(false)
+        };
+        while running() {
+            assert!(
+                hung_up.elapsed() < Duration::from_secs(10),
+                "pid {pid} still runs {:?} after its terminal hung up",
+                hung_up.elapsed()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    });
+}
+
 /// The header of an area published for this test process (pid and start time its own).
 fn own_area_header() -> pageio::aio::publish::AreaHeader {
     let me = std::process::id() as i32;

@@ -54,6 +54,10 @@ pub trait View {
 /// long enough that an idle watch costs nothing measurable.
 pub const POLL_SLICE: Duration = Duration::from_millis(50);
 
+/// Longest a stop signal may go unanswered in the full-screen loop before the process ends
+/// anyway: the bound on a wait inside the terminal library (see [`wait_for_input`]).
+pub const STOP_GRACE: Duration = Duration::from_secs(2);
+
 /// Shortest interval accepted: below it the sampling itself (reading every published area,
 /// or a round trip to a server) becomes the load being watched.
 pub const MIN_INTERVAL: Duration = Duration::from_millis(10);
@@ -281,15 +285,107 @@ fn is_quit_key(key: &KeyEvent) -> bool {
     }
 }
 
+/// What waiting for a key on the terminal found.
+#[derive(Debug, PartialEq, Eq)]
+enum Input {
+    /// Nothing within the time given.
+    Nothing,
+    /// Bytes to read.
+    Ready,
+    /// The terminal is gone (its window closed, the ssh session dropped, the multiplexer
+    /// killed): nothing will ever arrive, and nobody sees the screen.
+    HungUp,
+}
+
+/// Waits up to `timeout` for input on the terminal descriptor `fd`, telling a hung-up
+/// terminal from input. crossterm (0.28) reads a hung-up terminal in a loop that never ends
+/// (each read returns 0 bytes), so it is asked for an event only when there are bytes.
+fn wait_for_input(fd: std::os::fd::BorrowedFd<'_>, timeout: Duration) -> std::io::Result<Input> {
+    use std::os::fd::AsRawFd;
+    let mut pollfd = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let millis = libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX);
+    // SAFETY: `pollfd` is one initialised pollfd we own for the call, and the count is 1.
+    let ready = unsafe { libc::poll(&mut pollfd, 1, millis) };
+    if ready < 0 {
+        let error = std::io::Error::last_os_error();
+        return if error.kind() == std::io::ErrorKind::Interrupted {
+            Ok(Input::Nothing)
+        } else {
+            Err(error)
+        };
+    }
+    if ready == 0 {
+        return Ok(Input::Nothing);
+    }
+    if pollfd.revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0 {
+        return Ok(Input::HungUp);
+    }
+    Ok(Input::Ready)
+}
+
+/// The terminal crossterm reads keys from: standard input when it is a terminal, else
+/// `/dev/tty` (as crossterm chooses).
+enum KeySource {
+    Stdin,
+    Tty(std::fs::File),
+}
+
+impl KeySource {
+    fn open() -> std::io::Result<KeySource> {
+        if std::io::stdin().is_terminal() {
+            Ok(KeySource::Stdin)
+        } else {
+            std::fs::File::open("/dev/tty").map(KeySource::Tty)
+        }
+    }
+
+    fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        use std::os::fd::AsFd;
+        match self {
+            // SAFETY: descriptor 0 stays open for the life of the process here (nothing
+            // in pageio closes standard input), and the borrow does not outlive `self`.
+            KeySource::Stdin => unsafe { std::os::fd::BorrowedFd::borrow_raw(0) },
+            KeySource::Tty(file) => file.as_fd(),
+        }
+    }
+}
+
+/// Ends the process if a stop signal goes unanswered for [`STOP_GRACE`] while the screen
+/// loop runs (the loop sets `done` when it returns): a hang-up that lands inside the
+/// terminal library's read, between [`wait_for_input`] and the read, must not leave a
+/// process spinning on a terminal nobody sees.
+fn spawn_stop_watchdog(done: Arc<AtomicBool>) {
+    std::thread::spawn(move || {
+        let mut stopped_at: Option<Instant> = None;
+        while !done.load(Ordering::SeqCst) {
+            if stop_requested() {
+                let at = *stopped_at.get_or_insert_with(Instant::now);
+                if at.elapsed() >= STOP_GRACE && !done.load(Ordering::SeqCst) {
+                    restore_terminal();
+                    std::process::exit(0);
+                }
+            }
+            std::thread::sleep(POLL_SLICE);
+        }
+    });
+}
+
 /// The full-screen loop.
 fn watch_screen<V: View, E: std::fmt::Display>(
     interval: Duration,
     count: Option<u64>,
     mut sample: impl FnMut() -> Result<V, E>,
 ) -> Result<u64, Box<dyn std::error::Error>> {
+    let keys = KeySource::open()?;
     let guard = ScreenGuard::enter()?;
     let mut terminal = Terminal::new(CrosstermBackend::new(std::io::stdout()))?;
     terminal.clear()?;
+    let done = Arc::new(AtomicBool::new(false));
+    spawn_stop_watchdog(done.clone());
     let start = Instant::now();
     let mut shown = 0u64;
     let result: Result<u64, Box<dyn std::error::Error>> = 'watch: loop {
@@ -312,7 +408,13 @@ fn watch_screen<V: View, E: std::fmt::Display>(
             if stop_requested() {
                 break 'watch Ok(shown);
             }
-            match event::poll(left.min(POLL_SLICE)) {
+            match wait_for_input(keys.fd(), left.min(POLL_SLICE)) {
+                Ok(Input::Nothing) => continue,
+                Ok(Input::HungUp) => break 'watch Ok(shown),
+                Ok(Input::Ready) => {}
+                Err(e) => break 'watch Err(e.into()),
+            }
+            match event::poll(Duration::ZERO) {
                 Ok(false) => {}
                 Ok(true) => match event::read() {
                     Ok(Event::Key(key)) if is_quit_key(&key) => break 'watch Ok(shown),
@@ -328,6 +430,7 @@ fn watch_screen<V: View, E: std::fmt::Display>(
             }
         }
     };
+    done.store(true, Ordering::SeqCst);
     drop(terminal);
     drop(guard);
     result
@@ -336,6 +439,26 @@ fn watch_screen<V: View, E: std::fmt::Display>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A pipe's read end stands in for the terminal: empty is nothing, bytes are input,
+    /// and with its write end closed it is hung up (POLLHUP), as a terminal whose other
+    /// side went away.
+    #[test]
+    fn waiting_for_a_key_tells_input_from_a_hang_up() {
+        use std::os::fd::{AsFd, FromRawFd, OwnedFd};
+        let mut fds = [0; 2];
+        // SAFETY: `fds` has room for the two descriptors pipe writes.
+        assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+        // SAFETY: pipe returned two new descriptors that nothing else owns.
+        let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        let short = Duration::from_millis(20);
+        assert_eq!(wait_for_input(read.as_fd(), short).unwrap(), Input::Nothing);
+        let mut writer = std::fs::File::from(write);
+        writer.write_all(b"q").unwrap();
+        assert_eq!(wait_for_input(read.as_fd(), short).unwrap(), Input::Ready);
+        drop(writer);
+        assert_eq!(wait_for_input(read.as_fd(), short).unwrap(), Input::HungUp);
+    }
 
     struct Lines(Vec<String>);
 
