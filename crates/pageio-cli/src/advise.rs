@@ -401,9 +401,9 @@ pub fn run(mut args: AdviseArgs) -> CliResult {
             measurement: measurement.as_ref(),
             facts: &facts,
         };
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        crate::write_stdout(&format!("{}\n", serde_json::to_string_pretty(&report)?))?;
     } else {
-        print!("{}", report::report(&advice));
+        crate::write_stdout(&report::report(&advice))?;
     }
     Ok(advice.exit_status())
 }

@@ -23,6 +23,7 @@
 //! `--check`). Only what `pg_checksums` has no counterpart for (a bad `--io-method`, two
 //! modes at once) exits 2.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use clap::{ArgGroup, Args};
@@ -130,7 +131,9 @@ pub fn run(args: ChecksumsArgs) -> CliResult {
         Ok(status) => Ok(status),
         Err(Failure::Cluster(e)) => {
             if json {
-                println!(
+                // Written, not printed: a closed stdout keeps the error's exit status.
+                let _ = writeln!(
+                    std::io::stdout(),
                     "{}",
                     serde_json::json!({"error": {"kind": e.kind(), "message": e.to_string(), "hint": e.hint()}})
                 );
@@ -144,7 +147,8 @@ pub fn run(args: ChecksumsArgs) -> CliResult {
         Err(Failure::Usage(message, hint)) => {
             // pg_checksums' own usage errors exit 1 with a hint line.
             if json {
-                println!(
+                let _ = writeln!(
+                    std::io::stdout(),
                     "{}",
                     serde_json::json!({"error": {"kind": "usage", "message": message, "hint": hint}})
                 );

@@ -342,9 +342,10 @@ pub fn run(args: IoBenchArgs) -> CliResult {
         }
         results.push(read_all(&aio, &rel, nblocks, args.cold)?);
     }
+    let mut out = String::new();
     if args.json {
-        println!(
-            "{}",
+        out = format!(
+            "{}\n",
             serde_json::to_string_pretty(&serde_json::json!({
                 "relation_bytes": nblocks * BLCKSZ as u64,
                 "io_combine_limit_blocks": base.io_combine_limit_blocks,
@@ -353,19 +354,23 @@ pub fn run(args: IoBenchArgs) -> CliResult {
             }))?
         );
     } else {
-        println!(
+        use std::fmt::Write;
+        let _ = writeln!(
+            out,
             "relation {} MB, io_combine_limit {} blocks, effective_io_concurrency {}, {}",
             (nblocks * BLCKSZ as u64) >> 20,
             base.io_combine_limit_blocks,
             base.effective_io_concurrency,
             if args.cold { "cold" } else { "warm" }
         );
-        println!(
+        let _ = writeln!(
+            out,
             "{:<10} {:>10} {:>9} {:>10} {:>10} {:>8} {:>10}",
             "io_method", "MB/s", "time s", "pages ok", "I/Os", "merged", "wait ms"
         );
         for r in &results {
-            println!(
+            let _ = writeln!(
+                out,
                 "{:<10} {:>10.0} {:>9.3} {:>10} {:>10} {:>8} {:>10.1}",
                 r.io_method,
                 r.mb_per_s,
@@ -377,6 +382,8 @@ pub fn run(args: IoBenchArgs) -> CliResult {
             );
         }
     }
+    // Written, not printed: a closed stdout keeps a bad page's exit status.
+    crate::write_stdout(&out)?;
     let bad: u64 = results.iter().map(|r| r.bad_pages).sum();
     Ok(if bad > 0 { 1 } else { 0 })
 }

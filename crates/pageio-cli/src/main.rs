@@ -22,6 +22,18 @@ mod settings;
 mod tables;
 mod verify;
 
+/// Writes a command's output to stdout at once. A reader that went away (`| head`) is not
+/// an error: the command goes on to its own exit status (a verdict such as advise's BAD or
+/// io-bench's bad page must not turn into a quiet 0), where `print!` would panic.
+pub(crate) fn write_stdout(text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => other,
+    }
+}
+
 /// Refuses a `--pgdata` that is not a directory before anything reads it, naming what it is
 /// instead (missing, a dangling link and its target, a file).
 pub(crate) fn check_pgdata(flag: &str, path: &std::path::Path) -> Result<(), String> {

@@ -259,11 +259,8 @@ pub fn run(mut args: TablesArgs) -> CliResult {
 
 /// Writes the output at once; a reader that went away (`| head`) is not an error.
 fn print(text: String) -> CliResult {
-    use std::io::Write;
-    match std::io::stdout().lock().write_all(text.as_bytes()) {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
-        _ => Ok(0),
-    }
+    crate::write_stdout(&text)?;
+    Ok(0)
 }
 
 #[cfg(test)]

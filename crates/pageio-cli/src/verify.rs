@@ -181,7 +181,13 @@ impl Fatal {
     /// and ends the run with its exit status.
     fn report(self, json: bool) -> CliResult {
         if json {
-            println!("{}", serde_json::to_string_pretty(&self.json())?);
+            // A closed stdout must not turn the error into a quiet success: the error is
+            // also on stderr, and the exit status below stands.
+            let _ = writeln!(
+                std::io::stdout(),
+                "{}",
+                serde_json::to_string_pretty(&self.json())?
+            );
         }
         match self {
             Fatal::Cluster(e) => {
