@@ -60,6 +60,8 @@ fn scan_answers_in_text_and_json() {
         "a between 0 and 10",
         "--parallel",
         "1",
+        "--seq-read-in-place",
+        "off",
     ]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
@@ -69,7 +71,31 @@ fn scan_answers_in_text_and_json() {
     let pages = common::fixture_facts().relation("uniform").pages;
     assert_eq!(pages, 1112);
     assert!(
-        text.contains(&format!("Buffers: shared hit=0 read={pages}")),
+        text.contains(&format!("Buffers: shared hit=0 read={pages}\n")),
+        "{text}"
+    );
+    assert!(
+        text.contains("Result: rows=207 sum_octet_length=13662"),
+        "{text}"
+    );
+    // The heap just read is in the page cache: by default the scan reads it there, in
+    // place, and none of it through the buffer pool; the answer is the same.
+    let out = pageio(&[
+        "scan",
+        "--pgdata",
+        pgdata,
+        "--heap",
+        rel("uniform"),
+        "--where",
+        "a between 0 and 10",
+        "--parallel",
+        "1",
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains(&format!(
+            "Buffers: shared hit=0 read=0, in place from the page cache={pages}\n"
+        )),
         "{text}"
     );
     assert!(
