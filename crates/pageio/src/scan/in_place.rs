@@ -149,6 +149,7 @@ struct Planner<'a> {
     in_place: bool,
     pool: &'a BufferPool,
     rel: &'a RelFile,
+    read_ahead: &'a SeqReadAhead,
 }
 
 impl Planner<'_> {
@@ -178,6 +179,9 @@ impl Planner<'_> {
             }
             let window = self.next_window()?;
             if self.in_place && self.is_cached(&window) {
+                // The advice follows the scan through cached windows too, so that the
+                // device is already reading what comes after them (see `readahead`).
+                self.read_ahead.advance(self.pool, self.rel, window.start);
                 self.resident = Some(window);
                 return None;
             }
@@ -228,6 +232,7 @@ pub(super) fn scan_blocks<S: TupleSink>(
         in_place: enabled(pool),
         pool,
         rel: &table.heap,
+        read_ahead,
     }));
     let feed = planner.clone();
     let mut stream = ReadStream::new(
@@ -523,7 +528,10 @@ mod tests {
         let msg = outcome.expect_err("a truncated heap").to_string();
         assert!(msg.starts_with("could not read blocks 2058.."), "{msg}");
         assert!(
-            msg.contains(&format!("in file \"{}\"", dir.path().join("16384").display())),
+            msg.contains(&format!(
+                "in file \"{}\"",
+                dir.path().join("16384").display()
+            )),
             "{msg}"
         );
     }

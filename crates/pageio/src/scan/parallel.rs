@@ -557,7 +557,11 @@ mod tests {
                 longest = longest.max(r.end - r.start);
                 got.extend(r);
             }
-            assert_eq!(got, drain(&BlockAllocator::new(nblocks)), "nblocks {nblocks}");
+            assert_eq!(
+                got,
+                drain(&BlockAllocator::new(nblocks)),
+                "nblocks {nblocks}"
+            );
             // Whole chunks: 300,001 blocks / 2048 → chunks of 256.
             if nblocks == 300_001 {
                 assert_eq!(longest, 256);

@@ -168,4 +168,3 @@ extern "C" fn on_sigbus(signum: libc::c_int, info: *mut libc::siginfo_t, ctx: *m
         }
     }
 }
-

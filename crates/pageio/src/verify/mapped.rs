@@ -74,9 +74,9 @@
 //! through: the next window reports 0 cached pages and becomes 16 AIO reads of 1 MB (or
 //! 128 of 128 kB, per `io_combine_limit`), checksummed where they complete.
 
-pub(crate) use crate::storage::sigbus::{map_window, with_guard};
 #[cfg(test)]
 use crate::storage::sigbus::Faulted;
+pub(crate) use crate::storage::sigbus::{map_window, with_guard};
 
 #[cfg(test)]
 mod tests {
