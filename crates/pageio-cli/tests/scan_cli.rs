@@ -357,12 +357,23 @@ fn scan_defaults_to_io_method_auto_unless_chosen() {
     let (cold, _) = scan(&["--cold", "--seq-read-ahead", "0"]);
     assert_eq!(cold["seq_read_ahead_bytes"], 0);
     assert_eq!(cold["read_ahead_advice"], 0, "{cold}");
+    // The fixture was just unpacked, so the page cache holds the heap: by default every
+    // page is read in place, none through a stream.
+    assert_eq!(v["seq_read_in_place"], true);
+    assert_eq!(v["pages_in_place"], 1112, "{v}");
+    assert_eq!(v["shared_read"], 0, "{v}");
     // The report of a parallel scan sums its streams, budget and depth included.
-    assert_eq!(v["stream"]["io_budget"], 16, "{}", v["stream"]);
+    let (copied, _) = scan(&["--seq-read-in-place", "off"]);
+    assert_eq!(copied["seq_read_in_place"], false);
+    assert_eq!(copied["pages_in_place"], 0, "{copied}");
+    assert_eq!(copied["shared_read"], 1112, "{copied}");
+    assert_eq!(copied["rows"], v["rows"]);
+    assert_eq!(copied["sum_octet_length"], v["sum_octet_length"]);
+    assert_eq!(copied["stream"]["io_budget"], 16, "{}", copied["stream"]);
     assert!(
-        v["stream"]["max_ios_in_flight"].as_u64().unwrap() >= 1,
+        copied["stream"]["max_ios_in_flight"].as_u64().unwrap() >= 1,
         "{}",
-        v["stream"]
+        copied["stream"]
     );
     let rows = v["rows"].as_u64().unwrap();
     assert_eq!(rows, 20000);
@@ -380,6 +391,8 @@ fn scan_defaults_to_io_method_auto_unless_chosen() {
         "200",
         "--io-max-concurrency",
         "32",
+        "--seq-read-in-place",
+        "off",
     ]);
     assert_eq!(v["effective_io_concurrency"], 200);
     assert_eq!(v["io_max_concurrency"], 32);
