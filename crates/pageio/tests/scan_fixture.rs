@@ -60,7 +60,10 @@ fn check_all(method: IoMethodKind, direct: bool) {
         // A buffered seq scan reads what the page cache holds in place (the fixture was
         // just unpacked); direct I/O and the other kinds always read through the pool.
         if direct || kind != ScanKind::Seq {
-            assert_eq!(pages_in_place, 0, "{kind} direct={direct}: nothing in place");
+            assert_eq!(
+                pages_in_place, 0,
+                "{kind} direct={direct}: nothing in place"
+            );
         }
         assert!(
             pool.counters().reads + pages_in_place > 0,

@@ -237,10 +237,12 @@ fn read_ahead_body() {
         (r.rows, r.sum_octet_length)
     };
     let run = |settings: &[(&str, &str)], threads: usize, cold: bool| -> ScanResult {
-        let mut config = IoConfig::default();
         // Every block through the stream, which gives the advice: a window the advice has
         // already cached would otherwise be read in place, its pieces never advised.
-        config.seq_read_in_place = false;
+        let mut config = IoConfig {
+            seq_read_in_place: false,
+            ..IoConfig::default()
+        };
         for (name, value) in settings {
             config.set(name, value).unwrap();
         }
