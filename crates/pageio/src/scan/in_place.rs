@@ -27,7 +27,9 @@
 //!     ▼
 //!   consumer: fstat (whole blocks within the file's size now? ── no ─► error: file, block)
 //!     ▼
-//!   mmap(PROT_READ) the window; for each page, under the SIGBUS guard (storage::sigbus):
+//!   this thread's read-only mapping of the window's segment file (made once per segment,
+//!   all of its whole blocks, kept for the following windows); for each page of the
+//!   window, under the SIGBUS guard (storage::sigbus):
 //!     verify_page (header + checksum, exactly the pool's check) ── fails ─► the rest of
 //!     │                                          the window goes to the read stream, whose
 //!     │                                          pool applies zero_damaged_pages /
@@ -35,8 +37,15 @@
 //!     ▼ ok
 //!   the tuple sink walks the page where it lies ── SIGBUS ─► error naming file and block
 //!     ▼
-//!   munmap; stream.resume(): the callback goes on with the next window
+//!   stream.resume(): the callback goes on with the next window
+//!   (the mapping is dropped at the next segment, after a fault, or when the thread ends)
 //! ```
+//!
+//! A mapping per segment rather than per window: every `munmap` in a process with several
+//! threads interrupts the CPUs running the others to flush their TLBs. With a 2 MB window
+//! per allocator chunk, that was one interrupt per 2 MB per thread, and on the busy 2-CPU
+//! benchmark machine (virtual CPUs, answered late when preempted) two threads reading in
+//! place were slower than two threads copying (see `docs/bench-notes/SCANS.md`).
 //!
 //! ## Why bypassing the buffer pool is equivalent
 //!
@@ -69,13 +78,14 @@
 //! `uniform` (2.28 GB, 280,000 blocks in three segments), warm, serial. The first window is
 //! blocks 0..2048; cachestat reports all 4,096 kernel pages of bytes 0..16 MB cached, so the
 //! callback reports no blocks, the (empty) stream ends at once, and the consumer maps the
-//! window and walks its 2,048 pages in place. 136 more windows follow the same way (the
-//! third segment's last one is 1,472 blocks: windows stop at segment ends and at the heap's
-//! end). Had the page cache held only the first half of the table, the callback would have
-//! handed blocks 139,264.. to the stream from the first window not fully cached on, and the
-//! stream would have read them through the pool with its usual look-ahead, the two paths
-//! alternating only where residency changes. With two threads each allocator chunk (256
-//! blocks, 2 MB) is one window.
+//! first segment (1 GB) once and walks the window's 2,048 pages in place. 136 more windows
+//! follow the same way, three mappings in all (the third segment's last window is 1,472
+//! blocks: windows stop at segment ends and at the heap's end). Had the page cache held
+//! only the first half of the table, the callback would have handed blocks 139,264.. to the
+//! stream from the first window not fully cached on, and the stream would have read them
+//! through the pool with its usual look-ahead, the two paths alternating only where
+//! residency changes. With two threads each allocator chunk (256 blocks, 2 MB) is one
+//! window, and each thread maps each segment once.
 
 use std::cell::RefCell;
 use std::ops::Range;
@@ -87,13 +97,13 @@ use crate::buffer::BufferPool;
 use crate::page::verify_page;
 use crate::storage::page_cache::{residency, Residency};
 use crate::storage::sigbus::{map_window, with_guard};
-use crate::storage::{OpenMode, RelFile, SegmentFile, BLCKSZ, RELSEG_SIZE_BLOCKS};
+use crate::storage::{MappedRegion, OpenMode, RelFile, SegmentFile, BLCKSZ, RELSEG_SIZE_BLOCKS};
 use crate::stream::readahead::SeqReadAhead;
 use crate::stream::{ReadStream, StreamOptions, StreamOrder};
 use crate::Backend;
 
-/// Most blocks one window covers (16 MB, verify's window): one cachestat call, one mmap and
-/// one munmap per 16 MB cost nothing next to walking 2,048 pages, while a window stays small
+/// Most blocks one window covers (16 MB, verify's window): one cachestat call and one fstat
+/// per 16 MB cost nothing next to walking 2,048 pages, while a window stays small
 /// enough that a partly cached heap switches between the two paths close to where its
 /// residency changes. Divides a segment, so a serial scan's windows never straddle one.
 pub const WINDOW_BLOCKS: u64 = 2048;
@@ -248,6 +258,7 @@ pub(super) fn scan_blocks<S: TupleSink>(
     )
     .with_read_ahead(read_ahead);
     let stopped = || allocator.is_some_and(BlockAllocator::is_stopped);
+    let mut mapping = SegmentMapping::default();
     'scan: loop {
         while let Some(buf) = stream.next(backend)? {
             sink.page(&table.heap, buf.block, buf.page())?;
@@ -261,7 +272,8 @@ pub(super) fn scan_blocks<S: TupleSink>(
         let Some(window) = planner.borrow_mut().resident.take() else {
             break;
         };
-        if let Some(from) = read_window(pool, &table.heap, window.clone(), sink, part)? {
+        let outcome = read_window(pool, &table.heap, window.clone(), &mut mapping, sink, part)?;
+        if let Some(from) = outcome {
             planner.borrow_mut().to_read = from..window.end;
         }
         if stopped() {
@@ -308,13 +320,53 @@ fn truncated(seg: &SegmentFile, window_start: u64, size_bytes: u64) -> ScanError
     }
 }
 
-/// Reads the cached `window` of `rel` in place (see the module docs). Returns the first
-/// block the read stream must read instead (a page that failed verification, or a window
-/// that could not be mapped), or `None` when every page was read here.
+/// This thread's read-only mapping of the segment file it is reading in place, kept from
+/// window to window: one `mmap` and one `munmap` per segment rather than per window. Every
+/// `munmap` of a multi-threaded process interrupts the other CPUs running it to flush their
+/// TLBs, which on a busy machine (a preempted virtual CPU answers late) cost a parallel
+/// scan more than the copy it saved; pages once mapped also stay mapped for the next
+/// window. Each thread maps for itself, because the SIGBUS guard replaces the faulting
+/// thread's mapping with zeros, which another thread must never read as data.
+#[derive(Default)]
+struct SegmentMapping {
+    /// The segment number, the bytes mapped from its start, and the mapping.
+    current: Option<(u64, u64, MappedRegion)>,
+}
+
+impl SegmentMapping {
+    /// The mapping of segment `segno` covering bytes `..end_bytes`, mapping (all of the
+    /// file's `size_bytes` in whole blocks) if the current one does not; `None` if the
+    /// kernel refuses the mapping.
+    fn covering(
+        &mut self,
+        fd: i32,
+        segno: u64,
+        end_bytes: u64,
+        size_bytes: u64,
+    ) -> Option<&MappedRegion> {
+        let reuse = matches!(&self.current, Some((s, len, _)) if *s == segno && *len >= end_bytes);
+        if !reuse {
+            // Drop the old mapping first: at most one segment mapped per thread.
+            self.current = None;
+            let len_bytes = size_bytes / BLCKSZ as u64 * BLCKSZ as u64;
+            let region = map_window(fd, 0, usize::try_from(len_bytes).ok()?).ok()?;
+            #[cfg(test)]
+            hook::after_map();
+            self.current = Some((segno, len_bytes, region));
+        }
+        self.current.as_ref().map(|(_, _, region)| region)
+    }
+}
+
+/// Reads the cached `window` of `rel` in place (see the module docs), through this
+/// thread's `mapping` of its segment. Returns the first block the read stream must read
+/// instead (a page that failed verification, or a window that could not be mapped), or
+/// `None` when every page was read here.
 fn read_window<S: TupleSink>(
     pool: &BufferPool,
     rel: &RelFile,
     window: Range<u64>,
+    mapping: &mut SegmentMapping,
     sink: &mut S,
     part: &mut ScanResult,
 ) -> Result<Option<u64>, ScanError> {
@@ -326,27 +378,36 @@ fn read_window<S: TupleSink>(
         return Ok(Some(window.start));
     };
     let len_bytes = n as usize * BLCKSZ;
+    let end_bytes = offset_bytes.saturating_add(len_bytes as u64);
     let fd = seg.raw_fd();
-    // Map only what exists now: touching a mapped page past the end is SIGBUS.
-    match file_size_bytes(fd) {
-        None => return Ok(Some(window.start)),
-        Some(size) if offset_bytes.saturating_add(len_bytes as u64) > size => {
-            return Err(truncated(&seg, window.start, size));
-        }
-        Some(_) => {}
-    }
-    let Ok(mapping) = map_window(fd, offset_bytes, len_bytes) else {
+    let truncated_now = || match file_size_bytes(fd) {
+        Some(size) if end_bytes > size => Some(truncated(&seg, window.start, size)),
+        _ => None,
+    };
+    // Read only what exists now: touching a mapped page past the end is SIGBUS.
+    let Some(size_bytes) = file_size_bytes(fd) else {
         return Ok(Some(window.start));
     };
-    #[cfg(test)]
-    hook::after_map(seg.path());
+    if end_bytes > size_bytes {
+        return Err(truncated(&seg, window.start, size_bytes));
+    }
+    let segno = window.start / RELSEG_SIZE_BLOCKS as u64;
+    let Some(region) = mapping.covering(fd, segno, end_bytes, size_bytes) else {
+        return Ok(Some(window.start));
+    };
     let checksums = pool.check_options().checksums;
-    for (i, block) in window.clone().enumerate() {
-        let at = i * BLCKSZ;
+    for block in window.clone() {
+        // In the segment's mapping: offset_bytes is the window's start within the segment.
+        let Some(at) = usize::try_from(offset_bytes)
+            .ok()
+            .and_then(|o| o.checked_add(((block - window.start) as usize).checked_mul(BLCKSZ)?))
+        else {
+            return Ok(Some(block));
+        };
         let Ok(blkno) = u32::try_from(block) else {
             return Ok(Some(block));
         };
-        let verified = with_guard(&mapping, |bytes| {
+        let verified = with_guard(region, |bytes| {
             page_at(bytes, at).is_some_and(|page| verify_page(page, blkno, checksums).is_ok())
         });
         match verified {
@@ -354,17 +415,17 @@ fn read_window<S: TupleSink>(
             // Damaged: the pool's rules decide (zero it, use it, or report it).
             Ok(false) => return Ok(Some(block)),
             Err(_) => {
-                return match file_size_bytes(fd) {
-                    Some(size) if offset_bytes.saturating_add(len_bytes as u64) > size => {
-                        Err(truncated(&seg, window.start, size))
-                    }
+                // The guard put zeros over the rest of the mapping: never read it again.
+                mapping.current = None;
+                return match truncated_now() {
+                    Some(e) => Err(e),
                     // Not truncated: the read path reads the page again and reports what
                     // goes wrong with it as it always does.
-                    _ => Ok(Some(block)),
+                    None => Ok(Some(block)),
                 };
             }
         }
-        let walked = with_guard(&mapping, |bytes| match page_at(bytes, at) {
+        let walked = with_guard(region, |bytes| match page_at(bytes, at) {
             Some(page) => sink.page(rel, block, page),
             None => Ok(()),
         });
@@ -372,16 +433,12 @@ fn read_window<S: TupleSink>(
             Ok(outcome) => outcome?,
             // The sink may have seen zeros from the guard: its answer cannot be trusted.
             Err(_) => {
-                return Err(match file_size_bytes(fd) {
-                    Some(size) if offset_bytes.saturating_add(len_bytes as u64) > size => {
-                        truncated(&seg, window.start, size)
-                    }
-                    _ => ScanError::FileChanged {
-                        path: seg.display_name().to_string(),
-                        block,
-                        problem: "the page was verified and then could not be read back from the page cache (SIGBUS: evicted, and reading it again failed)".into(),
-                    },
-                });
+                mapping.current = None;
+                return Err(truncated_now().unwrap_or_else(|| ScanError::FileChanged {
+                    path: seg.display_name().to_string(),
+                    block,
+                    problem: "the page was verified and then could not be read back from the page cache (SIGBUS: evicted, and reading it again failed)".into(),
+                }));
             }
         }
         part.heap_pages += 1;
@@ -390,25 +447,24 @@ fn read_window<S: TupleSink>(
     Ok(None)
 }
 
-/// A test's hook into [`read_window`], between mapping a window and reading it: the one
+/// A test's hook into [`read_window`], between mapping a segment and reading it: the one
 /// moment a truncation turns into SIGBUS rather than a size check.
 #[cfg(test)]
 pub(crate) mod hook {
     use std::cell::Cell;
-    use std::path::Path;
 
     thread_local! {
-        static AFTER_MAP: Cell<Option<fn(&Path)>> = const { Cell::new(None) };
+        static AFTER_MAP: Cell<Option<fn()>> = const { Cell::new(None) };
     }
 
-    /// Calls `f` with the segment file's path after each window of this thread is mapped.
-    pub(crate) fn set_after_map(f: Option<fn(&Path)>) {
+    /// Calls `f` after each segment mapping this thread makes.
+    pub(crate) fn set_after_map(f: Option<fn()>) {
         AFTER_MAP.with(|h| h.set(f));
     }
 
-    pub(super) fn after_map(path: &Path) {
+    pub(super) fn after_map() {
         if let Some(f) = AFTER_MAP.with(Cell::get) {
-            f(path);
+            f();
         }
     }
 }
@@ -422,6 +478,7 @@ mod tests {
     use crate::scan::{run_scan, Between, ScanKind};
     use crate::stream::DistancePolicy;
     use crate::Aio;
+    use std::cell::Cell;
     use std::path::Path;
 
     /// A heap of `nblocks` empty, checksummed pages at `dir/16384`, in the page cache (just
@@ -470,17 +527,46 @@ mod tests {
         )
     }
 
-    /// Truncates the mapped file to 10 blocks: the mapping's later pages are gone.
-    fn truncate_to_10_blocks(path: &Path) {
+    thread_local! {
+        /// The heap file the hooks below truncate.
+        static HEAP: std::cell::RefCell<std::path::PathBuf> = Default::default();
+    }
+
+    fn truncate_heap_to(nblocks: u64) {
+        let path = HEAP.with(|p| p.borrow().clone());
         let f = std::fs::OpenOptions::new().write(true).open(path).unwrap();
-        f.set_len(10 * BLCKSZ as u64).unwrap();
+        f.set_len(nblocks * BLCKSZ as u64).unwrap();
+    }
+
+    /// Truncates the mapped file to 10 blocks: the mapping's later pages are gone.
+    fn truncate_to_10_blocks() {
+        truncate_heap_to(10);
     }
 
     /// Truncates the mapped file to 2,058 blocks: the first window (0..2048) is whole, the
     /// second (2048..2148) is not.
-    fn truncate_to_2058_blocks(path: &Path) {
-        let f = std::fs::OpenOptions::new().write(true).open(path).unwrap();
-        f.set_len(2058 * BLCKSZ as u64).unwrap();
+    fn truncate_to_2058_blocks() {
+        truncate_heap_to(2058);
+    }
+
+    thread_local! {
+        static MAPPINGS: Cell<u32> = const { Cell::new(0) };
+    }
+
+    fn count_mapping() {
+        MAPPINGS.with(|n| n.set(n.get() + 1));
+    }
+
+    #[test]
+    fn one_mapping_serves_every_window_of_a_segment() {
+        let dir = tempfile::tempdir().unwrap();
+        let table = empty_heap(dir.path(), 2148);
+        hook::set_after_map(Some(count_mapping));
+        let r = seq_scan(&table, 1);
+        hook::set_after_map(None);
+        let r = r.unwrap();
+        assert_eq!(r.pages_in_place, 2148, "two windows, both in place");
+        assert_eq!(MAPPINGS.with(Cell::get), 1, "one mapping for both windows");
     }
 
     #[test]
@@ -499,6 +585,7 @@ mod tests {
     fn truncation_after_mapping_is_an_error_naming_file_and_block_not_a_signal() {
         let dir = tempfile::tempdir().unwrap();
         let table = empty_heap(dir.path(), 64);
+        HEAP.with(|p| *p.borrow_mut() = table.heap.path().to_path_buf());
         hook::set_after_map(Some(truncate_to_10_blocks));
         let outcome = seq_scan(&table, 1);
         hook::set_after_map(None);
@@ -520,6 +607,7 @@ mod tests {
     fn truncation_between_windows_is_the_read_paths_error_naming_the_first_block_gone() {
         let dir = tempfile::tempdir().unwrap();
         let table = empty_heap(dir.path(), 2148);
+        HEAP.with(|p| *p.borrow_mut() = table.heap.path().to_path_buf());
         hook::set_after_map(Some(truncate_to_2058_blocks));
         let outcome = seq_scan(&table, 1);
         hook::set_after_map(None);
