@@ -17,7 +17,8 @@
 //! (the [`Planner`]) asks the page cache about each window once, as it reaches it:
 //!
 //! ```text
-//!   next window ── seq_read_in_place off, direct I/O, or cachestat says
+//!   next window ── seq_read_in_place off, direct I/O, the scan's own read-ahead
+//!     │            advice has read it in (a cold scan: see below), or cachestat says
 //!     │            not all cached (or cannot say) ───────────► blocks to the read stream
 //!     │                                                         (AIO reads into the pool,
 //!     │ all cached                                               as before)
@@ -69,6 +70,13 @@
 //! never a signal, never a hang, never a count that silently misses rows. A fault while
 //! checking a page whose file did not shrink (evicted, and reading it back failed) hands
 //! the rest of the window to the read path, which reports the I/O error as it always does.
+//!
+//! A cold scan reads as it did before: once the scan's read-ahead advice (`readahead`) has
+//! had to read a piece in, windows from there on go to the stream even when the advice has
+//! already cached them. The advice brings pages in as 4 kB pages, which cost as much to map
+//! as to copy (measured in `docs/bench-notes/SCANS.md`), and alternating between the two
+//! paths would drain the stream's look-ahead at every switch. A heap cached up to some
+//! point and cold after it is read in place up to there.
 //!
 //! Under direct I/O nothing is mapped: `O_DIRECT` asks to bypass the page cache, and reading
 //! from it would measure something else.
@@ -188,7 +196,14 @@ impl Planner<'_> {
                 return None;
             }
             let window = self.next_window()?;
-            if self.in_place && self.is_cached(&window) {
+            // Windows the scan's own read-ahead advice brought into the cache (a cold
+            // scan) go to the stream as before: their 4 kB pages cost as much to map as to
+            // copy, and switching paths would drain the stream's look-ahead each time.
+            let advised = self
+                .read_ahead
+                .advised_from()
+                .is_some_and(|from| window.end > from);
+            if self.in_place && !advised && self.is_cached(&window) {
                 // The advice follows the scan through cached windows too, so that the
                 // device is already reading what comes after them (see `readahead`).
                 self.read_ahead.advance(self.pool, self.rel, window.start);

@@ -83,6 +83,9 @@ pub struct SeqReadAhead {
     cached_streak: AtomicU64,
     /// Pieces still to pass without asking the page cache.
     skip: AtomicU64,
+    /// The first block of the first piece advised (not found cached); `u64::MAX` while none
+    /// was (see [`SeqReadAhead::advised_from`]).
+    first_advised: AtomicU64,
 }
 
 impl SeqReadAhead {
@@ -96,12 +99,25 @@ impl SeqReadAhead {
             calls: AtomicU64::new(0),
             cached_streak: AtomicU64::new(0),
             skip: AtomicU64::new(0),
+            first_advised: AtomicU64::new(u64::MAX),
         }
     }
 
     /// Whether this advises anything at all.
     pub fn is_enabled(&self) -> bool {
         self.window_blocks >= ADVICE_PIECE_BLOCKS
+    }
+
+    /// The first block from which this scan's advice read pieces the page cache did not
+    /// hold, or `None` while it found everything cached. Blocks from there on that are
+    /// cached now were most likely brought in by the advice itself, as 4 kB pages: a
+    /// sequential scan reads those through its stream rather than in place
+    /// (`scan::in_place`), where mapping them would cost as much as copying them.
+    pub fn advised_from(&self) -> Option<u64> {
+        match self.first_advised.load(Ordering::Relaxed) {
+            u64::MAX => None,
+            block => Some(block),
+        }
     }
 
     /// `posix_fadvise(WILLNEED)` calls made so far.
@@ -156,6 +172,7 @@ impl SeqReadAhead {
                     self.skip.store(skip, Ordering::Relaxed);
                 } else {
                     self.cached_streak.store(0, Ordering::Relaxed);
+                    self.first_advised.fetch_min(next, Ordering::Relaxed);
                     if file.advise_willneed(offset, len).is_ok() {
                         self.calls.fetch_add(1, Ordering::Relaxed);
                     }
