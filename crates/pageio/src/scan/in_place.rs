@@ -14,7 +14,7 @@
 //! The blocks a scanning thread is given (all of them for a serial scan, the chunks of the
 //! shared [`super::BlockAllocator`] for a parallel one) are cut into *windows* of at most
 //! [`WINDOW_BLOCKS`] (16 MB), never across a 1 GB segment. The read stream's block callback
-//! (the [`Planner`]) asks the page cache about each window once, as it reaches it:
+//! (the `Planner`) asks the page cache about each window once, as it reaches it:
 //!
 //! ```text
 //!   next window ── seq_read_in_place off, direct I/O, the scan's own read-ahead
