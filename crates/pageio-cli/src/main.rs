@@ -16,6 +16,7 @@ mod checksums;
 mod datadir;
 mod gen;
 mod io_bench;
+mod live;
 mod methods;
 mod scan;
 mod settings;

@@ -140,11 +140,7 @@ pub(super) fn wait_answer(
             target: target.to_string(),
             doing,
             bound_secs: bound.as_secs_f64().ceil() as u64,
-            fix: if doing == "connecting" {
-                "check the host and port, or give a slow server longer with connect_timeout=SECS in --dsn"
-            } else {
-                "check the server's load (pg_stat_activity, the host's CPU and disks) and the network, then run again"
-            },
+            fix: timeout_fix(doing),
         }),
         Err(mpsc::RecvTimeoutError::Disconnected) => Err(ServerError::Query {
             target: target.to_string(),
