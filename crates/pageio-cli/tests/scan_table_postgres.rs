@@ -612,7 +612,7 @@ fn psql_row(bin: &Path, root: &Path, database: &str, sql: &[&str]) -> Vec<String
 fn cluster(bin: &Path) -> &'static Cluster {
     static C: OnceLock<Cluster> = OnceLock::new();
     C.get_or_init(|| {
-        let dir = pg_cluster_dir("pageio-scan-table-");
+        let dir = common::pg_cluster_dir_for_process("pageio-scan-table-");
         let root = dir.path().to_path_buf();
         std::fs::create_dir(root.join("ts")).unwrap();
         chown_to_pg_user(&root.join("ts"));

@@ -134,6 +134,37 @@ pub fn pg_reachable_dir(prefix: &str) -> tempfile::TempDir {
     dir
 }
 
+/// Directories held by statics (a cluster built once per test process): a static is never
+/// dropped, so its `TempDir` would stay in `/tmp` after every run.
+static REMOVE_AT_EXIT: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+
+extern "C" fn remove_registered_dirs() {
+    if let Ok(dirs) = REMOVE_AT_EXIT.lock() {
+        for dir in dirs.iter() {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
+/// A [`pg_cluster_dir`] for a static that lives as long as the test process: removed when
+/// the process exits (statics are never dropped). A server started in it must be stopped
+/// by then — keep servers in locals, as every test here does.
+pub fn pg_cluster_dir_for_process(prefix: &str) -> tempfile::TempDir {
+    static REGISTER: std::sync::Once = std::sync::Once::new();
+    REGISTER.call_once(|| {
+        // SAFETY: `remove_registered_dirs` is an `extern "C" fn()` that never unwinds (it
+        // ignores every error) and touches only a static; atexit(3) may be called at any time.
+        unsafe {
+            libc::atexit(remove_registered_dirs);
+        }
+    });
+    let dir = pg_cluster_dir(prefix);
+    if let Ok(mut dirs) = REMOVE_AT_EXIT.lock() {
+        dirs.push(dir.path().to_path_buf());
+    }
+    dir
+}
+
 /// A [`pg_reachable_dir`] owned by [`PG_USER`], for a cluster and its socket.
 pub fn pg_cluster_dir(prefix: &str) -> tempfile::TempDir {
     let dir = pg_reachable_dir(prefix);
