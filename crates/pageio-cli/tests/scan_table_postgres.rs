@@ -19,7 +19,7 @@
 //! tests print a skip line, except under `CI`, where they fail.
 
 mod common;
-use common::{chown_to_pg_user, initdb, pageio_bounded, pg_bin, pg_cluster_dir, pg_ok, PgServer};
+use common::{chown_to_pg_user, initdb, pageio_bounded, pg_bin, pg_ok, PgServer};
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
