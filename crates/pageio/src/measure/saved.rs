@@ -203,3 +203,65 @@ pub fn save(path: &Path, m: &Measurement) -> Result<(), SavedError> {
     }
     result
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Measurement {
+        let text = r#"{"target":"/data","data_directory":true,"scratch_file":null,
+            "device":{"source":"fixed","files":[],"probed_bytes":8192,"direct_io":true,
+            "sequential_bytes_per_second":1.0,"sequential_pages_per_second":1.0,
+            "sequential_seconds":1.0,"random_reads_per_second_qd1":1.0,
+            "random_reads_per_second_qd32":1.0,"random":[]},
+            "relation":{"relation":"/data/base/5/1","generated":false,"blocks":1,
+            "effective_io_concurrency":16,"checksums":true,"runs":[],"not_measured":[]},
+            "effective_cpus":2,"budget_seconds":1.0,"elapsed_seconds":1.0,"notes":[]}"#;
+        serde_json::from_str(text).unwrap()
+    }
+
+    #[test]
+    fn a_saved_measurement_reads_back_equal_and_bad_files_are_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("m.json");
+        let m = sample();
+        save(&file, &m).unwrap();
+        assert_eq!(load(&file).unwrap(), m);
+        // Saving again over our own file is fine; nothing is left at a temporary name.
+        save(&file, &m).unwrap();
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+
+        let other = dir.path().join("notes.txt");
+        std::fs::write(&other, "my notes").unwrap();
+        let e = save(&other, &m).unwrap_err().to_string();
+        assert!(e.starts_with(&format!("refusing to overwrite {}: it exists and is not a saved pageio measurement (not JSON: ", other.display())), "{e}");
+        assert_eq!(std::fs::read_to_string(&other).unwrap(), "my notes");
+        let e = load(&other).unwrap_err().to_string();
+        assert!(
+            e.starts_with(&format!(
+                "measurement file {}: not a saved pageio measurement (not JSON",
+                other.display()
+            )),
+            "{e}"
+        );
+
+        let newer = br#"{"format":"pageio-measurement","version":9,"measurement":{}}"#;
+        let e = parse(Path::new("f.json"), newer).unwrap_err().to_string();
+        assert_eq!(e, "measurement file f.json: format version 9, this build reads version 1; measure again with this build");
+        let foreign = br#"{"format":"something","version":1}"#;
+        let e = parse(Path::new("f.json"), foreign).unwrap_err().to_string();
+        assert_eq!(e, "measurement file f.json: not a saved pageio measurement (its \"format\" is \"something\", not \"pageio-measurement\"); give the file a measuring run saved, or measure again");
+    }
+
+    #[test]
+    fn a_measurement_is_never_saved_inside_a_cluster() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("PG_VERSION"), "18\n").unwrap();
+        std::fs::create_dir_all(dir.path().join("global")).unwrap();
+        std::fs::create_dir_all(dir.path().join("base")).unwrap();
+        let file = dir.path().join("m.json");
+        let e = save(&file, &sample()).unwrap_err();
+        assert!(matches!(e, SavedError::InsideCluster { .. }), "{e}");
+        assert!(!file.exists());
+    }
+}
