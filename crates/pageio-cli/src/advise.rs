@@ -383,6 +383,9 @@ pub fn run(mut args: AdviseArgs) -> CliResult {
         Some(root) => Facts::read(&Sysroot::new(root), &sources, Probes::default()),
         None => Facts::read_live(&sources),
     };
+    if let Some(file) = &args.save_measurement {
+        measure::saved::check_writable(file)?;
+    }
     let measurement = if args.measure {
         let dir = measure_target(args.pgdata.as_deref(), &facts)?;
         let budget = Duration::from_secs(args.seconds.unwrap_or(advise::DEFAULT_MEASURE.as_secs()));

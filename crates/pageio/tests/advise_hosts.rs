@@ -915,7 +915,7 @@ fn a_fact_that_cannot_be_read_is_listed_not_guessed() {
         (swappiness.status, swappiness.found.as_str()),
         (
             Status::Ok,
-            "not checked: /proc/sys/vm/swappiness is absent or not readable here (this kernel has no such setting, or a container hides it)"
+            "not checked: /proc/sys/vm/swappiness gave no value here (this kernel has no such setting, a container hides it, or it did not parse: see what was not read)"
         ),
         "no value made up from one that did not parse"
     );
@@ -1175,7 +1175,7 @@ fn in_a_container_kernel_settings_are_the_hosts_and_skipped_checks_are_said() {
     for name in ["vm.dirty_background_bytes", "vm.overcommit_memory"] {
         let fix = &a.item(name).unwrap().fix;
         assert!(
-            fix.ends_with("then sysctl --system (set on the host: a container shares the host's kernel and devices)"),
+            fix.ends_with("(the sysctl snippet, read at every boot) (set on the host: a container shares the host's kernel and devices)"),
             "{name}: {fix}"
         );
         assert!(fix.contains("/etc/sysctl.d/90-postgresql.conf"), "{fix}");

@@ -133,12 +133,19 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<Measurement, SavedError> {
     Measurement::deserialize(m).map_err(|e| not_ours(format!("its \"measurement\": {e}")))
 }
 
-/// Saves `m` to `path` (see the module header for what is refused).
-pub fn save(path: &Path, m: &Measurement) -> Result<(), SavedError> {
-    let dir = match path.parent() {
+/// The directory `path` is written in.
+fn parent_dir(path: &Path) -> PathBuf {
+    match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
-    };
+    }
+}
+
+/// Whether a measurement may be saved to `path`: not inside a cluster, and not over a file
+/// that is not a saved measurement. [`save`] checks again; a caller checks first so a
+/// measurement is not made only to be refused.
+pub fn check_writable(path: &Path) -> Result<(), SavedError> {
+    let dir = parent_dir(path);
     if let Some(cluster) = crate::storage::enclosing_cluster(&dir) {
         return Err(SavedError::InsideCluster {
             path: path.to_path_buf(),
@@ -167,6 +174,13 @@ pub fn save(path: &Path, m: &Measurement) -> Result<(), SavedError> {
             })
         }
     }
+    Ok(())
+}
+
+/// Saves `m` to `path` (see the module header for what is refused).
+pub fn save(path: &Path, m: &Measurement) -> Result<(), SavedError> {
+    check_writable(path)?;
+    let dir = parent_dir(path);
     let json = serde_json::to_vec_pretty(&SavedOut {
         format: SAVED_FORMAT,
         version: SAVED_VERSION,

@@ -92,7 +92,7 @@ pub(super) fn in_container(ctx: &Ctx) -> bool {
 /// container that hides it): said, never skipped in silence.
 pub(super) fn unreadable(source: String) -> Verdict {
     skipped(
-        format!("{source} is absent or not readable here (this kernel has no such setting, or a container hides it)"),
+        format!("{source} gave no value here (this kernel has no such setting, a container hides it, or it did not parse: see what was not read)"),
         source,
     )
 }
@@ -110,7 +110,7 @@ pub(super) fn on_host(ctx: &Ctx) -> &'static str {
 /// Where a sysctl set with `sysctl -w` is kept so it survives a reboot, and the host note.
 pub(super) fn sysctl_persist(ctx: &Ctx) -> String {
     format!(
-        "; keep it across reboots with the same lines in /etc/sysctl.d/90-postgresql.conf (the sysctl snippet), then sysctl --system{}",
+        "; keep it across reboots with the same lines in /etc/sysctl.d/90-postgresql.conf (the sysctl snippet, read at every boot){}",
         on_host(ctx)
     )
 }
