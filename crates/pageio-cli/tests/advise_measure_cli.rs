@@ -115,9 +115,16 @@ fn measure_on_the_fixture_recommends_what_the_measurement_implies() {
         mic["recommended"],
         r.maintenance_io_concurrency.value.to_string()
     );
+    // The fixture's few MB fit the cache many times over: 1.1 whatever the disk, with the
+    // measured ratio quoted beside it.
     let rpc = item(&report, "random_page_cost");
-    let rpc_value: f64 = rpc["recommended"].as_str().unwrap().parse().unwrap();
-    assert_eq!(rpc_value, r.random_page_cost.value);
+    assert_eq!(rpc["recommended"], "1.1");
+    let rpc_reason = rpc["reason"].as_str().unwrap();
+    assert!(
+        rpc_reason.contains("fully cached")
+            && rpc_reason.contains(&format!("(measured: {})", r.random_page_cost.reason)),
+        "{rpc_reason}"
+    );
     let method = item(&report, "io_method");
     let method_reason = method["reason"].as_str().unwrap();
     // PostgreSQL may be refused io_uring where the engine is not (a build without liburing):
@@ -326,7 +333,16 @@ fn a_saved_measurement_gives_the_same_advice_and_its_snippet_is_not_flagged() {
     );
     for name in recommended {
         let (a, b) = (item(&first, name), item(&second, name));
-        assert_eq!(b["status"], "ok", "{name}: {}", b["reason"]);
+        // track_io_timing follows the clock's cost, probed live in each run: on a loaded
+        // machine it may cross its threshold between two runs. Everything else must agree.
+        if name == "track_io_timing" {
+            continue;
+        }
+        assert_eq!(
+            b["status"], "ok",
+            "{name}: {} ({})",
+            b["reason"], b["source"]
+        );
         let value = |v: &serde_json::Value| v["recommended"].as_str().unwrap().to_string();
         assert_eq!(value(b), value(a), "{name}");
     }
