@@ -428,6 +428,17 @@ fn saved_measurements_are_checked_before_measuring_and_never_overwrite_others() 
         "{stderr}"
     );
     assert!(out.stdout.is_empty());
+    // A device is refused before a byte of it is read.
+    let out = pageio_bounded(
+        &["advise", "--pgdata", pgdata_s, "--measurement", "/dev/zero"],
+        60,
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("measurement file /dev/zero: cannot read it: it is a character device, not a regular file"),
+        "{stderr}"
+    );
     // --save-measurement needs --measure; --measurement excludes it.
     let out = pageio_bounded(&["advise", "--save-measurement", "x.json"], 60);
     assert_eq!(out.status.code(), Some(2));
