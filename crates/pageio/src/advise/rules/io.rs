@@ -3,7 +3,10 @@
 //! (`io_workers` in PostgreSQL 18, the pool's `io_min_workers` / `io_max_workers` in 19).
 //!
 //! Each is measured when the disk was (the measurement's recommendation, with its reason),
-//! else guessed from whether the data directory's disks spin.
+//! else guessed from the data directory's storage class (`host::disk_class`: NVMe, SSD, a
+//! spinning disk, or a virtual or unknown device that never gets less than PostgreSQL 18's
+//! defaults). `random_page_cost` looks first at the data against the cache: data that fits
+//! is read from memory, where a random page costs what a sequential one does.
 
 use super::super::units::{human_bytes, BLOCK, KB};
 use super::ctx::AIO_SINCE_PG;
