@@ -129,6 +129,15 @@ pub struct AdviseArgs {
     /// are skipped
     #[arg(long, value_name = "DIR")]
     sysroot: Option<PathBuf>,
+    /// Save --measure's numbers to FILE (JSON, written to a temporary name and renamed;
+    /// never inside a cluster, never over a file that is not a saved measurement), for
+    /// --measurement in later runs
+    #[arg(long, value_name = "FILE", requires = "measure")]
+    save_measurement: Option<PathBuf>,
+    /// Advise from a measurement saved with --save-measurement instead of measuring again:
+    /// the same values as the run that measured
+    #[arg(long, value_name = "FILE", conflicts_with = "measure")]
+    measurement: Option<PathBuf>,
 }
 
 /// Why `--measure` could not run.
@@ -374,6 +383,9 @@ pub fn run(mut args: AdviseArgs) -> CliResult {
         Some(root) => Facts::read(&Sysroot::new(root), &sources, Probes::default()),
         None => Facts::read_live(&sources),
     };
+    if let Some(file) = &args.save_measurement {
+        measure::saved::check_writable(file)?;
+    }
     let measurement = if args.measure {
         let dir = measure_target(args.pgdata.as_deref(), &facts)?;
         let budget = Duration::from_secs(args.seconds.unwrap_or(advise::DEFAULT_MEASURE.as_secs()));
@@ -383,7 +395,14 @@ pub fn run(mut args: AdviseArgs) -> CliResult {
             .effective_cpus
             .as_ref()
             .map(|e| e.value as usize);
-        Some(measure_io(&dir, budget, cpus)?)
+        let m = measure_io(&dir, budget, cpus)?;
+        if let Some(file) = &args.save_measurement {
+            measure::saved::save(file, &m)?;
+            eprintln!("pageio: measure: saved to {}", file.display());
+        }
+        Some(m)
+    } else if let Some(file) = &args.measurement {
+        Some(measure::saved::load(file)?)
     } else {
         None
     };

@@ -86,27 +86,37 @@ pub(super) fn r_huge_pages_setting(ctx: &Ctx) -> Option<Verdict> {
     Some(v)
 }
 
+impl Ctx<'_> {
+    /// `effective_cache_size` (pgtune): three quarters of the effective RAM — a container's
+    /// memory limit when there is one —, a quarter on a desktop; in whole MB.
+    pub fn effective_cache_size(&self) -> u64 {
+        if self.workload() == Workload::Desktop {
+            round_down(self.ram / DESKTOP_EFFECTIVE_CACHE_SIZE_RAM_DIVISOR, MB)
+        } else {
+            round_down(
+                self.ram / EFFECTIVE_CACHE_SIZE_RAM_DIVISOR * EFFECTIVE_CACHE_SIZE_RAM_QUARTERS,
+                MB,
+            )
+        }
+    }
+}
+
 pub(super) fn r_effective_cache_size(ctx: &Ctx) -> Option<Verdict> {
     if ctx.ram == 0 {
         return None;
     }
-    let rec = if ctx.workload() == Workload::Desktop {
-        round_down(ctx.ram / DESKTOP_EFFECTIVE_CACHE_SIZE_RAM_DIVISOR, MB)
-    } else {
-        round_down(
-            ctx.ram / EFFECTIVE_CACHE_SIZE_RAM_DIVISOR * EFFECTIVE_CACHE_SIZE_RAM_QUARTERS,
-            MB,
-        )
-    };
+    let rec = ctx.effective_cache_size();
     Some(size_setting(
         ctx,
         "effective_cache_size",
         BLOCK,
         rec,
         format!(
-            "{} of the {} effective RAM: what shared_buffers and the page cache together can hold, for the planner's index costs",
+            "{} of the {} effective RAM ({}) = {}: what shared_buffers and the page cache together can hold, for the planner's index costs",
             if ctx.workload() == Workload::Desktop { "25%" } else { "75%" },
-            human_bytes(ctx.ram)
+            human_bytes(ctx.ram),
+            ctx.ram_limit,
+            human_bytes(rec)
         ),
     ))
 }
