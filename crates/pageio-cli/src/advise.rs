@@ -32,6 +32,7 @@ use pageio::measure::{self, MeasureOptions, MeasureTarget, Measurement, Phase};
 use crate::datadir::DataDirArgs;
 use crate::CliResult;
 
+mod live;
 mod names;
 mod report;
 
@@ -129,6 +130,13 @@ pub struct AdviseArgs {
     /// are skipped
     #[arg(long, value_name = "DIR")]
     sysroot: Option<PathBuf>,
+    /// A running server to read as well (libpq key=value pairs): its live settings (value,
+    /// source, file:line, pending_restart) and run-time statistics — cache hit ratio,
+    /// checkpoints, temp files, autovacuum, connections, unused and duplicate indexes,
+    /// pg_stat_io. Read-only and bounded; with --pgdata, the files are compared with the
+    /// live values
+    #[arg(long, value_name = "CONNINFO")]
+    dsn: Option<String>,
 }
 
 /// Why `--measure` could not run.
@@ -307,6 +315,9 @@ struct JsonReport<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     measurement: Option<&'a Measurement>,
     facts: &'a Facts,
+    /// `--dsn`'s live settings and statistics, as read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    live: Option<&'a pageio::advise::live::LiveFacts>,
 }
 
 fn check_dir(flag: &str, path: &Path, what: &str) -> Result<(), Box<dyn std::error::Error>> {
@@ -370,10 +381,18 @@ pub fn run(mut args: AdviseArgs) -> CliResult {
         pg_bin: args.pg_bin.as_deref(),
         storage_path: None,
     };
-    let facts = match &args.sysroot {
+    let live = match &args.dsn {
+        Some(dsn) => Some(live::read(dsn)?),
+        None => None,
+    };
+    let mut facts = match &args.sysroot {
         Some(root) => Facts::read(&Sysroot::new(root), &sources, Probes::default()),
         None => Facts::read_live(&sources),
     };
+    if let (Some(live), None) = (&live, &facts.instance) {
+        // No files given: the server's own settings stand for them.
+        facts.instance = Some(pageio::advise::live::instance_from_live(live));
+    }
     let measurement = if args.measure {
         let dir = measure_target(args.pgdata.as_deref(), &facts)?;
         let budget = Duration::from_secs(args.seconds.unwrap_or(advise::DEFAULT_MEASURE.as_secs()));
@@ -394,16 +413,43 @@ pub fn run(mut args: AdviseArgs) -> CliResult {
         pg_version: args.pg_version,
         measured,
     };
-    let advice = advise::advise_with_names(&facts, &inputs, &names::Flags);
+    let mut advice = advise::advise_with_names(&facts, &inputs, &names::Flags);
+    if let Some(live) = &live {
+        let mut items = advise::live::live_items(
+            live,
+            &advise::live::LiveInputs {
+                workload: inputs.workload,
+            },
+        );
+        if let Some(instance) = facts
+            .instance
+            .as_ref()
+            .filter(|i| !i.config_files.is_empty())
+        {
+            items.insert(0, advise::live::file_differences(&instance.settings, live));
+        }
+        advice.add_live(items);
+    }
     if args.json {
         let report = JsonReport {
             advice: &advice,
             measurement: measurement.as_ref(),
             facts: &facts,
+            live: live.as_ref(),
         };
         crate::write_stdout(&format!("{}\n", serde_json::to_string_pretty(&report)?))?;
     } else {
-        crate::write_stdout(&report::report(&advice))?;
+        let mut text = report::report(&advice);
+        if let Some(live) = &live {
+            text.insert_str(
+                0,
+                &format!(
+                    "live: PostgreSQL {} at {} (database {}, role {})\n",
+                    live.server_version, live.target, live.database, live.role
+                ),
+            );
+        }
+        crate::write_stdout(&text)?;
     }
     Ok(advice.exit_status())
 }

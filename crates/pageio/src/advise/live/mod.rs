@@ -394,3 +394,45 @@ pub fn duration_words(seconds: f64) -> String {
         format!("{s} s")
     }
 }
+
+/// Sources of `pg_settings` that a person set (a file, the command line, the environment),
+/// as opposed to PostgreSQL's defaults and this session's own values.
+const SET_BY_SOMEONE: [&str; 4] = [
+    "configuration file",
+    "command line",
+    "environment variable",
+    "global",
+];
+
+/// The running server's settings as an [`InstanceFacts`](crate::host::InstanceFacts), for
+/// advice without configuration files: each value written as a file would hold it (a size
+/// in the largest exact unit, a time with its unit), with `pg_settings.sourcefile:line` as
+/// its source when the role may read it, else `pg_settings (SOURCE)`.
+pub fn instance_from_live(live: &LiveFacts) -> crate::host::InstanceFacts {
+    let mut instance = crate::host::InstanceFacts {
+        pg_version: Some(live.major_version()),
+        ..Default::default()
+    };
+    let Ok(settings) = live.settings.read() else {
+        return instance;
+    };
+    for s in settings
+        .iter()
+        .filter(|s| SET_BY_SOMEONE.contains(&s.source.as_str()))
+    {
+        let value = match (s.bytes(), s.unit_ms(), &s.unit) {
+            (Some(bytes), _, _) => crate::advise::units::format_size(bytes),
+            (None, Some(_), Some(unit)) => format!("{}{unit}", s.setting),
+            _ => s.setting.clone(),
+        };
+        let (file, line) = match (&s.sourcefile, s.sourceline) {
+            (Some(file), Some(line)) => (file.into(), usize::try_from(line).unwrap_or(0)),
+            _ => (format!("pg_settings ({})", s.source).into(), 0),
+        };
+        instance.settings.insert(
+            s.name.to_ascii_lowercase(),
+            crate::host::SettingSource { value, file, line },
+        );
+    }
+    instance
+}
