@@ -389,7 +389,7 @@ fn autovacuum_backlog(facts: &LiveFacts) -> Item {
         .map(|t| (t, vacuum_threshold(t, facts)))
         .filter(|(t, threshold)| t.n_dead_tup as f64 > AUTOVACUUM_FAR_PAST_FACTOR * threshold)
         .collect();
-    behind.sort_by(|a, b| b.0.n_dead_tup.cmp(&a.0.n_dead_tup));
+    behind.sort_by_key(|b| std::cmp::Reverse(b.0.n_dead_tup));
     let source = format!(
         "pg_stat_user_tables of database \"{}\" (live)",
         facts.database
@@ -573,7 +573,7 @@ pub fn temp_files(facts: &LiveFacts) -> Item {
     let bytes: i64 = databases.iter().map(|d| d.temp_bytes).sum();
     let work_mem = facts.setting("work_mem").and_then(LiveSetting::bytes);
     let mut per_db: Vec<&DatabaseStats> = databases.iter().filter(|d| d.temp_files > 0).collect();
-    per_db.sort_by(|a, b| b.temp_bytes.cmp(&a.temp_bytes));
+    per_db.sort_by_key(|b| std::cmp::Reverse(b.temp_bytes));
     let listed: Vec<String> = per_db
         .iter()
         .take(MAX_LISTED)
@@ -697,7 +697,7 @@ fn stat_io(facts: &LiveFacts) -> Item {
     };
     let timing = on(facts, "track_io_timing") == Some(true);
     let mut sorted: Vec<_> = rows.iter().filter(|r| r.reads > 0 || r.hits > 0).collect();
-    sorted.sort_by(|a, b| b.reads.cmp(&a.reads));
+    sorted.sort_by_key(|b| std::cmp::Reverse(b.reads));
     let shown: Vec<String> = sorted
         .iter()
         .take(MAX_LISTED)
@@ -864,7 +864,7 @@ pub fn unused_indexes(all: &[IndexFacts], database: &str, age: &str) -> Item {
         .iter()
         .filter(|i| i.idx_scan == 0 && !i.unique && !i.primary && !i.constraint)
         .collect();
-    unused.sort_by(|a, b| b.size_bytes.cmp(&a.size_bytes));
+    unused.sort_by_key(|b| std::cmp::Reverse(b.size_bytes));
     let source = format!("pg_stat_user_indexes of database \"{database}\" (live)");
     if unused.is_empty() {
         return item(
