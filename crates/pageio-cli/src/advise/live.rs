@@ -162,16 +162,18 @@ fn one<T: DeserializeOwned>(client: &mut Client, sql: &str) -> Reading<T> {
     }
 }
 
-/// `pg_settings`, every row.
+/// `pg_settings`, every row. No `ORDER BY` here or in any section (the checks order what they list):
+/// a sort larger than a small `work_mem` would spill to a temporary file and show up in the
+/// very `temp files` figure advise reports.
 const SETTINGS_SQL: &str = "SELECT row_to_json(s)::text FROM (\
      SELECT name, setting, unit, source, sourcefile, sourceline, pending_restart, boot_val, \
-            enumvals, context FROM pg_catalog.pg_settings ORDER BY name) s";
+            enumvals, context FROM pg_catalog.pg_settings) s";
 
 /// `pg_stat_database`, the databases (not the shared-objects row).
 const DATABASES_SQL: &str = "SELECT row_to_json(d)::text FROM (\
      SELECT datname::text, numbackends::int8, blks_read, blks_hit, temp_files, temp_bytes, \
             stats_reset::text, extract(epoch FROM now() - stats_reset)::float8 AS stats_age_seconds \
-     FROM pg_catalog.pg_stat_database WHERE datname IS NOT NULL ORDER BY datname) d";
+     FROM pg_catalog.pg_stat_database WHERE datname IS NOT NULL) d";
 
 /// `pg_stat_checkpointer` (17+).
 const CHECKPOINTER_SQL: &str = "SELECT row_to_json(c)::text FROM (\
@@ -193,7 +195,7 @@ const STAT_IO_SQL: &str = "SELECT row_to_json(i)::text FROM (\
               AS normal_writes, \
             coalesce(sum(write_time), 0)::float8 AS write_time_ms, \
             coalesce(sum(hits), 0)::int8 AS hits \
-     FROM pg_catalog.pg_stat_io GROUP BY backend_type ORDER BY backend_type) i";
+     FROM pg_catalog.pg_stat_io GROUP BY backend_type) i";
 
 /// The connected database's tables with their autovacuum reloptions.
 const TABLES_SQL: &str = "SELECT row_to_json(t)::text FROM (\
@@ -206,8 +208,7 @@ const TABLES_SQL: &str = "SELECT row_to_json(t)::text FROM (\
             (SELECT o.option_value::float8 FROM pg_catalog.pg_options_to_table(c.reloptions) o \
               WHERE o.option_name = 'autovacuum_vacuum_scale_factor') AS vacuum_scale_factor, \
             s.last_autovacuum::text AS last_autovacuum \
-     FROM pg_catalog.pg_stat_user_tables s JOIN pg_catalog.pg_class c ON c.oid = s.relid \
-     ORDER BY s.n_dead_tup DESC) t";
+     FROM pg_catalog.pg_stat_user_tables s JOIN pg_catalog.pg_class c ON c.oid = s.relid) t";
 
 /// The connected database's indexes: use, size, constraint, validity, and the key that makes
 /// two of them the same (method, columns, operator classes, collations, expressions,
@@ -227,8 +228,7 @@ const INDEXES_SQL: &str = "SELECT row_to_json(i)::text FROM (\
      FROM pg_catalog.pg_stat_user_indexes s \
      JOIN pg_catalog.pg_index x ON x.indexrelid = s.indexrelid \
      JOIN pg_catalog.pg_class ic ON ic.oid = x.indexrelid \
-     JOIN pg_catalog.pg_am am ON am.oid = ic.relam \
-     ORDER BY 1, 2) i";
+     JOIN pg_catalog.pg_am am ON am.oid = ic.relam) i";
 
 /// Client backends in use, and how many of them are superusers'.
 const CONNECTIONS_SQL: &str = "SELECT row_to_json(c)::text FROM (\

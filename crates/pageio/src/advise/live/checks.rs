@@ -921,7 +921,10 @@ pub fn duplicate_indexes(all: &[IndexFacts], database: &str) -> Item {
             .or_default()
             .push(i);
     }
-    let dups: Vec<Vec<&IndexFacts>> = groups.into_values().filter(|g| g.len() > 1).collect();
+    let mut dups: Vec<Vec<&IndexFacts>> = groups.into_values().filter(|g| g.len() > 1).collect();
+    for group in &mut dups {
+        group.sort_by(|a, b| a.index.cmp(&b.index));
+    }
     let source = format!("pg_index of database \"{database}\" (live)");
     if dups.is_empty() {
         return item(

@@ -275,7 +275,7 @@ fn unused_and_duplicate_indexes_spare_constraints() {
     assert_eq!(dups.status, Status::Warn);
     assert_eq!(
         dups.found,
-        "1 set(s): public.orders_pkey = public.orders_id_idx on public.orders"
+        "1 set(s): public.orders_id_idx = public.orders_pkey on public.orders"
     );
     assert!(dups
         .fix
