@@ -4,7 +4,7 @@
 //! ```text
 //!   pageio advise [--pgdata DIR | --config FILE] [--pg-bin DIR] [--workload W]
 //!                 [--max-connections N] [--pg-version 17|18|19] [--measure [--seconds N]]
-//!                 [--json] [--sysroot DIR]
+//!                 [--json] [--sysroot DIR] [--dsn CONNINFO]
 //! ```
 //!
 //! The library reads the facts (`pageio::host`, with the live probes run here: io_uring
@@ -15,7 +15,10 @@
 //! [`measure_io`]: `pageio::measure::run` on the cluster (read-only), with progress on
 //! stderr and SIGINT passed to its cancel flag; its [`Measurement`] becomes
 //! `advise::MeasuredIo` (the settings `pageio::measure::recommend` chooses) and, with
-//! `--json`, the report's `"measurement"` object.
+//! `--json`, the report's `"measurement"` object. `--dsn` goes through [`live`]: the running
+//! server's settings and statistics, read over a bounded read-only session, become the
+//! library's `advise::live::LiveFacts`, whose items join the advice (and, with `--json`, the
+//! report's `"live"` object); without files, the live settings stand for them.
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -82,7 +85,8 @@ data as configured). advise also exits 2 when it could not run (a bad flag, an u
 Examples:
   pageio advise --pgdata /var/lib/postgresql/18/main --workload oltp
   pageio advise --pgdata /var/lib/postgresql/18/main --measure --seconds 30 --json
-  pageio advise --max-connections 500 --pg-version 19 --json";
+  pageio advise --max-connections 500 --pg-version 19 --json
+  pageio advise --pgdata /var/lib/postgresql/18/main --dsn 'host=/var/run/postgresql user=postgres'";
 
 /// Arguments of `pageio advise`.
 #[derive(Debug, Args)]

@@ -5,7 +5,7 @@
 //! ```text
 //!   parse --dsn ─► Session::connect (≤ connect_timeout + 1 s)
 //!   session.run(≤ SECTIONS × statement_timeout + slack):
-//!     the head (version, database, role, privileges, uptime)    — a failure ends the run
+//!     the version, then the head (database, role, privileges, uptime) — a failure ends it
 //!     per section: START TRANSACTION READ ONLY; SELECT row_to_json(…); COMMIT
 //!       pg_settings, pg_stat_database, pg_stat_checkpointer (17+), pg_stat_bgwriter,
 //!       pg_stat_io (16+), pg_stat_user_tables + reloptions, pg_stat_user_indexes + pg_index,
@@ -38,8 +38,9 @@ pub(crate) const SESSION: SessionLimits = SessionLimits {
     statement_timeout_ms: STATEMENT_TIMEOUT_MS,
 };
 
-/// Statements of one run: the head, then ten sections of a start, a query and a commit.
-const STATEMENTS: u32 = 31;
+/// Statements of one run: the version and the head, then nine sections of a start, a query
+/// and a commit.
+const STATEMENTS: u32 = 29;
 
 /// The oldest server whose statistics views advise reads (`pg_stat_database`'s columns,
 /// `pg_settings.pending_restart`): PostgreSQL 13.
@@ -74,29 +75,34 @@ pub(crate) fn read(dsn: &str) -> Result<LiveFacts, ServerError> {
 
 /// The head, then every section.
 fn read_all(client: &mut Client, target: String) -> Result<LiveFacts, postgres::Error> {
-    let head = client.query_one(
-        "SELECT current_setting('server_version_num')::int4, current_setting('server_version'), \
-                current_database()::text, current_user::text, \
-                pg_catalog.pg_has_role(current_user, 'pg_read_all_stats', 'MEMBER'), \
-                pg_catalog.pg_has_role(current_user, 'pg_read_all_settings', 'MEMBER'), \
-                extract(epoch FROM now() - pg_catalog.pg_postmaster_start_time())::float8",
+    // The version first, alone: a server too old for the rest still answers this, and gets
+    // an error naming its version rather than a failed query.
+    let version = client.query_one(
+        "SELECT current_setting('server_version_num')::int4, current_setting('server_version')",
         &[],
     )?;
-    let version_num = head.get::<_, i32>(0).max(0) as u32;
+    let version_num = version.get::<_, i32>(0).max(0) as u32;
     let mut facts = LiveFacts {
         target,
         server_version_num: version_num,
-        server_version: head.get(1),
-        database: head.get(2),
-        role: head.get(3),
-        read_all_stats: head.get(4),
-        read_all_settings: head.get(5),
-        uptime_seconds: head.get(6),
+        server_version: version.get(1),
         ..Default::default()
     };
     if version_num < OLDEST_VERSION_NUM {
         return Ok(facts);
     }
+    let head = client.query_one(
+        "SELECT current_database()::text, current_user::text, \
+                pg_catalog.pg_has_role(current_user, 'pg_read_all_stats', 'MEMBER'), \
+                pg_catalog.pg_has_role(current_user, 'pg_read_all_settings', 'MEMBER'), \
+                extract(epoch FROM now() - pg_catalog.pg_postmaster_start_time())::float8",
+        &[],
+    )?;
+    facts.database = head.get(0);
+    facts.role = head.get(1);
+    facts.read_all_stats = head.get(2);
+    facts.read_all_settings = head.get(3);
+    facts.uptime_seconds = head.get(4);
     facts.settings = rows(client, SETTINGS_SQL);
     facts.databases = rows(client, DATABASES_SQL);
     facts.checkpointer = if version_num >= CHECKPOINTER_SINCE {

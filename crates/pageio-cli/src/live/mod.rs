@@ -27,8 +27,8 @@
 //!   wait ≤ bound                 ◄───────── the job's answer
 //! ```
 //!
-//! `pageio aios --dsn` keeps its own sampling thread (it predates [`Session`]) on the same
-//! connection string and bounds.
+//! `pageio advise --dsn` reads through a [`Session`]; `pageio aios --dsn` keeps its own
+//! sampling thread (it predates [`Session`]) on the same connection string and bounds.
 //!
 //! ## Layout
 //!

@@ -392,3 +392,34 @@ fn a_setting_edited_and_not_reloaded_is_a_difference() {
     );
     assert_eq!(it.fix, "SELECT pg_reload_conf(); (or pg_ctl reload)");
 }
+
+#[test]
+fn live_settings_stand_for_the_files_as_a_file_would_write_them() {
+    let mut shared = setting("shared_buffers", "2048", Some("8kB"));
+    shared.context = "postmaster".into();
+    let mut port = setting("port", "5433", None);
+    port.source = "command line".into();
+    port.sourcefile = None;
+    port.sourceline = None;
+    let mut default = setting("work_mem", "4096", Some("kB"));
+    default.source = "default".into();
+    let f = facts(vec![
+        shared,
+        setting("checkpoint_timeout", "30", Some("s")),
+        port,
+        default,
+    ]);
+    let instance = instance_from_live(&f);
+    assert_eq!(instance.pg_version, Some(18));
+    let shared = instance.setting("shared_buffers").unwrap();
+    assert_eq!(shared.value, "16MB");
+    assert_eq!(shared.location(), "/srv/pg/postgresql.conf:12");
+    assert_eq!(instance.setting("checkpoint_timeout").unwrap().value, "30s");
+    let port = instance.setting("port").unwrap();
+    assert_eq!(
+        (port.value.as_str(), port.location().as_str()),
+        ("5433", "pg_settings (command line):0")
+    );
+    // A default nobody set is not a file's setting.
+    assert!(instance.setting("work_mem").is_none());
+}
