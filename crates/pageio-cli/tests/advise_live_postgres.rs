@@ -218,6 +218,16 @@ fn run(bin: &Path) {
         "{report}"
     );
     assert!(report.contains("  [WARN] checkpoints: "), "{report}");
+    // Without files, the live settings stand for them, each with pg_settings' file:line;
+    // work_mem is the live 64kB, not the file's unreloaded 2MB.
+    let line_of = |wanted: &str| text.lines().position(|l| l == wanted).unwrap() + 1;
+    for (name, value, line) in [
+        ("shared_buffers", "16MB", "shared_buffers = 16MB"),
+        ("work_mem", "64kB", "work_mem = 64kB"),
+    ] {
+        let shown = format!("] {name}: {value}  ({}:{})", conf.display(), line_of(line));
+        assert!(report.contains(&shown), "{shown} not in {report}");
+    }
 
     // Only read-only statements reached the server.
     let statements = logged_statements(&root);
