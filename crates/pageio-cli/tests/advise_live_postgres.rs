@@ -229,6 +229,27 @@ fn run(bin: &Path) {
         assert!(report.contains(&shown), "{shown} not in {report}");
     }
 
+    // A role without pg_read_all_stats and pg_read_all_settings is told what it misses, and
+    // the checks still run.
+    server.psql("CREATE ROLE monitor LOGIN");
+    let monitor_dsn = dsn.replace("user=postgres", "user=monitor");
+    let out = pageio_bounded(&["advise", "--dsn", &monitor_dsn, "--json"], 120);
+    let v: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    assert_eq!(
+        verdict(&v, "privilege"),
+        (
+            "warn".to_string(),
+            "role \"monitor\" lacks pg_read_all_stats (other sessions' activity and wait events) and pg_read_all_settings (the file and line of each live setting)".to_string()
+        )
+    );
+    assert_eq!(
+        item(&v, "privilege")["fix"],
+        "as a superuser: GRANT pg_read_all_stats, pg_read_all_settings TO \"monitor\""
+    );
+    assert_eq!(item(&v, "checkpoints")["status"], "warn");
+    assert_eq!(item(&v, "fsync")["source"], "default (live)");
+
     // Only read-only statements reached the server.
     let statements = logged_statements(&root);
     let mut kinds: Vec<&str> = statements
