@@ -498,6 +498,11 @@ mod tests {
             snapshot[4],
             "4242  client backend  SUBMITTED  readv      8192   24576  public.big  blocks 1..3 in file \"base/5/16384\""
         );
+        assert_eq!(snapshot[5], "by backend:");
+        assert_eq!(
+            snapshot[6],
+            "4242 client backend  database postgres  active  wait IO:AioIoCompletion  SELECT count(*) FROM big"
+        );
     }
 
     /// The relation column takes the longest name when the screen has room, and gives way

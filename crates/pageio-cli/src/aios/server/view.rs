@@ -99,6 +99,19 @@ impl ServerView {
         for row in &cells {
             lines.push(format_row(row));
         }
+        lines.push("by backend:".to_string());
+        for b in &r.in_flight_by_backend {
+            let known = |v: &Option<String>| v.clone().unwrap_or_else(|| "?".into());
+            lines.push(format!(
+                "{} {}  database {}  {}  wait {}  {}",
+                b.pid,
+                known(&b.backend_type),
+                known(&b.database),
+                known(&b.state),
+                b.wait.as_deref().unwrap_or("-"),
+                b.query.as_deref().unwrap_or("")
+            ));
+        }
         lines
     }
 
