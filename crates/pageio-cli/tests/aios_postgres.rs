@@ -336,11 +336,18 @@ fn sees_a_cold_scan(bin: &Path, io_method: &str) {
                         "{by_relation:?}"
                     );
                     let by_backend = doc["in_flight_by_backend"].as_array().unwrap();
+                    let backend = by_backend
+                        .iter()
+                        .find(|b| b["pid"].as_i64() == Some(scanner.pid))
+                        .unwrap_or_else(|| panic!("{by_backend:?}"));
+                    // Who the backend is and what it runs, from pg_stat_activity.
+                    assert_eq!(backend["database"], "postgres", "{backend}");
                     assert!(
-                        by_backend
-                            .iter()
-                            .any(|b| b["pid"].as_i64() == Some(scanner.pid)),
-                        "{by_backend:?}"
+                        backend["query"]
+                            .as_str()
+                            .unwrap_or_default()
+                            .contains("big"),
+                        "{backend}"
                     );
                     seen.get_or_insert_with(|| io.clone());
                 }
@@ -449,9 +456,19 @@ fn sees_a_cold_scan(bin: &Path, io_method: &str) {
     let text = String::from_utf8_lossy(&out.stdout);
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), 3, "{text}");
-    assert!(lines[0].contains("reads/s - "), "{text}");
+    // The plain line follows the local `aios --watch` line's fields and order.
     assert!(
-        lines[2].contains("reads/s ") && lines[2].contains("io workers"),
+        lines[0].starts_with(&format!(
+            "pid=server io_method={io_method} ios_per_s=- mb_per_s=- depth="
+        )),
+        "{text}"
+    );
+    assert!(
+        lines[0].contains(" read_ms_per_s=-(track_io_timing=off) workers="),
+        "{text}"
+    );
+    assert!(
+        lines[2].contains(" ios_per_s=") && !lines[2].contains(" ios_per_s=- "),
         "{text}"
     );
 

@@ -27,8 +27,8 @@
 //!   wait ≤ bound                 ◄───────── the job's answer
 //! ```
 //!
-//! `pageio aios --dsn` keeps its own sampling thread (it predates [`Session`]) on the same
-//! connection string and bounds.
+//! `pageio advise --dsn` reads through a [`Session`]; `pageio aios --dsn` keeps its own
+//! sampling thread (it predates [`Session`]) on the same connection string and bounds.
 //!
 //! ## Layout
 //!
@@ -74,7 +74,6 @@ pub(crate) struct SessionLimits {
     pub(crate) statement_timeout_ms: u64,
 }
 
-#[allow(dead_code)] // until the first command runs jobs on a Session
 impl SessionLimits {
     /// The most the calling thread waits for a job of `statements` statements: each may
     /// take the statement timeout, plus the round trips.
@@ -167,14 +166,12 @@ pub(crate) fn timeout_fix(doing: &str) -> &'static str {
     }
 }
 
-#[allow(dead_code)] // until the first command runs jobs on a Session
 /// One job for the connection thread: runs on the client, answers with its result boxed.
 type Job = Box<dyn FnOnce(&mut Client) -> Box<dyn Any + Send> + Send>;
 
 /// A connection on its own thread; the caller waits for every answer with a bound (see the
 /// module docs). After a wait has timed out, the thread may still be busy with that job, so
 /// the session refuses further jobs rather than pairing a late answer with a new question.
-#[allow(dead_code)] // until the first command runs jobs on a Session
 pub(crate) struct Session {
     jobs: mpsc::Sender<Job>,
     answers: mpsc::Receiver<Box<dyn Any + Send>>,
@@ -182,7 +179,6 @@ pub(crate) struct Session {
     broken: bool,
 }
 
-#[allow(dead_code)] // until the first command runs jobs on a Session
 impl Session {
     /// Connects to the server `config` names on a new thread, waiting at most the
     /// connect bound ([`connect_bound`]).

@@ -28,6 +28,8 @@ pub(super) struct ServerFacts {
     pub(super) io_method: String,
     /// `io_workers` (the setting; the running workers are counted per sample).
     pub(super) io_workers_setting: String,
+    /// `track_io_timing`: without it pg_stat_io's times stay 0, and the view says so.
+    pub(super) track_io_timing: bool,
 }
 
 /// An error unless the server has `pg_aios` (PostgreSQL 18 or later).
@@ -64,7 +66,8 @@ pub(super) fn check_server(client: &mut Client, target: &str) -> Result<ServerFa
                     current_database(), current_user, \
                     (SELECT oid FROM pg_database WHERE datname = current_database()), \
                     coalesce(current_setting('io_method', true), ''), \
-                    coalesce(current_setting('io_workers', true), '')",
+                    coalesce(current_setting('io_workers', true), ''), \
+                    coalesce(current_setting('track_io_timing', true), '')",
         )
         .map_err(query_error("reading the server version"))?;
     let Some(row) = messages.iter().find_map(|message| match message {
@@ -110,6 +113,7 @@ pub(super) fn check_server(client: &mut Client, target: &str) -> Result<ServerFa
         role,
         io_method: field(5),
         io_workers_setting: field(6),
+        track_io_timing: field(7) == "on",
     })
 }
 

@@ -422,6 +422,7 @@ mod tests {
             role: "postgres".into(),
             io_method: "worker".into(),
             io_workers_setting: "3".into(),
+            track_io_timing: false,
         };
         let aios: Vec<Map<String, Value>> = vec![serde_json::json!({
             "pid": 4242, "io_id": 1, "io_generation": 7, "state": "SUBMITTED",
@@ -434,7 +435,9 @@ mod tests {
         .unwrap()
         .clone()];
         let activity: Vec<Map<String, Value>> = [
-            serde_json::json!({"pid": 4242, "backend_type": "client backend", "wait_event": "AioIoCompletion"}),
+            serde_json::json!({"pid": 4242, "backend_type": "client backend", "datname": "postgres",
+                "state": "active", "wait_event_type": "IO", "wait_event": "AioIoCompletion",
+                "query": "\n  SELECT count(*) FROM big\n  WHERE a > 0"}),
             serde_json::json!({"pid": 10, "backend_type": "io worker", "wait_event": "IoWorkerMain"}),
             serde_json::json!({"pid": 11, "backend_type": "io worker", "wait_event": null}),
         ]
@@ -478,8 +481,13 @@ mod tests {
         let line = &view.plain_lines()[0];
         assert_eq!(
             line,
-            "15:52:01  reads/s 1234 read MB/s 9.6 hits/s 20 writes/s 0  in flight 1 [4242 client backend 1]  by relation [public.big 1]  io workers 2 (1 busy)"
+            "pid=server io_method=worker ios_per_s=1234 mb_per_s=9.6 depth=1 avg_io_kb=24.0 read_ms_per_s=-(track_io_timing=off) workers=2 busy=1 reads_per_s=1234 hits_per_s=20 writes_per_s=0 time=15:52:01 backends=[4242 client backend 1] relations=[public.big 1]"
         );
+        let backend = &view.report.in_flight_by_backend[0];
+        assert_eq!(backend.database.as_deref(), Some("postgres"));
+        assert_eq!(backend.state.as_deref(), Some("active"));
+        assert_eq!(backend.wait.as_deref(), Some("IO:AioIoCompletion"));
+        assert_eq!(backend.query.as_deref(), Some("SELECT count(*) FROM big"));
         let snapshot = view.snapshot_lines();
         assert_eq!(snapshot[2], "1 I/O(s) in flight:");
         assert_eq!(
@@ -490,6 +498,24 @@ mod tests {
             snapshot[4],
             "4242  client backend  SUBMITTED  readv      8192   24576  public.big  blocks 1..3 in file \"base/5/16384\""
         );
+        assert_eq!(snapshot[5], "by backend:");
+        assert_eq!(
+            snapshot[6],
+            "4242 client backend  database postgres  active  wait IO:AioIoCompletion  SELECT count(*) FROM big"
+        );
+    }
+
+    /// The relation column takes the longest name when the screen has room, and gives way
+    /// to target_desc's least width when it has not.
+    #[test]
+    fn the_relation_column_is_sized_from_the_screen() {
+        let mut row: [String; 8] = Default::default();
+        row[6] = "analytics.customer_order_line_items_2026".into();
+        let cells = vec![row];
+        assert_eq!(relation_column_width(&cells, 150), 40);
+        assert_eq!(relation_column_width(&cells, 110), 110 - 76 - 20);
+        assert_eq!(relation_column_width(&[], 150), 8);
+        assert_eq!(relation_column_width(&cells, 20), 8);
     }
 
     #[test]
@@ -521,6 +547,9 @@ mod tests {
             })
             .collect();
         for expected in [
+            "read ms/s: — (track_io_timing is off: SET it on to see I/O times)",
+            "IO:AioIoCompletion",
+            "SELECT count(*) FROM",
             "pg_stat_io, per second",
             "reads/s",
             "read MB/s",

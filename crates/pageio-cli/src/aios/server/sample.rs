@@ -255,7 +255,8 @@ pub(super) fn take_rows(
     let activity = json_rows(
         &mut transaction,
         "SELECT row_to_json(s)::text FROM (SELECT pid, backend_type, datname, usename, state, \
-             wait_event_type, wait_event, query_start, backend_start \
+             wait_event_type, wait_event, query_start, backend_start, \
+             left(query, 2000) AS query \
              FROM pg_catalog.pg_stat_activity ORDER BY pid) s",
         target,
         "reading pg_stat_activity",
