@@ -423,3 +423,21 @@ fn live_settings_stand_for_the_files_as_a_file_would_write_them() {
     // A default nobody set is not a file's setting.
     assert!(instance.setting("work_mem").is_none());
 }
+
+/// A live setting whose file this role may not see is named by its source alone, never
+/// with a made-up line 0.
+#[test]
+fn a_source_without_a_line_is_printed_without_one() {
+    let hidden = SettingSource {
+        value: "4MB".into(),
+        file: PathBuf::from("pg_settings (configuration file)"),
+        line: 0,
+    };
+    assert_eq!(hidden.location(), "pg_settings (configuration file)");
+    let seen = SettingSource {
+        value: "4MB".into(),
+        file: PathBuf::from("/srv/pg/postgresql.conf"),
+        line: 12,
+    };
+    assert_eq!(seen.location(), "/srv/pg/postgresql.conf:12");
+}
