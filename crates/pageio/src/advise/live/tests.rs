@@ -418,7 +418,7 @@ fn live_settings_stand_for_the_files_as_a_file_would_write_them() {
     let port = instance.setting("port").unwrap();
     assert_eq!(
         (port.value.as_str(), port.location().as_str()),
-        ("5433", "pg_settings (command line):0")
+        ("5433", "pg_settings (command line)")
     );
     // A default nobody set is not a file's setting.
     assert!(instance.setting("work_mem").is_none());
