@@ -276,10 +276,11 @@ pub(super) fn r_mic(ctx: &Ctx) -> Option<Verdict> {
     ))
 }
 
-/// An I/O concurrency: within [`CONCURRENCY_TOLERANCE`] of the recommendation; where the
-/// device's speed is not known ([`Ctx::speed_unknown`]), any accepted value from
-/// [`MIN_UNMEASURED_IO_CONCURRENCY`] up is kept (an earlier measurement's, say) and the
-/// snippet keeps it too.
+/// An I/O concurrency: within [`CONCURRENCY_TOLERANCE`] of the recommendation. Without a
+/// measurement the recommendation is a guess from the storage class, so on anything but a
+/// spinning disk a configured value from [`MIN_UNMEASURED_IO_CONCURRENCY`] up is kept (an
+/// earlier measurement's, say: advise must not take back what it measured before) and the
+/// snippet keeps it too; the item still names the class's guess and how to measure.
 fn concurrency_setting(ctx: &Ctx, name: &str, rec: u32, why: String) -> Verdict {
     let mut v = number_setting(
         ctx,
@@ -292,9 +293,16 @@ fn concurrency_setting(ctx: &Ctx, name: &str, rec: u32, why: String) -> Verdict 
     let configured = ctx
         .setting(name)
         .and_then(|s| s.value.trim_matches('\'').parse::<u32>().ok());
-    if let Some(n) = configured.filter(|n| ctx.speed_unknown() && *n >= rec) {
+    let guessed = ctx.measured().is_none() && !ctx.disk.class.spins();
+    if let Some(n) = configured.filter(|n| guessed && *n >= MIN_UNMEASURED_IO_CONCURRENCY) {
         v.status = Some(Status::Ok);
-        v.recommended = format!("{n} (as configured: at least {rec})");
+        v.recommended = if ctx.speed_unknown() || n == rec {
+            format!("{n} (as configured: at least {rec})")
+        } else {
+            format!(
+                "{n} (as configured; the storage class suggests {rec}, a guess: measure to compare)"
+            )
+        };
         v.conf = Some((name.to_string(), n.to_string()));
         v.fix = "none".into();
     }
