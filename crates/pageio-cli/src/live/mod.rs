@@ -74,7 +74,6 @@ pub(crate) struct SessionLimits {
     pub(crate) statement_timeout_ms: u64,
 }
 
-#[allow(dead_code)] // until the first command runs jobs on a Session
 impl SessionLimits {
     /// The most the calling thread waits for a job of `statements` statements: each may
     /// take the statement timeout, plus the round trips.
@@ -167,22 +166,21 @@ pub(crate) fn timeout_fix(doing: &str) -> &'static str {
     }
 }
 
-#[allow(dead_code)] // until the first command runs jobs on a Session
 /// One job for the connection thread: runs on the client, answers with its result boxed.
 type Job = Box<dyn FnOnce(&mut Client) -> Box<dyn Any + Send> + Send>;
 
 /// A connection on its own thread; the caller waits for every answer with a bound (see the
 /// module docs). After a wait has timed out, the thread may still be busy with that job, so
 /// the session refuses further jobs rather than pairing a late answer with a new question.
-#[allow(dead_code)] // until the first command runs jobs on a Session
 pub(crate) struct Session {
     jobs: mpsc::Sender<Job>,
     answers: mpsc::Receiver<Box<dyn Any + Send>>,
+    /// Signalled by the connection thread once the client is closed.
+    closed: mpsc::Receiver<()>,
     target: String,
     broken: bool,
 }
 
-#[allow(dead_code)] // until the first command runs jobs on a Session
 impl Session {
     /// Connects to the server `config` names on a new thread, waiting at most the
     /// connect bound ([`connect_bound`]).
@@ -192,6 +190,7 @@ impl Session {
         let (jobs_tx, jobs_rx) = mpsc::channel::<Job>();
         let (answers_tx, answers_rx) = mpsc::channel::<Box<dyn Any + Send>>();
         let (connected_tx, connected_rx) = mpsc::channel::<Result<(), ServerError>>();
+        let (closed_tx, closed_rx) = mpsc::channel::<()>();
         let thread_target = target.clone();
         std::thread::Builder::new()
             .name("pg-session".into())
@@ -211,6 +210,10 @@ impl Session {
                         return;
                     }
                 }
+                // The caller is done: end the session politely (a Terminate message), so the
+                // server logs no connection reset.
+                let _ = client.close();
+                let _ = closed_tx.send(());
             })
             .map_err(|e| ServerError::Connect {
                 target: target.clone(),
@@ -237,9 +240,18 @@ impl Session {
         Ok(Session {
             jobs: jobs_tx,
             answers: answers_rx,
+            closed: closed_rx,
             target,
             broken: false,
         })
+    }
+
+    /// Ends the session: the connection thread closes the client (the server sees a clean
+    /// Terminate, not a reset) and the caller waits for that at most `bound`.
+    pub(crate) fn close(self, bound: Duration) {
+        let Session { jobs, closed, .. } = self;
+        drop(jobs);
+        let _ = closed.recv_timeout(bound);
     }
 
     /// Host, port, database and user, for messages (never the password).
