@@ -312,7 +312,7 @@ fn start_engine(settings: &SettingsArgs, jobs: usize) -> Result<Aio, Fatal> {
 /// `global/pg_control`, refusing what `pg_checksums --check` refuses.
 fn read_control(pgdata: &std::path::Path) -> Result<ControlFile, VerifyError> {
     let control = ControlFile::read(pgdata)?;
-    control.check_for_verify()?;
+    pageio::verify::check_for_offline_verify(&control)?;
     Ok(control)
 }
 

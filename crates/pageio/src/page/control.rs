@@ -160,9 +160,8 @@ impl ControlFileError {
     pub fn hint(&self) -> Option<String> {
         match self {
             ControlFileError::NotShutDown { state } => Some(format!(
-                "pg_control says the cluster is {}; a running server tears pages under any reader. To check it while it runs, use {}; else stop it cleanly (pg_ctl stop -D PGDATA -m fast), or if it crashed, start and stop it once so recovery completes.",
-                state.describe(),
-                crate::config::Term::OnlineCheck
+                "pg_control says the cluster is {}; a running server tears pages under any reader. Stop it cleanly (pg_ctl stop -D PGDATA -m fast), or if it crashed, start and stop it once so recovery completes.",
+                state.describe()
             )),
             ControlFileError::ChecksumsDisabled => Some(
                 "there are no page checksums to verify; enable them with pg_checksums --enable on the stopped cluster (or initdb --data-checksums for new clusters).".into(),

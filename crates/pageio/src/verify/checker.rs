@@ -469,40 +469,7 @@ pub(crate) fn check_files_in(
     let combine_blocks = config.io_combine_limit_blocks.max(1) as u64;
     let mapped_reads = options.mapped_reads && !config.direct_io && !mode.online;
     let window_blocks = ((WINDOW_BYTES / BLCKSZ) as u64).max(combine_blocks);
-    let slots = files
-        .iter()
-        .map(|f| Slot {
-            units_remaining: AtomicU32::new(
-                blocks_to_read(f, mode.online)
-                    .div_ceil(window_blocks)
-                    .min(u32::MAX as u64) as u32,
-            ),
-            blocks_scanned: AtomicU64::new(0),
-            new_pages: AtomicU64::new(0),
-            failures: Mutex::new(Vec::new()),
-            error: Mutex::new(None),
-            vanished: AtomicBool::new(false),
-            shrunk: AtomicBool::new(false),
-        })
-        .collect();
-    let shared = Arc::new(Shared {
-        files,
-        slots,
-        combine_blocks,
-        window_blocks,
-        mapped_reads,
-        online: mode.online,
-        throttle: mode.max_rate_bytes_per_s.map(|rate| Throttle {
-            started: std::time::Instant::now(),
-            rate_bytes_per_s: rate,
-            issued_bytes: AtomicU64::new(0),
-        }),
-        cursor: Mutex::new((0, 0)),
-        stop_after: AtomicUsize::new(usize::MAX),
-        bytes_done: AtomicU64::new(0),
-        bytes_mapped: AtomicU64::new(0),
-        abort: AtomicBool::new(false),
-    });
+    let shared = new_shared(files, combine_blocks, window_blocks, mapped_reads, mode);
     let jobs = options.jobs.clamp(1, MAX_JOBS);
     let depth = config
         .effective_io_concurrency
@@ -576,6 +543,51 @@ pub(crate) fn check_files_in(
     totals.bytes_read = shared.bytes_done.load(Ordering::Relaxed);
     totals.bytes_mapped = shared.bytes_mapped.load(Ordering::Relaxed);
     Ok(totals)
+}
+
+/// The state the scanners, the callback and the emitting thread share, every file's slot
+/// holding its windows still to check.
+fn new_shared(
+    files: Vec<ClusterFile>,
+    combine_blocks: u64,
+    window_blocks: u64,
+    mapped_reads: bool,
+    mode: Mode,
+) -> Arc<Shared> {
+    let slots = files
+        .iter()
+        .map(|f| Slot {
+            units_remaining: AtomicU32::new(
+                blocks_to_read(f, mode.online)
+                    .div_ceil(window_blocks)
+                    .min(u32::MAX as u64) as u32,
+            ),
+            blocks_scanned: AtomicU64::new(0),
+            new_pages: AtomicU64::new(0),
+            failures: Mutex::new(Vec::new()),
+            error: Mutex::new(None),
+            vanished: AtomicBool::new(false),
+            shrunk: AtomicBool::new(false),
+        })
+        .collect();
+    Arc::new(Shared {
+        files,
+        slots,
+        combine_blocks,
+        window_blocks,
+        mapped_reads,
+        online: mode.online,
+        throttle: mode.max_rate_bytes_per_s.map(|rate| Throttle {
+            started: std::time::Instant::now(),
+            rate_bytes_per_s: rate,
+            issued_bytes: AtomicU64::new(0),
+        }),
+        cursor: Mutex::new((0, 0)),
+        stop_after: AtomicUsize::new(usize::MAX),
+        bytes_done: AtomicU64::new(0),
+        bytes_mapped: AtomicU64::new(0),
+        abort: AtomicBool::new(false),
+    })
 }
 
 /// The outcome of a file all of whose units are done, taken out of its slot: its

@@ -139,6 +139,21 @@ fn leading_number(s: &[u8]) -> u64 {
         })
 }
 
+/// Lists `path`; `None` when it is gone and the walk tolerates that.
+fn open_directory(
+    path: &OsStr,
+    vanished: &mut Option<&mut u64>,
+) -> Result<Option<std::fs::ReadDir>, VerifyError> {
+    match std::fs::read_dir(path) {
+        Ok(entries) => Ok(Some(entries)),
+        Err(e) if gone(&e, vanished) => Ok(None),
+        Err(source) => Err(VerifyError::OpenDirectory {
+            path: PathBuf::from(path),
+            source,
+        }),
+    }
+}
+
 fn scan_directory(
     basedir: &OsStr,
     subdir: &OsStr,
@@ -147,15 +162,8 @@ fn scan_directory(
     mut vanished: Option<&mut u64>,
 ) -> Result<(), VerifyError> {
     let path = join(basedir, subdir);
-    let entries = match std::fs::read_dir(&path) {
-        Ok(entries) => entries,
-        Err(e) if gone(&e, &mut vanished) => return Ok(()),
-        Err(source) => {
-            return Err(VerifyError::OpenDirectory {
-                path: PathBuf::from(&path),
-                source,
-            })
-        }
+    let Some(entries) = open_directory(&path, &mut vanished)? else {
+        return Ok(());
     };
     let in_tblspc = subdir.as_bytes().starts_with(b"pg_tblspc");
     for entry in entries {
