@@ -407,6 +407,49 @@ fn online_refusals_name_the_fix() {
         assert!(
             String::from_utf8_lossy(&out.stderr).contains("--online can only be used with --check")
         );
+        // Pacing and priority: the report says what was asked and what the kernel holds.
+        let out = pageio_bounded(
+            &[
+                "verify",
+                "--online",
+                "--json",
+                "--max-rate",
+                "100M",
+                "--ionice",
+                "best-effort:7",
+                &d,
+            ],
+            60,
+        );
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(json["max_rate_bytes_per_s"], 100 * 1024 * 1024, "{json}");
+        assert_eq!(json["ionice"], "best-effort:7", "{json}");
+        let out = pageio_bounded(&["verify", "--online", "--max-rate", "1025M", &d], 60);
+        assert_eq!(out.status.code(), Some(1));
+        assert!(String::from_utf8_lossy(&out.stderr)
+            .contains("--max-rate 1025M: out of range; give 32k to 1024M"));
+        // --checkpoint by a role that may not: an error naming the grant.
+        server.psql("CREATE ROLE plain LOGIN");
+        let plain = format!(
+            "host={} port=5432 user=plain dbname=postgres",
+            root.path().display()
+        );
+        let out = pageio_bounded(
+            &["verify", "--online", "--dsn", &plain, "--checkpoint", &d],
+            60,
+        );
+        assert_eq!(out.status.code(), Some(1));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("refused CHECKPOINT") && err.contains("GRANT pg_checkpoint TO it"),
+            "{err}"
+        );
         // checksums --check --online is the same check.
         let out = pageio_bounded(&["checksums", "--check", "--online", &d], 60);
         assert_eq!(
