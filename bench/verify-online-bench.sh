@@ -2,7 +2,8 @@
 # pageio verify --online on a running PostgreSQL 18 cluster under pgbench load, against
 # pageio verify on the same cluster stopped, and against pg_basebackup (PostgreSQL's own
 # online checksum check, streamed to /dev/null), all cold; with pgbench's TPS during each
-# online check beside its TPS without one, and a run paced to half the device's rate.
+# online check beside its TPS without one, a run paced to half the device's rate, and one
+# with a single scanner at idle I/O priority.
 #
 #   sudo bench/verify-online-bench.sh     # root: drops the page cache before each run
 #
@@ -119,6 +120,7 @@ read -r bb_s bb_tps < <(under_load asuser "$bin/pg_basebackup" -h "$BENCH_DIR" -
     --checkpoint=fast -Ft -D - -X none)
 half=$(( device / 2 > 1024 ? 1024 : (device / 2 < 1 ? 1 : device / 2) ))
 read -r paced_s paced_tps < <(under_load "$pageio" verify --online --max-rate "${half}M" "$data")
+read -r gentle_s gentle_tps < <(under_load "$pageio" verify --online --jobs 1 --ionice idle "$data")
 stop_server
 
 rate() { awk -v mb="$size_mb" -v s="$1" 'BEGIN {printf "%.0f", mb/s}'; }
@@ -132,6 +134,7 @@ echo "| pageio verify (stopped cluster) | $offline_s | $(rate "$offline_s") | �
 echo "| pageio verify --online | $online_s | $(rate "$online_s") | $online_tps |"
 echo "| pg_basebackup -Ft -D - -X none | $bb_s | $(rate "$bb_s") | $bb_tps |"
 echo "| pageio verify --online --max-rate ${half}M | $paced_s | $(rate "$paced_s") | $paced_tps |"
+echo "| pageio verify --online --jobs 1 --ionice idle | $gentle_s | $(rate "$gentle_s") | $gentle_tps |"
 echo
 awk -v on="$online_s" -v off="$offline_s" -v bb="$bb_s" \
     'BEGIN {printf "online / offline rate: %.2f×; online / pg_basebackup rate: %.2f×\n", off/on, bb/on}'

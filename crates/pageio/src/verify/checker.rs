@@ -68,7 +68,7 @@
 //!
 //! # Online mode
 //!
-//! The online check (`online`) runs this checker with [`Mode::online`]: no window is mapped
+//! The online check (`online`) runs this checker with `Mode::online`: no window is mapped
 //! (a running server truncates files, and a mapping of a truncated range faults), so every
 //! page is read through the AIO subsystem; a file gone when it is opened, or shorter than the
 //! walk saw, ends only that file (recorded in its outcome) instead of the run; a page whose
