@@ -398,6 +398,7 @@ fn flag_spelling(term: Term) -> String {
         Term::DataDirectory => "--pgdata".to_string(),
         Term::AdviseDataDirectory => "advise --pgdata".to_string(),
         Term::OutputDirectory => "--out".to_string(),
+        Term::OnlineCheck => "--online".to_string(),
     }
 }
 

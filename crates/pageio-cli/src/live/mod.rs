@@ -175,6 +175,8 @@ type Job = Box<dyn FnOnce(&mut Client) -> Box<dyn Any + Send> + Send>;
 pub(crate) struct Session {
     jobs: mpsc::Sender<Job>,
     answers: mpsc::Receiver<Box<dyn Any + Send>>,
+    /// Signalled by the connection thread once the client is closed.
+    closed: mpsc::Receiver<()>,
     target: String,
     broken: bool,
 }
@@ -188,6 +190,7 @@ impl Session {
         let (jobs_tx, jobs_rx) = mpsc::channel::<Job>();
         let (answers_tx, answers_rx) = mpsc::channel::<Box<dyn Any + Send>>();
         let (connected_tx, connected_rx) = mpsc::channel::<Result<(), ServerError>>();
+        let (closed_tx, closed_rx) = mpsc::channel::<()>();
         let thread_target = target.clone();
         std::thread::Builder::new()
             .name("pg-session".into())
@@ -207,6 +210,10 @@ impl Session {
                         return;
                     }
                 }
+                // The caller is done: end the session politely (a Terminate message), so the
+                // server logs no connection reset.
+                let _ = client.close();
+                let _ = closed_tx.send(());
             })
             .map_err(|e| ServerError::Connect {
                 target: target.clone(),
@@ -233,9 +240,18 @@ impl Session {
         Ok(Session {
             jobs: jobs_tx,
             answers: answers_rx,
+            closed: closed_rx,
             target,
             broken: false,
         })
+    }
+
+    /// Ends the session: the connection thread closes the client (the server sees a clean
+    /// Terminate, not a reset) and the caller waits for that at most `bound`.
+    pub(crate) fn close(self, bound: Duration) {
+        let Session { jobs, closed, .. } = self;
+        drop(jobs);
+        let _ = closed.recv_timeout(bound);
     }
 
     /// Host, port, database and user, for messages (never the password).
