@@ -295,12 +295,36 @@ fn damage_in_cold_relations_is_reported_with_file_block_and_name() {
         damage(&files[0], 1, |p| p[4000] ^= 0x10);
         damage(&files[1], 0, |p| p[..24].fill(0));
         damage(&files[2], 2, |p| p[8] ^= 0xFF);
+        // cold_d cut mid-page: block 2 keeps 3000 of its 8192 bytes.
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&files[3])
+            .unwrap()
+            .set_len(2 * 8192 + 3000)
+            .unwrap();
         let before: Vec<Vec<u8>> = files.iter().map(|f| std::fs::read(f).unwrap()).collect();
         let _pgbench = pgbench_load(&bin, root.path(), 30);
         let dsn = dsn(root.path());
         let (status, json, stderr) = online_json(&data, &["--dsn", &dsn]);
         assert_eq!(status, 1, "{json}\n{stderr}");
         assert_eq!(json["bad_checksums"], 3, "{json}");
+        assert_eq!(json["files_partial_block"], 1, "{json}");
+        let cut = &json["partial_blocks"][0];
+        assert_eq!(
+            (
+                cut["file"].as_str(),
+                &cut["block"],
+                &cut["bytes"],
+                cut["relation"].as_str()
+            ),
+            (
+                Some(files[3].display().to_string().as_str()),
+                &Value::from(2),
+                &Value::from(3000),
+                Some("cold_d")
+            ),
+            "{json}"
+        );
         let failures = json["failures"].as_array().unwrap();
         let found: Vec<(String, u64, String)> = failures
             .iter()
@@ -353,6 +377,12 @@ fn damage_in_cold_relations_is_reported_with_file_block_and_name() {
         );
         let stdout = String::from_utf8_lossy(&text.stdout);
         assert!(stdout.contains("Bad checksums:  3\n"), "{stdout}");
+        assert!(stdout.contains("Files cut mid-page:  1\n"), "{stdout}");
+        let cut_line = format!(
+            "pageio: error: file \"{}\" (relation cold_d) ends in a partial block: block 2 has 3000 of 8192 bytes",
+            files[3].display()
+        );
+        assert!(err.contains(&cut_line), "{err}");
         // Nothing was written: the cold files are as the damage left them.
         let after: Vec<Vec<u8>> = files.iter().map(|f| std::fs::read(f).unwrap()).collect();
         assert_eq!(before, after);

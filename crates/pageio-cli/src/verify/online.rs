@@ -28,7 +28,7 @@ use clap::Args;
 use pageio::verify::online::format_lsn;
 use pageio::verify::{
     check_cluster_online, start_online_check, ClusterFile, ControlFile, OnlineFailure,
-    OnlineFileOutcome, OnlineOptions, OnlineTotals,
+    OnlineFileOutcome, OnlineOptions, OnlineTotals, PartialTail,
 };
 use pageio::Aio;
 
@@ -215,16 +215,22 @@ pub(crate) fn verify_online(args: VerifyArgs) -> Result<i32, Fatal> {
     if let Some(namer) = namer {
         namer.close();
     }
-    let (totals, corrupt) = checked?;
+    let (totals, corrupt, cut) = checked?;
     let elapsed_s = started.elapsed().as_secs_f64();
     if args.json {
         print_json(
-            &totals, &corrupt, &control, &aio, &options, ionice, elapsed_s,
+            &totals, &corrupt, &cut, &control, &aio, &options, ionice, elapsed_s,
         )?;
     } else {
         print_text(&totals, &control);
     }
-    Ok(if totals.bad_checksums > 0 { 1 } else { 0 })
+    Ok(
+        if totals.bad_checksums > 0 || totals.files_partial_block > 0 {
+            1
+        } else {
+            0
+        },
+    )
 }
 
 /// A corrupt page as reported: the file, the library's finding and the relation's name.
@@ -235,8 +241,19 @@ struct Corrupt {
     relation: Option<String>,
 }
 
-/// Runs the check, printing each corrupt page on stderr as its file finishes and the
-/// progress with the counts.
+/// A file cut mid-page, as reported: the file, the partial block and the relation's name.
+struct Cut {
+    file: String,
+    tail: PartialTail,
+    database: Option<String>,
+    relation: Option<String>,
+}
+
+/// What a run found: the totals, the corrupt pages, the files cut mid-page.
+type Found = (OnlineTotals, Vec<Corrupt>, Vec<Cut>);
+
+/// Runs the check, printing each corrupt page and each file cut mid-page on stderr as its
+/// file finishes, and the progress with the counts.
 fn run_check(
     aio: &Aio,
     datadir: &Path,
@@ -244,10 +261,11 @@ fn run_check(
     args: &VerifyArgs,
     mut namer: Option<&mut Namer>,
     total_bytes: u64,
-) -> Result<(OnlineTotals, Vec<Corrupt>), Fatal> {
+) -> Result<Found, Fatal> {
     let progress = std::cell::RefCell::new(Progress::new(args.progress, total_bytes));
     let bar = progress.borrow().bar.clone();
     let mut corrupt = Vec::new();
+    let mut cut = Vec::new();
     let mut counts = OnlineTotals::default();
     let redo = options.redo_lsn;
     let result = check_cluster_online(
@@ -259,6 +277,22 @@ fn run_check(
             counts.pages_reread += outcome.pages_reread;
             counts.pages_skipped += outcome.pages_skipped;
             counts.bad_checksums += outcome.corrupt.len() as u64;
+            if let Some(tail) = &outcome.partial_tail {
+                let (database, relation) = match namer.as_deref_mut() {
+                    Some(namer) => namer.name(&file.path),
+                    None => (None, None),
+                };
+                let line = partial_line(&file.display, tail, relation.as_deref());
+                bar.suspend(|| {
+                    let _ = writeln!(std::io::stderr(), "{line}");
+                });
+                cut.push(Cut {
+                    file: file.display.to_string(),
+                    tail: tail.clone(),
+                    database,
+                    relation,
+                });
+            }
             for failure in &outcome.corrupt {
                 let (database, relation) = match namer.as_deref_mut() {
                     Some(namer) => namer.name(&file.path),
@@ -297,7 +331,22 @@ fn run_check(
     progress
         .into_inner()
         .finish(result.as_ref().ok().map(|t| t.bytes_read));
-    Ok((result?, corrupt))
+    Ok((result?, corrupt, cut))
+}
+
+/// The line for a file cut mid-page.
+fn partial_line(file: &str, tail: &PartialTail, relation: Option<&str>) -> String {
+    let named = relation
+        .map(|r| format!(" (relation {r})"))
+        .unwrap_or_default();
+    format!(
+        "pageio: error: file \"{file}\"{named} ends in a partial block: block {} has {} of 8192 bytes, and the size ({} bytes) did not change over {} re-checks {} ms apart; the server writes whole blocks, so the file was cut mid-page (the rest of that page and any later rows are lost): restore the relation from a backup",
+        tail.block,
+        tail.bytes,
+        tail.size_bytes,
+        pageio::verify::REREADS,
+        pageio::verify::REREAD_DELAY.as_millis()
+    )
 }
 
 /// `pg_checksums`' failure line, with what the online rule saw.
@@ -475,6 +524,7 @@ fn print_text(totals: &OnlineTotals, control: &ControlFile) {
          Pages skipped (modified during the check):  {}\n\
          Files vanished:  {}\n\
          Files shrunk:  {}\n\
+         Files cut mid-page:  {}\n\
          Files created during the check (not checked):  {}\n\
          Files of unlogged and temporary relations (not checked):  {}\n",
         totals.files_scanned,
@@ -486,6 +536,7 @@ fn print_text(totals: &OnlineTotals, control: &ControlFile) {
         totals.pages_skipped,
         totals.files_vanished,
         totals.files_shrunk,
+        totals.files_partial_block,
         totals.files_new,
         totals.files_unlogged_skipped,
     ));
@@ -495,6 +546,7 @@ fn print_text(totals: &OnlineTotals, control: &ControlFile) {
 fn print_json(
     totals: &OnlineTotals,
     corrupt: &[Corrupt],
+    cut: &[Cut],
     control: &ControlFile,
     aio: &Aio,
     options: &OnlineOptions,
@@ -517,6 +569,19 @@ fn print_json(
             })
         })
         .collect();
+    let partial_blocks: Vec<serde_json::Value> = cut
+        .iter()
+        .map(|c| {
+            serde_json::json!({
+                "file": c.file,
+                "block": c.tail.block,
+                "bytes": c.tail.bytes,
+                "size_bytes": c.tail.size_bytes,
+                "database": c.database,
+                "relation": c.relation,
+            })
+        })
+        .collect();
     let summary = serde_json::json!({
         "online": true,
         "files_scanned": totals.files_scanned,
@@ -528,6 +593,8 @@ fn print_json(
         "pages_skipped": totals.pages_skipped,
         "files_vanished": totals.files_vanished,
         "files_shrunk": totals.files_shrunk,
+        "files_partial_block": totals.files_partial_block,
+        "partial_blocks": partial_blocks,
         "files_new": totals.files_new,
         "files_unlogged_skipped": totals.files_unlogged_skipped,
         "failures": failures,

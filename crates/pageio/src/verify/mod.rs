@@ -85,8 +85,8 @@ pub use enable::{
     EnableStep, EnableTotals, SyncMethod,
 };
 pub use online::{
-    check_cluster_online, start_online_check, OnlineFailure, OnlineFileOutcome, OnlineOptions,
-    OnlineTotals, REREADS, REREAD_DELAY,
+    check_cluster_online, stable_partial_tail, start_online_check, OnlineFailure,
+    OnlineFileOutcome, OnlineOptions, OnlineTotals, PartialTail, REREADS, REREAD_DELAY,
 };
 pub use walk::{walk_cluster, walk_cluster_online, ClusterFile};
 

@@ -50,6 +50,14 @@
 //! created after the walk are counted by a second walk at the end and reported as not
 //! checked. None of these is an error.
 //!
+//! A file that ends in a partial block is different: the server writes and extends files in
+//! whole blocks, so a partial block is either an extension caught half-copied (its size moves
+//! on within microseconds) or a file cut mid-page. Its size is looked at again [`REREADS`]
+//! times, [`REREAD_DELAY`] apart ([`stable_partial_tail`]); a size that stays put is reported
+//! as damage (the file, the partial block, the bytes it has), and the run exits as for a
+//! corrupt page. A file cut at a block boundary cannot be told from one the server truncated
+//! (VACUUM does) without knowing how long the relation should be, so it is not reported.
+//!
 //! ## Bounds
 //!
 //! A failing page is re-read [`REREADS`] times, [`REREAD_DELAY`] apart, all failing pages of
@@ -158,6 +166,20 @@ pub struct OnlineFileOutcome {
     pub vanished: bool,
     /// The file ended before the size the walk saw.
     pub shrunk: bool,
+    /// The file ends in a partial block that stayed the same over every re-check: it was
+    /// cut mid-page, which no write of the server does (see [`stable_partial_tail`]).
+    pub partial_tail: Option<PartialTail>,
+}
+
+/// A file that ends in a partial block and kept that size: truncated mid-page.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct PartialTail {
+    /// The partial block's number within the file.
+    pub block: u32,
+    /// The bytes of it that exist (less than a block).
+    pub bytes: u64,
+    /// The file's size, the same at every check.
+    pub size_bytes: u64,
 }
 
 /// Totals of an online run.
@@ -177,6 +199,9 @@ pub struct OnlineTotals {
     pub files_vanished: u64,
     /// Files shorter than the walk saw them.
     pub files_shrunk: u64,
+    /// Files ending in a partial block that did not change over the re-checks: truncated
+    /// mid-page, reported as damage.
+    pub files_partial_block: u64,
     /// Files created after the walk, found by a second walk: not checked.
     pub files_new: u64,
     /// Files of unlogged and temporary relations, left out (see the module docs).
@@ -492,6 +517,7 @@ fn add_file(totals: &mut OnlineTotals, judged: &OnlineFileOutcome) {
         totals.files_scanned += 1;
     }
     totals.files_shrunk += u64::from(judged.shrunk && !judged.vanished);
+    totals.files_partial_block += u64::from(judged.partial_tail.is_some());
     totals.blocks_scanned += judged.blocks_scanned;
     totals.bad_checksums += judged.corrupt.len() as u64;
     totals.pages_reread += judged.pages_reread;
@@ -510,6 +536,16 @@ fn judge_file(
         shrunk: outcome.shrunk,
         ..OnlineFileOutcome::default()
     };
+    if outcome.error.is_none() && !outcome.vanished && file.size_bytes % BLCKSZ as u64 != 0 {
+        judged.partial_tail =
+            stable_partial_tail(&file.path, REREADS, REREAD_DELAY).map_err(|source| {
+                VerifyError::ReadFailed {
+                    path: file.display.to_string(),
+                    block: file.size_bytes / BLCKSZ as u64,
+                    source,
+                }
+            })?;
+    }
     // A file with an error (a read error other than a vanished or shrunk file) ends the run:
     // the checker returns that error once this file is reported.
     if outcome.failures.is_empty() || outcome.error.is_some() {
@@ -541,6 +577,39 @@ fn judge_file(
         }
     }
     Ok(judged)
+}
+
+/// Whether the file at `path` ends in a partial block that stays put: its size is looked at
+/// `checks` more times, `delay` apart. The server writes and extends relation files in whole
+/// blocks, so a partial block is either an extension caught half-copied into the page cache
+/// (gone at the next look: the size moves on to a whole block) or a file cut mid-page
+/// (truncated by something other than PostgreSQL, a crash of the file system, a copy that
+/// stopped short). `None` when the file is gone, reaches a whole block, or changes size.
+pub fn stable_partial_tail(
+    path: &Path,
+    checks: u32,
+    delay: Duration,
+) -> Result<Option<PartialTail>, std::io::Error> {
+    let size_now = || match std::fs::metadata(path) {
+        Ok(meta) => Ok(Some(meta.len())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    };
+    let block = BLCKSZ as u64;
+    let Some(size_bytes) = size_now()?.filter(|size| size % block != 0) else {
+        return Ok(None);
+    };
+    for _ in 0..checks {
+        std::thread::sleep(delay);
+        if size_now()? != Some(size_bytes) {
+            return Ok(None);
+        }
+    }
+    Ok(Some(PartialTail {
+        block: u32::try_from(size_bytes / block).unwrap_or(u32::MAX),
+        bytes: size_bytes % block,
+        size_bytes,
+    }))
 }
 
 #[cfg(test)]

@@ -252,3 +252,47 @@ fn a_stopped_cluster_is_refused() {
     assert_eq!(running_postmaster(&dir), Some(std::process::id() as i32));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A file cut mid-page and left so is reported; one that reaches a whole block while it is
+/// watched (an extension caught half-copied), a whole-block file and a gone one are not.
+#[test]
+fn a_partial_block_that_stays_is_damage_and_one_that_moves_on_is_not() {
+    use crate::verify::stable_partial_tail;
+    let dir = tempfile::tempdir().unwrap();
+    let cut = dir.path().join("16384");
+    std::fs::write(&cut, vec![0u8; 3 * BLCKSZ + 100]).unwrap();
+    let delay = Duration::from_millis(5);
+    assert_eq!(
+        stable_partial_tail(&cut, 4, delay).unwrap(),
+        Some(crate::verify::PartialTail {
+            block: 3,
+            bytes: 100,
+            size_bytes: 3 * BLCKSZ as u64 + 100,
+        })
+    );
+    let whole = dir.path().join("16385");
+    std::fs::write(&whole, vec![0u8; 2 * BLCKSZ]).unwrap();
+    assert_eq!(stable_partial_tail(&whole, 4, delay).unwrap(), None);
+    assert_eq!(
+        stable_partial_tail(&dir.path().join("gone"), 4, delay).unwrap(),
+        None
+    );
+    let growing = dir.path().join("16386");
+    std::fs::write(&growing, vec![0u8; BLCKSZ + 4096]).unwrap();
+    let extend = {
+        let growing = growing.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(20));
+            let f = std::fs::OpenOptions::new()
+                .write(true)
+                .open(&growing)
+                .unwrap();
+            f.set_len(2 * BLCKSZ as u64).unwrap();
+        })
+    };
+    assert_eq!(
+        stable_partial_tail(&growing, 10, Duration::from_millis(10)).unwrap(),
+        None
+    );
+    extend.join().unwrap();
+}
