@@ -536,7 +536,10 @@ fn judge_file(
         shrunk: outcome.shrunk,
         ..OnlineFileOutcome::default()
     };
-    if outcome.error.is_none() && !outcome.vanished && file.size_bytes % BLCKSZ as u64 != 0 {
+    if outcome.error.is_none()
+        && !outcome.vanished
+        && !file.size_bytes.is_multiple_of(BLCKSZ as u64)
+    {
         judged.partial_tail =
             stable_partial_tail(&file.path, REREADS, REREAD_DELAY).map_err(|source| {
                 VerifyError::ReadFailed {
@@ -596,7 +599,7 @@ pub fn stable_partial_tail(
         Err(e) => Err(e),
     };
     let block = BLCKSZ as u64;
-    let Some(size_bytes) = size_now()?.filter(|size| size % block != 0) else {
+    let Some(size_bytes) = size_now()?.filter(|size| !size.is_multiple_of(block)) else {
         return Ok(None);
     };
     for _ in 0..checks {
