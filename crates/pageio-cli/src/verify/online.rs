@@ -215,11 +215,11 @@ pub(crate) fn verify_online(args: VerifyArgs) -> Result<i32, Fatal> {
     if let Some(namer) = namer {
         namer.close();
     }
-    let (totals, corrupt, cut) = checked?;
+    let (totals, findings) = checked?;
     let elapsed_s = started.elapsed().as_secs_f64();
     if args.json {
         print_json(
-            &totals, &corrupt, &cut, &control, &aio, &options, ionice, elapsed_s,
+            &totals, &findings, &control, &aio, &options, ionice, elapsed_s,
         )?;
     } else {
         print_text(&totals, &control);
@@ -249,8 +249,14 @@ struct Cut {
     relation: Option<String>,
 }
 
-/// What a run found: the totals, the corrupt pages, the files cut mid-page.
-type Found = (OnlineTotals, Vec<Corrupt>, Vec<Cut>);
+/// What a run found besides the totals: the corrupt pages, the files cut mid-page.
+struct Findings {
+    corrupt: Vec<Corrupt>,
+    cut: Vec<Cut>,
+}
+
+/// What a run found.
+type Found = (OnlineTotals, Findings);
 
 /// Runs the check, printing each corrupt page and each file cut mid-page on stderr as its
 /// file finishes, and the progress with the counts.
@@ -331,7 +337,7 @@ fn run_check(
     progress
         .into_inner()
         .finish(result.as_ref().ok().map(|t| t.bytes_read));
-    Ok((result?, corrupt, cut))
+    Ok((result?, Findings { corrupt, cut }))
 }
 
 /// The line for a file cut mid-page.
@@ -545,15 +551,15 @@ fn print_text(totals: &OnlineTotals, control: &ControlFile) {
 /// The summary as one JSON object on stdout.
 fn print_json(
     totals: &OnlineTotals,
-    corrupt: &[Corrupt],
-    cut: &[Cut],
+    findings: &Findings,
     control: &ControlFile,
     aio: &Aio,
     options: &OnlineOptions,
     ionice: Option<u32>,
     elapsed_s: f64,
 ) -> Result<(), Fatal> {
-    let failures: Vec<serde_json::Value> = corrupt
+    let failures: Vec<serde_json::Value> = findings
+        .corrupt
         .iter()
         .map(|c| {
             serde_json::json!({
@@ -569,7 +575,8 @@ fn print_json(
             })
         })
         .collect();
-    let partial_blocks: Vec<serde_json::Value> = cut
+    let partial_blocks: Vec<serde_json::Value> = findings
+        .cut
         .iter()
         .map(|c| {
             serde_json::json!({
