@@ -10,7 +10,8 @@
 # Environment: BENCH_DIR (default /var/tmp/pageio-verify-bench; its data/ is a PostgreSQL 18
 # cluster of >= 4 GB with data checksums, made by bench/verify-bench.sh if absent), PORT
 # (default 5499), CLIENTS (pgbench clients, default 4), TPS_SECS (seconds of the baseline
-# pgbench run, default 20), PAGEIO_BIN (a pageio binary to use instead of building the
+# pgbench run, default 20), WARM_SECS (seconds pgbench runs alone after the page cache is
+# dropped and before each check, so it has its own pages back, default 10), PAGEIO_BIN (a pageio binary to use instead of building the
 # release one). Takes /tmp/pageio-bench.lock; never leaves the server running.
 set -euo pipefail
 
@@ -20,6 +21,7 @@ BENCH_DIR="${BENCH_DIR:-/var/tmp/pageio-verify-bench}"
 PORT="${PORT:-5499}"
 CLIENTS="${CLIENTS:-4}"
 TPS_SECS="${TPS_SECS:-20}"
+WARM_SECS="${WARM_SECS:-10}"
 PG_USER="${PAGEIO_PG_USER:-pgtest}"
 
 [ "$(id -u)" = 0 ] || { echo "verify-online-bench: run as root (cold runs drop the page cache)" >&2; exit 1; }
@@ -105,16 +107,22 @@ pgbench_bg
 t0=$(date +%s.%N); sleep "$TPS_SECS"; tps_alone=$(tps_between "$t0" "$(now)")
 pgbench_stop
 
-# 3. A checker under pgbench, cold: prints seconds and the TPS while it ran.
+# 3. A checker under pgbench, cold: prints seconds and the TPS while it ran. The page cache
+# is dropped first (the check reads cold), then pgbench runs WARM_SECS alone to read its own
+# pages back in, so the TPS during the check is not that of a cold pgbench.
 under_load() {
     drop_caches
     pgbench_bg
+    sleep "$WARM_SECS"
     local t0 s; t0=$(now)
     "$@" >/dev/null 2>"$BENCH_DIR/last.err" || { echo "failed: $*" >&2; cat "$BENCH_DIR/last.err" >&2; exit 1; }
     s=$(secs_since "$t0")
     echo "$s $(tps_between "$t0" "$(now)")"
     pgbench_stop
 }
+# The same start with no check at all: what pgbench does in those conditions alone.
+read -r idle3_s idle3_tps < <(under_load sleep 3)
+read -r idle8_s idle8_tps < <(under_load sleep 8)
 read -r online_s online_tps < <(under_load "$pageio" verify --online "$data")
 read -r bb_s bb_tps < <(under_load asuser "$bin/pg_basebackup" -h "$BENCH_DIR" -p "$PORT" -U postgres \
     --checkpoint=fast -Ft -D - -X none)
@@ -130,6 +138,8 @@ echo "pgbench -c $CLIENTS alone: $tps_alone TPS"
 echo
 echo "| check | seconds | MB/s | pgbench TPS during |"
 echo "|---|---:|---:|---:|"
+echo "| no check, 3 s (same start: cache dropped, pgbench ${WARM_SECS} s alone) | $idle3_s | — | $idle3_tps |"
+echo "| no check, 8 s (same start) | $idle8_s | — | $idle8_tps |"
 echo "| pageio verify (stopped cluster) | $offline_s | $(rate "$offline_s") | — |"
 echo "| pageio verify --online | $online_s | $(rate "$online_s") | $online_tps |"
 echo "| pg_basebackup -Ft -D - -X none | $bb_s | $(rate "$bb_s") | $bb_tps |"
