@@ -1699,3 +1699,36 @@ fn huge_pages_needed_cover_what_postgresql_18_asks_for() {
     assert_eq!(needed, 596, "{reason}");
     assert!(needed >= POSTGRESQL_18_HUGE_PAGES);
 }
+
+/// Without the effective RAM, every setting sized from it is an item saying why, never
+/// left out without a word.
+#[test]
+fn memory_settings_without_the_ram_are_items_saying_so() {
+    let root = tempfile::tempdir().unwrap();
+    let conf = root.path().join("postgresql.conf");
+    std::fs::write(&conf, "shared_buffers = 1GB\n").unwrap();
+    let sources = Sources {
+        config: Some(&conf),
+        ..Default::default()
+    };
+    let facts = Facts::read(&Sysroot::new(root.path()), &sources, good_probes());
+    let a = advise::advise(&facts, &Inputs::default());
+    for name in [
+        "shared_buffers",
+        "huge_pages",
+        "effective_cache_size",
+        "work_mem",
+        "maintenance_work_mem",
+        "wal_buffers",
+    ] {
+        let item = a
+            .item(name)
+            .unwrap_or_else(|| panic!("{name}: no item without the RAM"));
+        assert_eq!(item.status, Status::Ok, "{name}");
+        assert_eq!(
+            item.found,
+            "not checked: the effective RAM is not known, and every memory setting is sized from it",
+            "{name}"
+        );
+    }
+}

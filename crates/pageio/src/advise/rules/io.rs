@@ -155,7 +155,7 @@ impl Ctx<'_> {
     }
 
     /// The data's size against the cache, when both are known: the figures and whether the
-    /// data is fully cached (at most [`FULLY_CACHED_SHARE`] of the effective cache).
+    /// data is fully cached (at most `FULLY_CACHED_SHARE` of the effective cache).
     pub fn data_cached(&self) -> Option<(bool, String)> {
         let size = self.facts.instance.as_ref()?.database_size_bytes?;
         if self.ram == 0 {

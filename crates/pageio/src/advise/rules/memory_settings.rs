@@ -22,9 +22,17 @@ pub const EFFECTIVE_CACHE_SIZE_RAM_QUARTERS: u64 = 3;
 /// On a desktop `effective_cache_size` is one quarter of the RAM (pgtune).
 pub const DESKTOP_EFFECTIVE_CACHE_SIZE_RAM_DIVISOR: u64 = 4;
 
+/// The memory settings are sized from the effective RAM: without it, each says so.
+pub(super) fn ram_unknown() -> Verdict {
+    super::skipped(
+        "the effective RAM is not known, and every memory setting is sized from it",
+        "/proc/meminfo and the cgroup memory limit could not be read (see the effective resources item)",
+    )
+}
+
 pub(super) fn r_shared_buffers(ctx: &Ctx) -> Option<Verdict> {
     if ctx.ram == 0 {
-        return None;
+        return Some(ram_unknown());
     }
     let rec = ctx.shared_buffers();
     let mut v = size_setting(
@@ -60,7 +68,7 @@ pub(super) fn r_shared_buffers(ctx: &Ctx) -> Option<Verdict> {
 
 pub(super) fn r_huge_pages_setting(ctx: &Ctx) -> Option<Verdict> {
     if ctx.ram == 0 {
-        return None;
+        return Some(ram_unknown());
     }
     let total = ctx.facts.host.memory.huge_pages_total.unwrap_or(0);
     let need = ctx.huge_pages_needed();
@@ -103,7 +111,7 @@ impl Ctx<'_> {
 
 pub(super) fn r_effective_cache_size(ctx: &Ctx) -> Option<Verdict> {
     if ctx.ram == 0 {
-        return None;
+        return Some(ram_unknown());
     }
     let rec = ctx.effective_cache_size();
     Some(size_setting(
@@ -123,7 +131,7 @@ pub(super) fn r_effective_cache_size(ctx: &Ctx) -> Option<Verdict> {
 
 pub(super) fn r_work_mem(ctx: &Ctx) -> Option<Verdict> {
     if ctx.ram == 0 {
-        return None;
+        return Some(ram_unknown());
     }
     let rec = ctx.work_mem();
     Some(size_setting(
@@ -148,7 +156,7 @@ pub(super) fn r_work_mem(ctx: &Ctx) -> Option<Verdict> {
 
 pub(super) fn r_maintenance_work_mem(ctx: &Ctx) -> Option<Verdict> {
     if ctx.ram == 0 {
-        return None;
+        return Some(ram_unknown());
     }
     Some(size_setting(
         ctx,
