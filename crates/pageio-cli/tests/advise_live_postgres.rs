@@ -18,9 +18,9 @@ use common::{
     chown_to_pg_user, initdb, pageio_bounded, pg, pg_bin, pg_cluster_dir, with_watchdog, PgServer,
 };
 
+use pageio::advise::units::parse_size;
 use std::path::Path;
 
-use pageio::advise::units::parse_size;
 use serde_json::Value;
 
 fn item<'a>(v: &'a Value, name: &str) -> &'a Value {
@@ -39,33 +39,6 @@ fn verdict(v: &Value, name: &str) -> (String, String) {
         it["status"].as_str().unwrap().to_string(),
         it["found"].as_str().unwrap().to_string(),
     )
-}
-
-/// Statements the server logged for application `pageio advise`.
-fn logged_statements(root: &Path) -> Vec<String> {
-    let log = std::fs::read_to_string(root.join("log")).unwrap();
-    log.lines()
-        .filter_map(|line| line.strip_prefix("pageio advise|LOG:  "))
-        .filter_map(|rest| {
-            rest.strip_prefix("statement: ").or_else(|| {
-                rest.split_once(": ")
-                    .filter(|(head, _)| head.starts_with("execute "))
-                    .map(|(_, sql)| sql)
-            })
-        })
-        .map(str::to_string)
-        .collect()
-}
-
-/// Whether a snippet's value and what `postgres -C` printed are the same setting value.
-fn same_value(recommended: &str, shown: &str) -> bool {
-    if recommended.eq_ignore_ascii_case(shown) {
-        return true;
-    }
-    if let (Ok(a), Ok(b)) = (recommended.parse::<f64>(), shown.parse::<f64>()) {
-        return (a - b).abs() < 1e-9;
-    }
-    matches!((parse_size(recommended, 1), parse_size(shown, 1)), (Some(a), Some(b)) if a == b)
 }
 
 fn run(bin: &Path) {
@@ -251,7 +224,7 @@ fn run(bin: &Path) {
     assert_eq!(item(&v, "fsync")["source"], "default (live)");
 
     // Only read-only statements reached the server.
-    let statements = logged_statements(&root);
+    let statements = common::logged_statements(&root, "pageio advise");
     let mut kinds: Vec<&str> = statements
         .iter()
         .map(|s| {
@@ -310,7 +283,7 @@ fn run(bin: &Path) {
             }
         }
         assert!(
-            same_value(value, &shown),
+            common::same_setting_value(value, &shown),
             "{name}: snippet {value}, postgres -C {shown}"
         );
         checked += 1;

@@ -151,7 +151,7 @@ fn a_fact_that_cannot_be_read_is_listed_in_the_report() {
     assert_eq!(code, Some(2));
     assert!(
         out.contains(
-            "\n29 OK, 6 WARN, 1 BAD\n\nnot read (the items that needed these are missing or say unknown):\n  /proc/sys/vm/swappiness: cannot parse \"sixty\" as an unsigned integer; the file is not in the format this kernel interface documents\n\n---- postgresql.conf ----\n"
+            "\n35 OK, 6 WARN, 1 BAD\n\nnot read (the items that needed these are missing or say unknown):\n  /proc/sys/vm/swappiness: cannot parse \"sixty\" as an unsigned integer; the file is not in the format this kernel interface documents\n\n---- postgresql.conf ----\n"
         ),
         "{out}"
     );

@@ -56,21 +56,6 @@ fn configure(data: &Path, io_method: &str) {
     chown_to_pg_user(&conf);
 }
 
-/// The io_methods this PostgreSQL build can run: io_uring only with liburing.
-fn io_methods(bin: &Path) -> Vec<&'static str> {
-    let configure = Command::new(bin.join("pg_config"))
-        .arg("--configure")
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
-        .unwrap_or_default();
-    if configure.contains("--with-liburing") {
-        vec!["worker", "sync", "io_uring"]
-    } else {
-        eprintln!("io_uring not tested: this PostgreSQL build has no liburing");
-        vec!["worker", "sync"]
-    }
-}
-
 /// The DSN of a server listening on a socket in `root`.
 fn dsn(root: &Path, user: &str) -> String {
     format!(
@@ -192,22 +177,6 @@ fn total_reads(sample: &Value) -> f64 {
         .iter()
         .map(|row| row["reads"].as_f64().unwrap_or(0.0))
         .sum()
-}
-
-/// Statements the server logged for application `pageio aios`.
-fn logged_statements(root: &Path) -> Vec<String> {
-    let log = std::fs::read_to_string(root.join("log")).unwrap();
-    log.lines()
-        .filter_map(|line| line.strip_prefix("pageio aios|LOG:  "))
-        .filter_map(|rest| {
-            rest.strip_prefix("statement: ").or_else(|| {
-                rest.split_once(": ")
-                    .filter(|(head, _)| head.starts_with("execute "))
-                    .map(|(_, sql)| sql)
-            })
-        })
-        .map(str::to_string)
-        .collect()
 }
 
 /// The whole scenario under one io_method.
@@ -473,7 +442,7 @@ fn sees_a_cold_scan(bin: &Path, io_method: &str) {
     );
 
     // Only SELECTs, in read-only transactions.
-    let statements = logged_statements(&root);
+    let statements = common::logged_statements(&root, "pageio aios");
     assert!(
         statements.len() > 20,
         "too few statements logged: {statements:?}"
@@ -613,7 +582,7 @@ fn full_screen_under_tmux(dsn: &str) {
 fn aios_dsn_sees_a_cold_seq_scan_under_each_io_method() {
     let Some(bin) = pg_bin() else { return };
     with_watchdog("aios_dsn_sees_a_cold_seq_scan", 600, move || {
-        for io_method in io_methods(&bin) {
+        for io_method in common::server_io_methods(&bin) {
             sees_a_cold_scan(&bin, io_method);
         }
     });

@@ -51,21 +51,6 @@ fn configure(data: &Path, io_method: &str) {
     chown_to_pg_user(&conf);
 }
 
-/// The io_methods this PostgreSQL build can run: io_uring only with liburing.
-fn server_io_methods(bin: &Path) -> Vec<&'static str> {
-    let configure = Command::new(bin.join("pg_config"))
-        .arg("--configure")
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
-        .unwrap_or_default();
-    if configure.contains("--with-liburing") {
-        vec!["worker", "sync", "io_uring"]
-    } else {
-        eprintln!("server io_method io_uring not tested: this PostgreSQL build has no liburing");
-        vec!["worker", "sync"]
-    }
-}
-
 fn dsn(root: &Path) -> String {
     format!(
         "host={} port=5432 user=postgres dbname=postgres",
@@ -190,7 +175,7 @@ fn online_check_under_write_load_finds_no_corruption() {
     let Some(bin) = pg_bin() else { return };
     with_watchdog("verify --online under load", 600, move || {
         let mut runs = 0;
-        for server_method in server_io_methods(&bin) {
+        for server_method in common::server_io_methods(&bin) {
             let (root, server, data) =
                 pgbench_cluster(&bin, "pageio-online-load", server_method, "5");
             let _pgbench = pgbench_load(&bin, root.path(), 60);

@@ -26,7 +26,7 @@ pub const DESKTOP_EFFECTIVE_CACHE_SIZE_RAM_DIVISOR: u64 = 4;
 pub(super) fn ram_unknown() -> Verdict {
     super::skipped(
         "the effective RAM is not known, and every memory setting is sized from it",
-        "/proc/meminfo and the cgroup memory limit could not be read (see the effective resources item)",
+        "/proc/meminfo and the cgroup memory limit, unread: see the effective resources item",
     )
 }
 
