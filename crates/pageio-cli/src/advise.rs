@@ -4,7 +4,7 @@
 //! ```text
 //!   pageio advise [--pgdata DIR | --config FILE] [--pg-bin DIR] [--workload W]
 //!                 [--max-connections N] [--pg-version 17|18|19] [--measure [--seconds N]]
-//!                 [--json] [--sysroot DIR]
+//!                 [--json] [--sysroot DIR] [--dsn CONNINFO]
 //! ```
 //!
 //! The library reads the facts (`pageio::host`, with the live probes run here: io_uring
@@ -15,7 +15,10 @@
 //! [`measure_io`]: `pageio::measure::run` on the cluster (read-only), with progress on
 //! stderr and SIGINT passed to its cancel flag; its [`Measurement`] becomes
 //! `advise::MeasuredIo` (the settings `pageio::measure::recommend` chooses) and, with
-//! `--json`, the report's `"measurement"` object.
+//! `--json`, the report's `"measurement"` object. `--dsn` goes through [`live`]: the running
+//! server's settings and statistics, read over a bounded read-only session, become the
+//! library's `advise::live::LiveFacts`, whose items join the advice (and, with `--json`, the
+//! report's `"live"` object); without files, the live settings stand for them.
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -32,6 +35,7 @@ use pageio::measure::{self, MeasureOptions, MeasureTarget, Measurement, Phase};
 use crate::datadir::DataDirArgs;
 use crate::CliResult;
 
+mod live;
 mod names;
 mod report;
 
@@ -81,7 +85,8 @@ data as configured). advise also exits 2 when it could not run (a bad flag, an u
 Examples:
   pageio advise --pgdata /var/lib/postgresql/18/main --workload oltp
   pageio advise --pgdata /var/lib/postgresql/18/main --measure --seconds 30 --json
-  pageio advise --max-connections 500 --pg-version 19 --json";
+  pageio advise --max-connections 500 --pg-version 19 --json
+  pageio advise --pgdata /var/lib/postgresql/18/main --dsn 'host=/var/run/postgresql user=postgres'";
 
 /// Arguments of `pageio advise`.
 #[derive(Debug, Args)]
@@ -129,6 +134,22 @@ pub struct AdviseArgs {
     /// are skipped
     #[arg(long, value_name = "DIR")]
     sysroot: Option<PathBuf>,
+    /// Save --measure's numbers to FILE (JSON, written to a temporary name and renamed;
+    /// never inside a cluster, never over a file that is not a saved measurement), for
+    /// --measurement in later runs
+    #[arg(long, value_name = "FILE", requires = "measure")]
+    save_measurement: Option<PathBuf>,
+    /// Advise from a measurement saved with --save-measurement instead of measuring again:
+    /// the same values as the run that measured
+    #[arg(long, value_name = "FILE", conflicts_with = "measure")]
+    measurement: Option<PathBuf>,
+    /// A running server to read as well (libpq key=value pairs): its live settings (value,
+    /// source, file:line, pending_restart) and run-time statistics — cache hit ratio,
+    /// checkpoints, temp files, autovacuum, connections, unused and duplicate indexes,
+    /// pg_stat_io. Read-only and bounded; with --pgdata, the files are compared with the
+    /// live values
+    #[arg(long, value_name = "CONNINFO")]
+    dsn: Option<String>,
 }
 
 /// Why `--measure` could not run.
@@ -307,6 +328,9 @@ struct JsonReport<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     measurement: Option<&'a Measurement>,
     facts: &'a Facts,
+    /// `--dsn`'s live settings and statistics, as read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    live: Option<&'a pageio::advise::live::LiveFacts>,
 }
 
 fn check_dir(flag: &str, path: &Path, what: &str) -> Result<(), Box<dyn std::error::Error>> {
@@ -370,10 +394,21 @@ pub fn run(mut args: AdviseArgs) -> CliResult {
         pg_bin: args.pg_bin.as_deref(),
         storage_path: None,
     };
-    let facts = match &args.sysroot {
+    let live = match &args.dsn {
+        Some(dsn) => Some(live::read(dsn)?),
+        None => None,
+    };
+    let mut facts = match &args.sysroot {
         Some(root) => Facts::read(&Sysroot::new(root), &sources, Probes::default()),
         None => Facts::read_live(&sources),
     };
+    if let (Some(live), None) = (&live, &facts.instance) {
+        // No files given: the server's own settings stand for them.
+        facts.instance = Some(pageio::advise::live::instance_from_live(live));
+    }
+    if let Some(file) = &args.save_measurement {
+        measure::saved::check_writable(file)?;
+    }
     let measurement = if args.measure {
         let dir = measure_target(args.pgdata.as_deref(), &facts)?;
         let budget = Duration::from_secs(args.seconds.unwrap_or(advise::DEFAULT_MEASURE.as_secs()));
@@ -383,7 +418,14 @@ pub fn run(mut args: AdviseArgs) -> CliResult {
             .effective_cpus
             .as_ref()
             .map(|e| e.value as usize);
-        Some(measure_io(&dir, budget, cpus)?)
+        let m = measure_io(&dir, budget, cpus)?;
+        if let Some(file) = &args.save_measurement {
+            measure::saved::save(file, &m)?;
+            eprintln!("pageio: measure: saved to {}", file.display());
+        }
+        Some(m)
+    } else if let Some(file) = &args.measurement {
+        Some(measure::saved::load(file)?)
     } else {
         None
     };
@@ -394,16 +436,43 @@ pub fn run(mut args: AdviseArgs) -> CliResult {
         pg_version: args.pg_version,
         measured,
     };
-    let advice = advise::advise_with_names(&facts, &inputs, &names::Flags);
+    let mut advice = advise::advise_with_names(&facts, &inputs, &names::Flags);
+    if let Some(live) = &live {
+        let mut items = advise::live::live_items(
+            live,
+            &advise::live::LiveInputs {
+                workload: inputs.workload,
+            },
+        );
+        if let Some(instance) = facts
+            .instance
+            .as_ref()
+            .filter(|i| !i.config_files.is_empty())
+        {
+            items.insert(0, advise::live::file_differences(&instance.settings, live));
+        }
+        advice.add_live(items);
+    }
     if args.json {
         let report = JsonReport {
             advice: &advice,
             measurement: measurement.as_ref(),
             facts: &facts,
+            live: live.as_ref(),
         };
         crate::write_stdout(&format!("{}\n", serde_json::to_string_pretty(&report)?))?;
     } else {
-        crate::write_stdout(&report::report(&advice))?;
+        let mut text = report::report(&advice);
+        if let Some(live) = &live {
+            text.insert_str(
+                0,
+                &format!(
+                    "live: PostgreSQL {} at {} (database {}, role {})\n",
+                    live.server_version, live.target, live.database, live.role
+                ),
+            );
+        }
+        crate::write_stdout(&text)?;
     }
     Ok(advice.exit_status())
 }

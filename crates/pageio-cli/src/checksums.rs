@@ -108,6 +108,8 @@ pub struct ChecksumsArgs {
     #[arg(short = 'j', long, value_name = "N")]
     jobs: Option<usize>,
     #[command(flatten)]
+    online: crate::verify::OnlineArgs,
+    #[command(flatten)]
     settings: SettingsArgs,
 }
 
@@ -123,6 +125,7 @@ pub fn run(args: ChecksumsArgs) -> CliResult {
             json: args.json,
             jobs: args.jobs,
             mapped_reads: "on".into(),
+            online: args.online,
             settings: args.settings,
         });
     }
@@ -189,6 +192,12 @@ impl From<pageio::page::control::ControlFileError> for Failure {
 
 /// `--enable` or `--disable`, step by step.
 fn change(args: &ChecksumsArgs) -> Result<i32, Failure> {
+    if args.online.online {
+        return Err(Failure::Usage(
+            "option --online can only be used with --check: checksums are enabled or disabled on a stopped cluster".into(),
+            try_help(),
+        ));
+    }
     if args.filenode.is_some() {
         return Err(Failure::Usage(
             "option -f/--filenode can only be used with --check".into(),

@@ -16,6 +16,7 @@ mod checksums;
 mod datadir;
 mod gen;
 mod io_bench;
+mod live;
 mod methods;
 mod scan;
 mod settings;
@@ -397,6 +398,7 @@ fn flag_spelling(term: Term) -> String {
         Term::DataDirectory => "--pgdata".to_string(),
         Term::AdviseDataDirectory => "advise --pgdata".to_string(),
         Term::OutputDirectory => "--out".to_string(),
+        Term::OnlineCheck => "--online".to_string(),
     }
 }
 

@@ -57,6 +57,10 @@ use pageio::verify::{
 };
 use pageio::Aio;
 
+mod online;
+
+pub(crate) use online::OnlineArgs;
+
 use crate::datadir::DataDirArgs;
 use crate::settings::SettingsArgs;
 use crate::CliResult;
@@ -116,6 +120,8 @@ pub struct VerifyArgs {
     /// copying them (never under --direct-io on)
     #[arg(long, value_name = "on|off", default_value = "on", value_parser = ["on", "off"])]
     pub(crate) mapped_reads: String,
+    #[command(flatten)]
+    pub(crate) online: OnlineArgs,
     #[command(flatten)]
     pub(crate) settings: SettingsArgs,
 }
@@ -219,6 +225,14 @@ pub fn run(args: VerifyArgs) -> CliResult {
 
 /// The whole run, step by step; exit status 0 when every block is good, 1 when one is bad.
 fn verify(args: VerifyArgs) -> Result<i32, Fatal> {
+    if args.online.online {
+        return online::verify_online(args);
+    }
+    if let Some(text) = args.online.ionice.as_deref() {
+        online::set_ionice(
+            online::parse_ionice(text).map_err(|m| Fatal::usage(m, "see pageio verify --help"))?,
+        )?;
+    }
     let datadir = data_directory(&args)?;
     let jobs = jobs_flag(args.jobs).map_err(|(m, h)| Fatal::usage(m, h))?;
     let aio = start_engine(&args.settings, jobs)?;
@@ -298,7 +312,7 @@ fn start_engine(settings: &SettingsArgs, jobs: usize) -> Result<Aio, Fatal> {
 /// `global/pg_control`, refusing what `pg_checksums --check` refuses.
 fn read_control(pgdata: &std::path::Path) -> Result<ControlFile, VerifyError> {
     let control = ControlFile::read(pgdata)?;
-    control.check_for_verify()?;
+    pageio::verify::check_for_offline_verify(&control)?;
     Ok(control)
 }
 
@@ -436,6 +450,11 @@ pub(crate) struct Progress {
     lines: Option<ProgressLines>,
 }
 
+/// The bar's template: pg_checksums' MB, the rate, the time left, and a message (the online
+/// check's counts).
+const BAR_TEMPLATE: &str =
+    "{bytes}/{total_bytes} ({percent}%) computed, {bytes_per_sec}, eta {eta} {msg}";
+
 impl Progress {
     pub(crate) fn new(wanted: bool, total_bytes: u64) -> Progress {
         let on_terminal = std::io::stderr().is_terminal();
@@ -447,16 +466,22 @@ impl Progress {
         // The template is a constant: it cannot fail to parse, but a bar is not worth a
         // panic, so a bad one falls back to the default style.
         bar.set_style(
-            ProgressStyle::with_template(
-                "{bytes}/{total_bytes} ({percent}%) computed, {bytes_per_sec}, eta {eta}",
-            )
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+            ProgressStyle::with_template(BAR_TEMPLATE)
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
         );
         bar.enable_steady_tick(Duration::from_millis(200));
         Progress {
             bar,
             lines: (wanted && !on_terminal).then(|| ProgressLines::new(total_bytes)),
         }
+    }
+
+    /// Counts shown after the rate (on the bar, and at the end of each plain line).
+    pub(crate) fn set_counts(&mut self, counts: String) {
+        if let Some(lines) = self.lines.as_mut() {
+            lines.counts = format!(", {counts}");
+        }
+        self.bar.set_message(counts);
     }
 
     pub(crate) fn update(&mut self, done_bytes: u64) {
@@ -481,6 +506,8 @@ struct ProgressLines {
     total_bytes: u64,
     started: Instant,
     last_line: Instant,
+    /// Appended to each line (the online check's counts), or empty.
+    counts: String,
 }
 
 impl ProgressLines {
@@ -490,6 +517,7 @@ impl ProgressLines {
             total_bytes,
             started: now,
             last_line: now,
+            counts: String::new(),
         }
     }
 
@@ -501,12 +529,13 @@ impl ProgressLines {
         }
         self.last_line = now;
         eprintln!(
-            "{}",
+            "{}{}",
             progress_line(
                 done_bytes,
                 self.total_bytes,
                 now.duration_since(self.started)
-            )
+            ),
+            self.counts
         );
     }
 }

@@ -115,9 +115,16 @@ fn measure_on_the_fixture_recommends_what_the_measurement_implies() {
         mic["recommended"],
         r.maintenance_io_concurrency.value.to_string()
     );
+    // The fixture's few MB fit the cache many times over: 1.1 whatever the disk, with the
+    // measured ratio quoted beside it.
     let rpc = item(&report, "random_page_cost");
-    let rpc_value: f64 = rpc["recommended"].as_str().unwrap().parse().unwrap();
-    assert_eq!(rpc_value, r.random_page_cost.value);
+    assert_eq!(rpc["recommended"], "1.1");
+    let rpc_reason = rpc["reason"].as_str().unwrap();
+    assert!(
+        rpc_reason.contains("fully cached")
+            && rpc_reason.contains(&format!("(measured: {})", r.random_page_cost.reason)),
+        "{rpc_reason}"
+    );
     let method = item(&report, "io_method");
     let method_reason = method["reason"].as_str().unwrap();
     // PostgreSQL may be refused io_uring where the engine is not (a build without liburing):
@@ -255,4 +262,196 @@ fn ctrl_c_cancels_the_measurement() {
     assert!(stderr.contains("--measure cancelled (Ctrl-C)"), "{stderr}");
     assert!(out.stdout.is_empty());
     assert_eq!(tree_contents(&pgdata), before);
+}
+
+/// Measure and save, apply the snippet, then advise again from the saved file: the same
+/// values both times, and nothing the first run recommended is flagged by the second.
+#[test]
+fn a_saved_measurement_gives_the_same_advice_and_its_snippet_is_not_flagged() {
+    let tmp = tempfile::tempdir().unwrap();
+    let pgdata = unpack_fixture(tmp.path());
+    let pgdata_s = pgdata.to_str().unwrap();
+    let saved = tmp.path().join("measured.json");
+    let saved_s = saved.to_str().unwrap();
+    let out = pageio_bounded(
+        &[
+            "advise",
+            "--pgdata",
+            pgdata_s,
+            "--measure",
+            "--seconds",
+            "2",
+            "--save-measurement",
+            saved_s,
+            "--json",
+        ],
+        60,
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(&format!("pageio: measure: saved to {saved_s}")),
+        "{stderr}"
+    );
+    let first: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let file: serde_json::Value = serde_json::from_slice(&std::fs::read(&saved).unwrap()).unwrap();
+    assert_eq!(
+        (file["format"].as_str(), file["version"].as_u64()),
+        (Some("pageio-measurement"), Some(1))
+    );
+    assert_eq!(file["measurement"], first["measurement"]);
+
+    // The snippet goes into the cluster's configuration, as a user would include it.
+    let snippet = first["postgresql_conf"].as_str().unwrap();
+    let conf = pgdata.join("postgresql.conf");
+    let mut text = std::fs::read_to_string(&conf).unwrap();
+    text.push_str(snippet);
+    std::fs::write(&conf, text).unwrap();
+    let out = pageio_bounded(
+        &[
+            "advise",
+            "--pgdata",
+            pgdata_s,
+            "--measurement",
+            saved_s,
+            "--json",
+        ],
+        60,
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(2), "{stderr}");
+    let second: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(second["measurement"], first["measurement"]);
+    let recommended: Vec<&str> = snippet
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| l.split(" = ").next())
+        .collect();
+    assert!(
+        recommended.contains(&"effective_io_concurrency"),
+        "{snippet}"
+    );
+    for name in recommended {
+        let (a, b) = (item(&first, name), item(&second, name));
+        // track_io_timing follows the clock's cost, probed live in each run: on a loaded
+        // machine it may cross its threshold between two runs. Everything else must agree.
+        if name == "track_io_timing" {
+            continue;
+        }
+        assert_eq!(
+            b["status"], "ok",
+            "{name}: {} ({})",
+            b["reason"], b["source"]
+        );
+        let value = |v: &serde_json::Value| v["recommended"].as_str().unwrap().to_string();
+        assert_eq!(value(b), value(a), "{name}");
+    }
+    for name in [
+        "effective_io_concurrency",
+        "maintenance_io_concurrency",
+        "random_page_cost",
+    ] {
+        let reason = item(&second, name)["reason"].as_str().unwrap().to_string();
+        assert!(
+            reason.contains("measured: ") || reason.contains("fully cached"),
+            "{name}: {reason}"
+        );
+    }
+}
+
+#[test]
+fn saved_measurements_are_checked_before_measuring_and_never_overwrite_others() {
+    let tmp = tempfile::tempdir().unwrap();
+    let pgdata = unpack_fixture(tmp.path());
+    let pgdata_s = pgdata.to_str().unwrap();
+    // Not one of ours: refused before measuring, and left as it was.
+    let notes = tmp.path().join("notes.txt");
+    std::fs::write(&notes, "mine").unwrap();
+    let args = |file: &Path| {
+        vec![
+            "advise".to_string(),
+            "--pgdata".into(),
+            pgdata_s.into(),
+            "--measure".into(),
+            "--seconds".into(),
+            "30".into(),
+            "--save-measurement".into(),
+            file.display().to_string(),
+        ]
+    };
+    let started = Instant::now();
+    let a = args(&notes);
+    let out = pageio_bounded(&a.iter().map(String::as_str).collect::<Vec<_>>(), 60);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "refused before the 30 s measurement"
+    );
+    assert!(
+        stderr.contains(&format!(
+            "refusing to overwrite {}: it exists and is not a saved pageio measurement (not JSON",
+            notes.display()
+        )),
+        "{stderr}"
+    );
+    assert_eq!(std::fs::read_to_string(&notes).unwrap(), "mine");
+    // Inside the cluster: refused.
+    let inside = pgdata.join("measured.json");
+    let a = args(&inside);
+    let out = pageio_bounded(&a.iter().map(String::as_str).collect::<Vec<_>>(), 60);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("inside the PostgreSQL data directory or tablespace"),
+        "{stderr}"
+    );
+    assert!(!inside.exists());
+    // A file that is not a measurement, given to read: an error naming it, no report.
+    let out = pageio_bounded(
+        &[
+            "advise",
+            "--pgdata",
+            pgdata_s,
+            "--measurement",
+            notes.to_str().unwrap(),
+        ],
+        60,
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "measurement file {}: not a saved pageio measurement (not JSON",
+            notes.display()
+        )),
+        "{stderr}"
+    );
+    assert!(out.stdout.is_empty());
+    // A device is refused before a byte of it is read.
+    let out = pageio_bounded(
+        &["advise", "--pgdata", pgdata_s, "--measurement", "/dev/zero"],
+        60,
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("measurement file /dev/zero: cannot read it: it is a character device, not a regular file"),
+        "{stderr}"
+    );
+    // --save-measurement needs --measure; --measurement excludes it.
+    let out = pageio_bounded(&["advise", "--save-measurement", "x.json"], 60);
+    assert_eq!(out.status.code(), Some(2));
+    let out = pageio_bounded(
+        &[
+            "advise",
+            "--pgdata",
+            pgdata_s,
+            "--measure",
+            "--measurement",
+            "x.json",
+        ],
+        60,
+    );
+    assert_eq!(out.status.code(), Some(2));
 }

@@ -12,8 +12,6 @@ use common::{
     chown_to_pg_user, initdb, pageio_bounded, pg_bin, pg_cluster_dir, with_watchdog, PgServer,
 };
 
-use pageio::advise::units::parse_size;
-
 /// `name = value` pairs of a conf snippet (comments dropped, quotes removed).
 fn conf_lines(snippet: &str) -> Vec<(String, String)> {
     snippet
@@ -28,18 +26,6 @@ fn conf_lines(snippet: &str) -> Vec<(String, String)> {
             )
         })
         .collect()
-}
-
-/// Whether a recommended value and what `SHOW` printed are the same setting value.
-fn same_value(recommended: &str, shown: &str) -> bool {
-    if recommended.eq_ignore_ascii_case(shown) {
-        return true;
-    }
-    if let (Ok(a), Ok(b)) = (recommended.parse::<f64>(), shown.parse::<f64>()) {
-        return (a - b).abs() < 1e-9;
-    }
-    // Sizes: both carry units here (SHOW always prints one), so the base unit is moot.
-    matches!((parse_size(recommended, 1), parse_size(shown, 1)), (Some(a), Some(b)) if a == b)
 }
 
 fn item<'a>(v: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
@@ -150,7 +136,7 @@ fn the_conf_snippet_starts_postgresql_18_and_show_gives_every_value_back() {
                 let shown = server.psql(&format!("SHOW {name};"));
                 let shown = shown.trim();
                 assert!(
-                    same_value(value, shown),
+                    common::same_setting_value(value, shown),
                     "{name}: recommended {value}, SHOW gives {shown}"
                 );
             }

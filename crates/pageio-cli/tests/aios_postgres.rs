@@ -56,21 +56,6 @@ fn configure(data: &Path, io_method: &str) {
     chown_to_pg_user(&conf);
 }
 
-/// The io_methods this PostgreSQL build can run: io_uring only with liburing.
-fn io_methods(bin: &Path) -> Vec<&'static str> {
-    let configure = Command::new(bin.join("pg_config"))
-        .arg("--configure")
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
-        .unwrap_or_default();
-    if configure.contains("--with-liburing") {
-        vec!["worker", "sync", "io_uring"]
-    } else {
-        eprintln!("io_uring not tested: this PostgreSQL build has no liburing");
-        vec!["worker", "sync"]
-    }
-}
-
 /// The DSN of a server listening on a socket in `root`.
 fn dsn(root: &Path, user: &str) -> String {
     format!(
@@ -192,22 +177,6 @@ fn total_reads(sample: &Value) -> f64 {
         .iter()
         .map(|row| row["reads"].as_f64().unwrap_or(0.0))
         .sum()
-}
-
-/// Statements the server logged for application `pageio aios`.
-fn logged_statements(root: &Path) -> Vec<String> {
-    let log = std::fs::read_to_string(root.join("log")).unwrap();
-    log.lines()
-        .filter_map(|line| line.strip_prefix("pageio aios|LOG:  "))
-        .filter_map(|rest| {
-            rest.strip_prefix("statement: ").or_else(|| {
-                rest.split_once(": ")
-                    .filter(|(head, _)| head.starts_with("execute "))
-                    .map(|(_, sql)| sql)
-            })
-        })
-        .map(str::to_string)
-        .collect()
 }
 
 /// The whole scenario under one io_method.
@@ -336,11 +305,18 @@ fn sees_a_cold_scan(bin: &Path, io_method: &str) {
                         "{by_relation:?}"
                     );
                     let by_backend = doc["in_flight_by_backend"].as_array().unwrap();
+                    let backend = by_backend
+                        .iter()
+                        .find(|b| b["pid"].as_i64() == Some(scanner.pid))
+                        .unwrap_or_else(|| panic!("{by_backend:?}"));
+                    // Who the backend is and what it runs, from pg_stat_activity.
+                    assert_eq!(backend["database"], "postgres", "{backend}");
                     assert!(
-                        by_backend
-                            .iter()
-                            .any(|b| b["pid"].as_i64() == Some(scanner.pid)),
-                        "{by_backend:?}"
+                        backend["query"]
+                            .as_str()
+                            .unwrap_or_default()
+                            .contains("big"),
+                        "{backend}"
                     );
                     seen.get_or_insert_with(|| io.clone());
                 }
@@ -449,14 +425,24 @@ fn sees_a_cold_scan(bin: &Path, io_method: &str) {
     let text = String::from_utf8_lossy(&out.stdout);
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), 3, "{text}");
-    assert!(lines[0].contains("reads/s - "), "{text}");
+    // The plain line follows the local `aios --watch` line's fields and order.
     assert!(
-        lines[2].contains("reads/s ") && lines[2].contains("io workers"),
+        lines[0].starts_with(&format!(
+            "pid=server io_method={io_method} ios_per_s=- mb_per_s=- depth="
+        )),
+        "{text}"
+    );
+    assert!(
+        lines[0].contains(" read_ms_per_s=-(track_io_timing=off) workers="),
+        "{text}"
+    );
+    assert!(
+        lines[2].contains(" ios_per_s=") && !lines[2].contains(" ios_per_s=- "),
         "{text}"
     );
 
     // Only SELECTs, in read-only transactions.
-    let statements = logged_statements(&root);
+    let statements = common::logged_statements(&root, "pageio aios");
     assert!(
         statements.len() > 20,
         "too few statements logged: {statements:?}"
@@ -596,7 +582,7 @@ fn full_screen_under_tmux(dsn: &str) {
 fn aios_dsn_sees_a_cold_seq_scan_under_each_io_method() {
     let Some(bin) = pg_bin() else { return };
     with_watchdog("aios_dsn_sees_a_cold_seq_scan", 600, move || {
-        for io_method in io_methods(&bin) {
+        for io_method in common::server_io_methods(&bin) {
             sees_a_cold_scan(&bin, io_method);
         }
     });

@@ -50,7 +50,7 @@ struct Template {
 fn template(bin: &Path) -> &'static Template {
     static TEMPLATE: OnceLock<Template> = OnceLock::new();
     TEMPLATE.get_or_init(|| {
-        let dir = pg_cluster_dir("pageio-checksums-template");
+        let dir = common::pg_cluster_dir_for_process("pageio-checksums-template");
         let data = dir.path().join("data");
         pg_ok(
             bin,

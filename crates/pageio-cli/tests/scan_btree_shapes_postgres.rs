@@ -485,7 +485,7 @@ INSERT INTO bench_keys SELECT (g * 7919) % 3001, md5(g::text) FROM generate_seri
 fn cluster(bin: &Path) -> &'static Cluster {
     static C: OnceLock<Cluster> = OnceLock::new();
     C.get_or_init(|| {
-        let dir = pg_cluster_dir("pageio-btree-shapes-");
+        let dir = common::pg_cluster_dir_for_process("pageio-btree-shapes-");
         let root = dir.path().to_path_buf();
         let data = initdb(bin, &root);
         let server = PgServer::start(bin, &root);

@@ -19,7 +19,7 @@
 //! tests print a skip line, except under `CI`, where they fail.
 
 mod common;
-use common::{chown_to_pg_user, initdb, pageio_bounded, pg_bin, pg_cluster_dir, pg_ok, PgServer};
+use common::{chown_to_pg_user, initdb, pageio_bounded, pg_bin, pg_ok, PgServer};
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -612,7 +612,7 @@ fn psql_row(bin: &Path, root: &Path, database: &str, sql: &[&str]) -> Vec<String
 fn cluster(bin: &Path) -> &'static Cluster {
     static C: OnceLock<Cluster> = OnceLock::new();
     C.get_or_init(|| {
-        let dir = pg_cluster_dir("pageio-scan-table-");
+        let dir = common::pg_cluster_dir_for_process("pageio-scan-table-");
         let root = dir.path().to_path_buf();
         std::fs::create_dir(root.join("ts")).unwrap();
         chown_to_pg_user(&root.join("ts"));

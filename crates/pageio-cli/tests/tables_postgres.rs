@@ -133,13 +133,8 @@ const FACTS_SQL: &str = "SELECT current_database(), n.nspname || '.' || c.relnam
 fn cluster(bin: &Path) -> &'static Cluster {
     static C: OnceLock<Cluster> = OnceLock::new();
     C.get_or_init(|| {
-        let dir = tempfile::Builder::new()
-            .prefix("pageio-tables-")
-            .tempdir_in("/tmp")
-            .unwrap();
+        let dir = common::pg_cluster_dir_for_process("pageio-tables-");
         let root = dir.path().to_path_buf();
-        std::fs::set_permissions(&root, std::os::unix::fs::PermissionsExt::from_mode(0o755))
-            .unwrap();
         std::fs::create_dir(root.join("ts")).unwrap();
         chown_to_pg_user(&root);
         let data = root.join("data");

@@ -60,7 +60,8 @@ fn new_root() -> (tempfile::TempDir, PathBuf) {
 fn template(bin: &Path) -> &'static Cluster {
     static T: OnceLock<Cluster> = OnceLock::new();
     T.get_or_init(|| {
-        let (dir, root) = new_root();
+        let dir = common::pg_cluster_dir_for_process("pageio-verify-template-");
+        let root = dir.path().to_path_buf();
         initdb(bin, &root);
         std::fs::create_dir(root.join("ts")).unwrap();
         chown_to_pg_user(&root.join("ts"));

@@ -318,8 +318,9 @@ fn a_rotational_disk_under_lvm_with_bfq_gets_mq_deadline_and_hdd_costs() {
     assert_eq!(rec(&a, "random_page_cost"), "4");
     let rpc = a.item("random_page_cost").unwrap();
     assert!(
-        rpc.reason
-            .contains("guessed (rotational=1); run with a measurement of the disk"),
+        rpc.reason.ends_with(
+            "guessed from the storage class hdd (sdb: rotational=1 on a physical disk (vendor \"ATA\", model \"ST4000NM0035-1V4\"); nr_requests 64, 1 hardware queue); run with a measurement of the disk"
+        ),
         "{}",
         rpc.reason
     );
@@ -909,10 +910,16 @@ fn a_fact_that_cannot_be_read_is_listed_not_guessed() {
     );
     facts.pg_bin = None;
     let a = advise::advise(&facts, &Inputs::default());
-    assert!(
-        a.item("vm.swappiness").is_none(),
-        "no item from a value that did not parse"
+    let swappiness = a.item("vm.swappiness").unwrap();
+    assert_eq!(
+        (swappiness.status, swappiness.found.as_str()),
+        (
+            Status::Ok,
+            "not checked: /proc/sys/vm/swappiness gave no value here (this kernel has no such setting, a container hides it, or it did not parse: see what was not read)"
+        ),
+        "no value made up from one that did not parse"
     );
+    assert!(swappiness.sysctl.is_empty());
     assert_eq!(a.problems.len(), 1, "{:?}", a.problems);
     assert!(
         a.problems[0].contains("/proc/sys/vm/swappiness") && a.problems[0].contains("sixty"),
@@ -949,114 +956,295 @@ fn sized_machine(base: &str, ram_gib: u64, cpus: u32) -> tempfile::TempDir {
     machine
 }
 
-/// The pageio column of docs/ADVISE.md's comparison with pgtune, for the same inputs.
-#[test]
-fn the_pgtune_comparison_in_the_docs_holds() {
-    let check = |a: &Advice, expected: &[(&str, &str)]| {
-        for (name, value) in expected {
-            assert_eq!(rec(a, name), *value, "{name}");
-        }
+/// A stopped cluster's data directory under `dir` holding `data_bytes` of relation data (a
+/// sparse file: its length counts, as for PostgreSQL's database size) and `conf`.
+fn cluster(dir: &Path, data_bytes: u64, conf: &str) -> std::path::PathBuf {
+    let pgdata = dir.join("pgdata");
+    std::fs::create_dir_all(pgdata.join("base/5")).unwrap();
+    std::fs::create_dir_all(pgdata.join("global")).unwrap();
+    std::fs::write(pgdata.join("PG_VERSION"), "18\n").unwrap();
+    std::fs::write(pgdata.join("postgresql.conf"), conf).unwrap();
+    let rel = std::fs::File::create(pgdata.join("base/5/16384")).unwrap();
+    rel.set_len(data_bytes).unwrap();
+    pgdata
+}
+
+/// Advice on a captured machine for a cluster in `pgdata` (its storage looked up in the
+/// capture's mount table).
+fn advise_cluster(situation: &str, pgdata: &Path, inputs: Inputs) -> Advice {
+    let sources = Sources {
+        pgdata: Some(pgdata),
+        ..Default::default()
     };
-    // 4 GB / 2 CPUs, web, SSD: the container capture.
+    let mut facts = Facts::read(&Sysroot::new(tree(situation)), &sources, good_probes());
+    facts.pg_bin = None;
+    let problems: Vec<String> = facts
+        .host
+        .problems
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert!(problems.is_empty(), "{situation}: {problems:#?}");
+    advise::advise(&facts, &inputs)
+}
+
+const VIRTIO_EVIDENCE: &str =
+    "vda: virtio disk (driver virtio_blk), rotational=1 not trusted; nr_requests 256, 1 hardware queue";
+
+#[test]
+fn a_virtio_disk_reported_rotational_is_virtual_and_never_below_postgresqls_defaults() {
+    let tmp = tempfile::tempdir().unwrap();
+    let pgdata = cluster(tmp.path(), 1 << 20, "");
+    let a = advise_cluster("virtio-docker", &pgdata, Inputs::default());
+    assert_eq!(
+        rec(&a, "data directory storage"),
+        format!("storage class virtual ({VIRTIO_EVIDENCE})")
+    );
+    for name in ["effective_io_concurrency", "maintenance_io_concurrency"] {
+        let i = a.item(name).unwrap();
+        assert_eq!(
+            (i.status, i.recommended.as_str()),
+            (Status::Ok, "16"),
+            "{name}"
+        );
+        assert!(i.reason.contains(VIRTIO_EVIDENCE), "{}", i.reason);
+    }
+    // Writeback follows the class: not a spinning disk's 64 MB.
+    assert!(
+        a.sysctl_conf
+            .contains("vm.dirty_background_bytes = 268435456"),
+        "{}",
+        a.sysctl_conf
+    );
+    assert_eq!(status(&a, "read_ahead_kb"), Status::Ok);
+    assert_eq!(status(&a, "I/O scheduler"), Status::Ok);
+    // 1 MiB of data in 23.5 GiB: cached, whatever the disk.
+    let rpc = a.item("random_page_cost").unwrap();
+    assert_eq!(rpc.recommended, "1.1");
+    assert!(
+        rpc.reason.ends_with(
+            "data 1.0 MiB, RAM 23.5 GiB (host MemTotal at /proc/meminfo), shared_buffers 128MB: fully cached (at most 50% of the 17.7 GiB effective cache)"
+        ),
+        "{}",
+        rpc.reason
+    );
+    // 16 GiB of data do not fit half of the 17.7 GiB cache: PostgreSQL's default for a
+    // device whose speed is not known.
+    let big = tempfile::tempdir().unwrap();
+    let a = advise_cluster(
+        "virtio-docker",
+        &cluster(big.path(), 16 << 30, ""),
+        Inputs::default(),
+    );
+    let rpc = a.item("random_page_cost").unwrap();
+    assert_eq!(rpc.recommended, "4");
+    assert!(
+        rpc.reason.contains("data 16.0 GiB, RAM 23.5 GiB (host MemTotal at /proc/meminfo), shared_buffers 128MB: more than 50% of the 17.7 GiB effective cache; guessed from the storage class virtual"),
+        "{}",
+        rpc.reason
+    );
+    // A configured concurrency above the floor (an earlier measurement's) is kept and OK;
+    // one below it is not.
+    let conf = "effective_io_concurrency = 32\nmaintenance_io_concurrency = 2\n";
+    let kept = tempfile::tempdir().unwrap();
+    let a = advise_cluster(
+        "virtio-docker",
+        &cluster(kept.path(), 1 << 20, conf),
+        Inputs::default(),
+    );
+    let eic = a.item("effective_io_concurrency").unwrap();
+    assert_eq!(
+        (eic.status, eic.recommended.as_str()),
+        (Status::Ok, "32 (as configured: at least 16)")
+    );
+    assert!(
+        a.postgresql_conf
+            .contains("\neffective_io_concurrency = 32\t"),
+        "{}",
+        a.postgresql_conf
+    );
+    let mic = a.item("maintenance_io_concurrency").unwrap();
+    assert_eq!((mic.status, mic.recommended.as_str()), (Status::Warn, "16"));
+}
+
+#[test]
+fn a_measured_virtio_disk_follows_the_measurement_and_agrees_with_its_own_snippet() {
+    let m = nvme_like(11_800.0);
+    let measured = MeasuredIo::from_measurement(&m);
+    let r = measured.recommendations.clone();
+    let inputs = || Inputs {
+        measured: Some(measured.clone()),
+        ..Default::default()
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let a = advise_cluster("virtio-docker", &cluster(tmp.path(), 1 << 20, ""), inputs());
+    let eic = r.effective_io_concurrency.value.to_string();
+    let mic = r.maintenance_io_concurrency.value.to_string();
+    assert_eq!((eic.as_str(), mic.as_str()), ("32", "64"));
+    assert_eq!(rec(&a, "effective_io_concurrency"), eic);
+    assert_eq!(rec(&a, "maintenance_io_concurrency"), mic);
+    // The data is cached: 1.1 whatever the disk's own ratio, which the reason quotes.
+    let rpc = a.item("random_page_cost").unwrap();
+    assert_eq!(rpc.recommended, "1.1");
+    assert!(
+        rpc.reason.contains("the disk's own ratio (measured: "),
+        "{}",
+        rpc.reason
+    );
+    // The snippet applied, advice with the same measurement flags nothing it recommended;
+    // without the measurement, the I/O concurrencies stay OK (above the floor, kept).
+    let snippet = a.postgresql_conf.clone();
+    let again = tempfile::tempdir().unwrap();
+    let pgdata = cluster(again.path(), 1 << 20, &snippet);
+    let b = advise_cluster("virtio-docker", &pgdata, inputs());
+    for item in b
+        .items
+        .iter()
+        .filter(|i| i.group == advise::Group::Instance)
+    {
+        assert_eq!(item.status, Status::Ok, "{}: {}", item.name, item.reason);
+        if let Some(first) = a.item(&item.name) {
+            assert_eq!(item.recommended, first.recommended, "{}", item.name);
+        }
+    }
+    let plain = advise_cluster("virtio-docker", &pgdata, Inputs::default());
+    for name in [
+        "effective_io_concurrency",
+        "maintenance_io_concurrency",
+        "random_page_cost",
+    ] {
+        assert_eq!(status(&plain, name), Status::Ok, "{name}");
+    }
+    assert_eq!(
+        rec(&plain, "maintenance_io_concurrency"),
+        "64 (as configured: at least 16)"
+    );
+}
+
+#[test]
+fn nvme_gets_flash_values_and_a_physical_hdd_spinning_disk_values() {
+    let (_, a) = advise_on(
+        &tree("nvme-64cpu"),
+        Some("/srv/pgdata"),
+        None,
+        good_probes(),
+        Inputs::default(),
+    );
+    assert_eq!(
+        rec(&a, "data directory storage"),
+        "storage class nvme (nvme1n1: NVMe (nvme1n1), rotational=0; nr_requests 1023, 64 hardware queues)"
+    );
+    assert_eq!(rec(&a, "effective_io_concurrency"), "200");
+    assert_eq!(rec(&a, "random_page_cost"), "1.1");
+    assert_eq!(status(&a, "I/O scheduler"), Status::Ok);
+    assert_eq!(status(&a, "noatime"), Status::Ok);
+    // 200 is the class's guess: a configured 32 (an earlier measurement's, say) is kept,
+    // OK, with the guess named; 8 is below PostgreSQL 18's default and is not.
+    let dir = tempfile::tempdir().unwrap();
+    let conf = dir.path().join("postgresql.conf");
+    std::fs::write(
+        &conf,
+        "effective_io_concurrency = 32\nmaintenance_io_concurrency = 8\n",
+    )
+    .unwrap();
+    let (_, c) = advise_on(
+        &tree("nvme-64cpu"),
+        Some("/srv/pgdata"),
+        Some(&conf),
+        good_probes(),
+        Inputs::default(),
+    );
+    let eic = c.item("effective_io_concurrency").unwrap();
+    assert_eq!(
+        (eic.status, eic.recommended.as_str()),
+        (
+            Status::Ok,
+            "32 (as configured; the storage class suggests 200, a guess: measure to compare)"
+        )
+    );
+    let mic = c.item("maintenance_io_concurrency").unwrap();
+    assert_eq!(
+        (mic.status, mic.recommended.as_str()),
+        (Status::Warn, "200")
+    );
+    let (_, h) = advise_on(
+        &tree("lvm-rotational-bfq"),
+        Some("/var/lib/postgresql/18/main"),
+        None,
+        good_probes(),
+        Inputs::default(),
+    );
+    assert_eq!(rec(&h, "effective_io_concurrency"), "2");
+    assert!(
+        rec(&h, "vm.dirty_background_bytes").contains(
+            "for storage class hdd: sdb: rotational=1 on a physical disk (vendor \"ATA\""
+        ),
+        "{}",
+        rec(&h, "vm.dirty_background_bytes")
+    );
+}
+
+#[test]
+fn in_a_container_kernel_settings_are_the_hosts_and_skipped_checks_are_said() {
     let a = simple(
-        "container-v2",
+        "container-2g",
         Inputs {
             workload: Workload::Web,
             ..Default::default()
         },
     );
-    check(
-        &a,
-        &[
-            ("shared_buffers", "1GB"),
-            ("effective_cache_size", "3GB"),
-            ("maintenance_work_mem", "256MB"),
-            ("work_mem", "5041kB"),
-            ("wal_buffers", "16MB"),
-            ("min_wal_size", "1GB"),
-            ("max_wal_size", "4GB"),
-            ("random_page_cost", "1.1"),
-            ("effective_io_concurrency", "200"),
-            ("huge_pages", "try"),
-            ("max_parallel_workers", "2"),
-            ("max_parallel_workers_per_gather", "1"),
-            ("max_parallel_maintenance_workers", "1"),
-            ("max_worker_processes", "8"),
-            ("io_workers", "3"),
-        ],
-    );
-    // 64 GB / 16 CPUs, oltp, SSD.
-    let m = sized_machine("thp-always", 64, 16);
-    let a = simple_at(
-        m.path(),
-        Inputs {
-            workload: Workload::Oltp,
-            ..Default::default()
-        },
-    );
-    assert_eq!(a.max_connections, 300);
-    check(
-        &a,
-        &[
-            ("shared_buffers", "16GB"),
-            ("effective_cache_size", "48GB"),
-            ("maintenance_work_mem", "2GB"),
-            ("work_mem", "53092kB"),
-            ("wal_buffers", "16MB"),
-            ("min_wal_size", "2GB"),
-            ("max_wal_size", "8GB"),
-            ("random_page_cost", "1.1"),
-            ("effective_io_concurrency", "200"),
-            ("huge_pages", "try"),
-            ("max_worker_processes", "16"),
-            ("max_parallel_workers", "16"),
-            ("max_parallel_workers_per_gather", "4"),
-            ("max_parallel_maintenance_workers", "4"),
-            ("io_workers", "4"),
-        ],
-    );
+    assert_eq!(a.effective_memory_bytes, Some(2 << 30));
+    let e = a.item("effective resources").unwrap();
     assert!(
-        rec(&a, "vm.nr_hugepages").starts_with("9183 "),
+        e.source
+            .ends_with("; in a container (/.dockerenv): kernel settings are the host's"),
         "{}",
-        rec(&a, "vm.nr_hugepages")
+        e.source
     );
-    // 256 GB / 64 CPUs, dw, HDD (the rotational disk under LVM).
-    let m = sized_machine("lvm-rotational-bfq", 256, 64);
-    let (_, a) = advise_on(
-        m.path(),
-        Some("/var/lib/postgresql/18/main"),
-        None,
-        good_probes(),
-        Inputs {
-            workload: Workload::Dw,
-            ..Default::default()
-        },
+    for name in ["vm.dirty_background_bytes", "vm.overcommit_memory"] {
+        let fix = &a.item(name).unwrap().fix;
+        assert!(
+            fix.ends_with("(the sysctl snippet, read at every boot) (set on the host: a container shares the host's kernel and devices)"),
+            "{name}: {fix}"
+        );
+        assert!(fix.contains("/etc/sysctl.d/90-postgresql.conf"), "{fix}");
+    }
+    // No data directory: every storage check says why it was not made.
+    for name in [
+        "I/O scheduler",
+        "read_ahead_kb",
+        "noatime",
+        "write barriers",
+        "pg_wal storage",
+    ] {
+        let i = a.item(name).unwrap_or_else(|| panic!("no item {name}"));
+        assert_eq!(
+            i.found, "not checked: no data directory given (see data directory storage)",
+            "{name}"
+        );
+    }
+    assert_eq!(rec(&a, "random_page_cost"), "4");
+    assert_eq!(rec(&a, "effective_io_concurrency"), "16");
+    // This machine's kernel has no readable migration cost: an item says so.
+    let tmp = tempfile::tempdir().unwrap();
+    let v = advise_cluster(
+        "virtio-docker",
+        &cluster(tmp.path(), 1 << 20, ""),
+        Inputs::default(),
     );
-    assert_eq!(a.max_connections, 40);
-    check(
-        &a,
-        &[
-            ("shared_buffers", "64GB"),
-            ("effective_cache_size", "192GB"),
-            ("maintenance_work_mem", "2GB"),
-            ("work_mem", "322638kB"),
-            ("wal_buffers", "16MB"),
-            ("min_wal_size", "4GB"),
-            ("max_wal_size", "16GB"),
-            ("random_page_cost", "4"),
-            ("effective_io_concurrency", "2"),
-            ("huge_pages", "try"),
-            ("max_worker_processes", "64"),
-            ("max_parallel_workers", "64"),
-            ("max_parallel_workers_per_gather", "32"),
-            ("max_parallel_maintenance_workers", "4"),
-            ("io_workers", "16"),
-        ],
-    );
+    let m = v.item("sched_migration_cost_ns").unwrap();
     assert!(
-        rec(&a, "vm.nr_hugepages").starts_with("36632 "),
+        m.found.starts_with("not checked: neither /proc/sys/kernel/sched_migration_cost_ns (gone since Linux 5.13) nor /sys/kernel/debug/sched/migration_cost_ns"),
         "{}",
-        rec(&a, "vm.nr_hugepages")
+        m.found
+    );
+    // noatime's fix is the fstab line that survives a reboot, beside the remount.
+    assert!(
+        v.item("noatime").unwrap().fix.contains(
+            "mount -o remount,noatime /; keep it across reboots with this line in /etc/fstab (in place of the mount's line): /dev/vda / ext4 rw,noatime 0 1 (on the host"
+        ),
+        "{}",
+        v.item("noatime").unwrap().fix
     );
 }
 
@@ -1327,6 +1515,8 @@ fn the_library_spells_no_flag() {
         "--sysroot",
         "--json",
         "--direct-io",
+        "--save-measurement",
+        "--measurement",
     ];
     let mut situations: Vec<String> = std::fs::read_dir(tree(""))
         .unwrap()
@@ -1335,7 +1525,7 @@ fn the_library_spells_no_flag() {
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .collect();
     situations.sort();
-    assert_eq!(situations.len(), 10, "{situations:?}");
+    assert_eq!(situations.len(), 13, "{situations:?}");
     let mut pointers = 0;
     for situation in &situations {
         for (pg_version, storage) in [(17, None), (18, Some("/")), (19, None)] {
@@ -1439,7 +1629,7 @@ fn messages_name_inputs_as_the_caller_spells_them() {
         a.item("random_page_cost")
             .unwrap()
             .reason
-            .ends_with("guessed (rotational=unknown, SSD assumed); run with <Measure>"),
+            .ends_with("guessed from the storage class unknown (no data directory: its storage is not known); run with <Measure>"),
         "{}",
         a.item("random_page_cost").unwrap().reason
     );
@@ -1508,4 +1698,37 @@ fn huge_pages_needed_cover_what_postgresql_18_asks_for() {
         .unwrap_or_else(|| panic!("{reason}"));
     assert_eq!(needed, 596, "{reason}");
     assert!(needed >= POSTGRESQL_18_HUGE_PAGES);
+}
+
+/// Without the effective RAM, every setting sized from it is an item saying why, never
+/// left out without a word.
+#[test]
+fn memory_settings_without_the_ram_are_items_saying_so() {
+    let root = tempfile::tempdir().unwrap();
+    let conf = root.path().join("postgresql.conf");
+    std::fs::write(&conf, "shared_buffers = 1GB\n").unwrap();
+    let sources = Sources {
+        config: Some(&conf),
+        ..Default::default()
+    };
+    let facts = Facts::read(&Sysroot::new(root.path()), &sources, good_probes());
+    let a = advise::advise(&facts, &Inputs::default());
+    for name in [
+        "shared_buffers",
+        "huge_pages",
+        "effective_cache_size",
+        "work_mem",
+        "maintenance_work_mem",
+        "wal_buffers",
+    ] {
+        let item = a
+            .item(name)
+            .unwrap_or_else(|| panic!("{name}: no item without the RAM"));
+        assert_eq!(item.status, Status::Ok, "{name}");
+        assert_eq!(
+            item.found,
+            "not checked: the effective RAM is not known, and every memory setting is sized from it",
+            "{name}"
+        );
+    }
 }

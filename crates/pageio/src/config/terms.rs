@@ -43,6 +43,8 @@ pub enum Term {
     AdviseDataDirectory,
     /// The directory a data set is written into.
     OutputDirectory,
+    /// Checking the checksums of a running cluster (online), instead of a stopped one.
+    OnlineCheck,
 }
 
 impl Term {
@@ -59,6 +61,7 @@ impl Term {
             Term::DataDirectory => "the data directory",
             Term::AdviseDataDirectory => "advice for the data directory",
             Term::OutputDirectory => "output",
+            Term::OnlineCheck => "the online check",
         }
     }
 }

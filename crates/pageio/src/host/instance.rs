@@ -39,14 +39,19 @@ pub struct SettingSource {
     pub value: String,
     /// The file that set it last.
     pub file: PathBuf,
-    /// Its line.
+    /// Its line; 0 when the source is not a line of a file (a running server's
+    /// `pg_settings` row whose file this role may not see).
     pub line: usize,
 }
 
 impl SettingSource {
-    /// `file:line`, as the report prints the source.
+    /// `file:line`, as the report prints the source; just the source when there is no line.
     pub fn location(&self) -> String {
-        format!("{}:{}", self.file.display(), self.line)
+        if self.line == 0 {
+            self.file.display().to_string()
+        } else {
+            format!("{}:{}", self.file.display(), self.line)
+        }
     }
 }
 

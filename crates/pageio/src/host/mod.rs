@@ -16,6 +16,10 @@
 //! * [`storage`] — for a data directory: its mount (`/proc/self/mountinfo`), the block
 //!   device behind it and, through device-mapper or md `slaves/`, the disks underneath, with
 //!   their queue settings;
+//! * [`disk_class`] — what kind of device those disks are (NVMe, SSD, a spinning disk, a
+//!   virtual disk whose rotational flag is not to be trusted), with the evidence;
+//! * [`container`] — whether the process runs in a container (`/.dockerenv`,
+//!   `/run/.containerenv`, `/proc/1/cgroup`, `container=` in `/proc/1/environ`);
 //! * [`process`] — the process's seccomp mode (`/proc/self/status`);
 //! * [`pgbin`] — whether the PostgreSQL binaries link liburing (the ELF's `DT_NEEDED`);
 //! * [`instance`] — a cluster's `PG_VERSION`, resolved configuration, checksums, size and
@@ -57,6 +61,8 @@
 
 pub mod cgroup;
 pub mod clock;
+pub mod container;
+pub mod disk_class;
 pub mod instance;
 pub mod kernel;
 pub mod memory;
@@ -71,6 +77,8 @@ use std::sync::Mutex;
 use serde::Serialize;
 
 pub use cgroup::{CgroupFacts, CgroupVersion, Effective, Limit, LimitKind, Resources};
+pub use container::ContainerFacts;
+pub use disk_class::{Classified, DiskClass};
 pub use instance::{InstanceFacts, RunningState, SettingSource};
 pub use kernel::{IoUringFacts, KernelFacts, NumaFacts, ProcessLimits, RlimitValue, ThpFacts};
 pub use memory::MemoryFacts;
@@ -351,6 +359,10 @@ pub struct HostFacts {
     pub limits: ProcessLimits,
     /// The data directory's mount and block devices, when a path was given.
     pub storage: Option<StorageFacts>,
+    /// The class of the data directory's storage and the evidence for it.
+    pub storage_class: Classified,
+    /// Whether the process runs in a container, and what says so.
+    pub container: ContainerFacts,
     /// Files that exist but could not be read or parsed, each naming the file.
     pub problems: Vec<HostError>,
 }
@@ -374,7 +386,11 @@ impl HostFacts {
         let resources = cgroup::effective(sysroot, &memory, &cgroup);
         let limits = kernel::read_limits(sysroot);
         let storage = data_path.map(|p| storage::read(sysroot, p));
+        let storage_class = disk_class::classify(storage.as_ref());
+        let container = container::read(sysroot);
         Self {
+            storage_class,
+            container,
             sysroot: sysroot.root().to_path_buf(),
             kernel,
             memory,

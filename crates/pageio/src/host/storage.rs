@@ -10,8 +10,12 @@
 //! ancestor is reported as a broken tree naming the directory. Overlay, tmpfs and network file
 //! systems have no block device (`major` 0): their device is `None`.
 //!
-//! Per device: `queue/rotational`, `queue/scheduler` (the bracketed choice) and
-//! `queue/read_ahead_kb`, plus `dm/name` or `md/level` when present.
+//! Per device: `queue/rotational`, `queue/scheduler` (the bracketed choice),
+//! `queue/read_ahead_kb` and `queue/nr_requests`, the hardware queues (`mq/*`), the driver
+//! (the last component of the `device/driver` link: `virtio_blk`, `sd`, `nvme`), the SCSI
+//! `device/vendor` and `device/model`, plus `dm/name` or `md/level` when present. What kind
+//! of device that makes (NVMe, SSD, a spinning disk, a virtual disk whose rotational flag
+//! means nothing) is [`super::disk_class`]'s decision.
 
 use std::path::{Component, Path, PathBuf};
 
@@ -29,6 +33,10 @@ pub const MAX_STACK_DEPTH: usize = 16;
 /// The most devices visited under one mount: an md array or LVM volume group over many disks
 /// stays well below this, and it bounds the walk over a broken tree.
 pub const MAX_DEVICES: usize = 256;
+
+/// The most hardware queues counted under `mq/`: NVMe has at most one per CPU (and a few
+/// more for polling), so 4096 covers any machine and bounds the directory read.
+pub const MAX_HW_QUEUES: usize = 4096;
 
 /// One mount of `/proc/self/mountinfo`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -86,6 +94,17 @@ pub struct BlockDevice {
     pub read_ahead_kb: Option<u64>,
     /// The devices it is built on (`slaves/`), by name.
     pub slaves: Vec<String>,
+    /// `queue/nr_requests`: requests the block layer queues per hardware queue.
+    pub nr_requests: Option<u64>,
+    /// Hardware queues (entries of `mq/`): one on a SATA disk, one per CPU or more on NVMe.
+    pub hw_queues: Option<u64>,
+    /// The driver bound to the disk: the last component of the `device/driver` link
+    /// (`virtio_blk`, `sd`, `nvme`, `vbd`).
+    pub driver: Option<String>,
+    /// The SCSI vendor (`device/vendor`: `ATA`, `QEMU`, `VMware`, `Msft`, `Google`).
+    pub vendor: Option<String>,
+    /// The model (`device/model`: `Virtual disk`, `Amazon Elastic Block Store`).
+    pub model: Option<String>,
 }
 
 /// The storage behind a path.
@@ -288,7 +307,19 @@ impl Walk<'_> {
             })
             .unwrap_or_default();
         slaves.sort();
+        // The driver link's target need not exist in a captured tree: only its name counts.
+        let driver = std::fs::read_link(sys.path(disk_dir.join("device/driver")))
+            .ok()
+            .and_then(|t| t.file_name().map(|n| n.to_string_lossy().into_owned()));
+        let hw_queues = std::fs::read_dir(sys.path(disk_dir.join("mq")))
+            .ok()
+            .map(|entries| entries.take(MAX_HW_QUEUES).count() as u64);
         BlockDevice {
+            nr_requests: sys.u64_value(disk_dir.join("queue/nr_requests")),
+            hw_queues,
+            driver,
+            vendor: sys.value(disk_dir.join("device/vendor")),
+            model: sys.value(disk_dir.join("device/model")),
             name,
             partition_of,
             dm_name: sys.value(machine.join("dm/name")),

@@ -62,6 +62,7 @@
 
 pub mod device;
 mod recommend;
+pub mod saved;
 
 use std::ffi::OsStr;
 use std::io::Write;

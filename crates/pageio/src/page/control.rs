@@ -26,6 +26,7 @@
 //!   8   pg_control_version     u32   must be 1800, else the offsets below are meaningless
 //!  16   state                  u32   DBState: 1 shut down, 2 shut down in recovery, 6 in production …
 //!  40   checkPointCopy         CheckPoint (the last checkpoint's record), of which:
+//!  40     redo                 u64   the checkpoint's redo LSN: WAL replay starts here
 //!  64     nextXid              u64   FullTransactionId: epoch << 32 | xid
 //!  76     nextMulti            u32   next MultiXactId to assign
 //!  80     nextMultiOffset      u32   next free slot of pg_multixact/members
@@ -46,6 +47,16 @@
 //! relseg_size 131072, data_checksum_version 1, and the CRC over its first 292 bytes equals
 //! the stored one, so [`ControlFile::check_for_verify`] passes. Start the server and `state`
 //! becomes 6 (`DB_IN_PRODUCTION`): "cluster must be shut down".
+//!
+//! # A running server's pg_control
+//!
+//! The server rewrites `pg_control` in place (one `write` of the 8 kB block at every
+//! checkpoint, and more often during recovery). A reader can see half of an old and half of
+//! a new version; the CRC then fails. [`ControlFile::read_consistent`] re-reads until the CRC
+//! validates, at most [`CONTROL_READ_ATTEMPTS`] times [`CONTROL_READ_DELAY`] apart — as
+//! PostgreSQL's own `get_controlfile` callers do for a running cluster — so a torn read is
+//! never taken for damage, and real damage is still reported after a bounded wait. The online
+//! check takes the redo LSN of the checkpoint ([`ControlFile::redo_lsn`]) from it.
 
 use std::path::{Path, PathBuf};
 
@@ -213,6 +224,8 @@ const OFFSET_STATE: usize = 16;
 /// Byte offset of `time`: when pg_control was last written, seconds since 1970 (a
 /// `pg_time_t`, 8 bytes; pg_controldata's "pg_control last modified").
 pub(crate) const OFFSET_TIME: usize = 24;
+/// Byte offset of `checkPointCopy.redo`, the redo LSN of the last checkpoint.
+const OFFSET_REDO: usize = 40;
 /// Byte offset of `checkPointCopy.nextXid` (a `FullTransactionId`, 8 bytes).
 const OFFSET_NEXT_XID: usize = 64;
 /// Byte offset of `checkPointCopy.nextMulti`.
@@ -304,7 +317,19 @@ pub struct ControlFile {
     /// The transaction horizons of the last checkpoint: what a scan of a cleanly shut-down
     /// cluster needs to decide visibility.
     pub horizons: XidHorizons,
+    /// The redo LSN of the last checkpoint (`checkPointCopy.redo`): every page the server
+    /// changed after it carries a newer LSN, so a page changing under an online check is told
+    /// from a damaged one by it.
+    pub redo_lsn: u64,
 }
+
+/// Reads of a running server's `pg_control` before a CRC failure is believed: the server
+/// writes the file with one 8 kB `write`, which takes microseconds, so two torn reads in a
+/// row are already unlikely and ten that far apart mean damage.
+pub const CONTROL_READ_ATTEMPTS: u32 = 10;
+
+/// Pause between those reads: long enough for the write that tore the last one to finish.
+pub const CONTROL_READ_DELAY: std::time::Duration = std::time::Duration::from_millis(20);
 
 /// `PG_CONTROL_FILE_SIZE`: pg_control is one 8 kB block; a larger file is not one.
 pub const PG_CONTROL_FILE_SIZE: u64 = 8192;
@@ -333,6 +358,27 @@ impl ControlFile {
         ControlFile::parse(&bytes, &path)
     }
 
+    /// Reads `<pgdata>/global/pg_control` of a running server: like [`ControlFile::read`],
+    /// but a CRC failure or a short file (a read that met the server's rewrite) is read
+    /// again, up to `attempts` reads `delay` apart; the last error is returned when none
+    /// validates. Other errors (no such file, another version) are returned at once.
+    pub fn read_consistent(
+        pgdata: &Path,
+        attempts: u32,
+        delay: std::time::Duration,
+    ) -> Result<ControlFile, ControlFileError> {
+        let mut left = attempts.max(1);
+        loop {
+            left -= 1;
+            match ControlFile::read(pgdata) {
+                Err(ControlFileError::Crc { .. } | ControlFileError::Short { .. }) if left > 0 => {
+                    std::thread::sleep(delay);
+                }
+                other => return other,
+            }
+        }
+    }
+
     /// Parses the bytes of a `pg_control` file; `path` is only used in messages.
     pub fn parse(bytes: &[u8], path: &Path) -> Result<ControlFile, ControlFileError> {
         if bytes.len() < OFFSET_CRC + 4 {
@@ -345,6 +391,7 @@ impl ControlFile {
         let u32_at = |off: usize| {
             u32::from_le_bytes([bytes[off], bytes[off + 1], bytes[off + 2], bytes[off + 3]])
         };
+        let u64_at = |off: usize| (u64::from(u32_at(off + 4)) << 32) | u64::from(u32_at(off));
         let pg_control_version = u32_at(OFFSET_PG_CONTROL_VERSION);
         if pg_control_version != PG_CONTROL_VERSION {
             return Err(ControlFileError::Version {
@@ -377,6 +424,7 @@ impl ControlFile {
                 in_recovery: DbState::from_raw(u32_at(OFFSET_STATE))
                     == DbState::ShutdownedInRecovery,
             },
+            redo_lsn: u64_at(OFFSET_REDO),
         })
     }
 
@@ -410,7 +458,25 @@ impl ControlFile {
         Ok(())
     }
 
+    /// Refuses what an online check cannot do: another block or segment size, checksums off.
+    /// The state is not asked: the server runs (the caller checks its postmaster).
+    pub fn check_for_online_verify(&self) -> Result<(), ControlFileError> {
+        self.check_layout()?;
+        if self.data_checksum_version == 0 {
+            return Err(ControlFileError::ChecksumsDisabled);
+        }
+        Ok(())
+    }
+
     fn check_layout_and_state(&self) -> Result<(), ControlFileError> {
+        self.check_layout()?;
+        if !self.state.is_shut_down() {
+            return Err(ControlFileError::NotShutDown { state: self.state });
+        }
+        Ok(())
+    }
+
+    fn check_layout(&self) -> Result<(), ControlFileError> {
         if self.blcksz as usize != BLCKSZ {
             return Err(ControlFileError::BlockSize {
                 found: self.blcksz,
@@ -422,9 +488,6 @@ impl ControlFile {
                 found: self.relseg_size,
                 expected: RELSEG_SIZE_BLOCKS,
             });
-        }
-        if !self.state.is_shut_down() {
-            return Err(ControlFileError::NotShutDown { state: self.state });
         }
         Ok(())
     }
@@ -461,6 +524,45 @@ mod tests {
         let crc = crc32c(&b[..OFFSET_CRC]);
         b[OFFSET_CRC..][..4].copy_from_slice(&crc.to_le_bytes());
         b
+    }
+
+    #[test]
+    fn redo_lsn_and_online_refusals() {
+        let p = Path::new("pg_control");
+        let mut b = control_bytes(6, 1);
+        b[OFFSET_REDO..][..8].copy_from_slice(&0x0000_0001_2345_6789u64.to_le_bytes());
+        let crc = crc32c(&b[..OFFSET_CRC]);
+        b[OFFSET_CRC..][..4].copy_from_slice(&crc.to_le_bytes());
+        let running = ControlFile::parse(&b, p).unwrap();
+        assert_eq!(running.redo_lsn, 0x0000_0001_2345_6789);
+        running.check_for_online_verify().unwrap();
+        let off = ControlFile::parse(&control_bytes(6, 0), p).unwrap();
+        assert_eq!(
+            off.check_for_online_verify().unwrap_err().to_string(),
+            "data checksums are not enabled in cluster"
+        );
+    }
+
+    /// A pg_control whose CRC never validates is reported after the bounded re-reads, not
+    /// waited on; one that validates is read at once.
+    #[test]
+    fn read_consistent_is_bounded() {
+        let dir = std::env::temp_dir().join(format!("pageio-control-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("global")).unwrap();
+        let mut bad = control_bytes(6, 1);
+        bad[100] ^= 1;
+        std::fs::write(dir.join("global/pg_control"), &bad).unwrap();
+        let started = std::time::Instant::now();
+        let e = ControlFile::read_consistent(&dir, 3, std::time::Duration::from_millis(10))
+            .unwrap_err();
+        assert_eq!(e.kind(), "control_file_crc");
+        let waited = started.elapsed();
+        assert!(waited >= std::time::Duration::from_millis(20), "{waited:?}");
+        assert!(waited < std::time::Duration::from_secs(2), "{waited:?}");
+        std::fs::write(dir.join("global/pg_control"), control_bytes(6, 1)).unwrap();
+        let ok = ControlFile::read_consistent(&dir, 3, std::time::Duration::from_millis(10));
+        assert_eq!(ok.unwrap().state, DbState::InProduction);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -65,6 +65,16 @@
 //! count of `16384` goes from 1 to 70 before the first of them is staged. The read of
 //! `16384.1[0..3]` is checksummed as blocks 131072..131074; a mismatch in its block 2 is
 //! reported as "block 2" of `base/5/16384.1`, after every line of `base/5/16384`.
+//!
+//! # Online mode
+//!
+//! The online check (`online`) runs this checker with `Mode::online`: no window is mapped
+//! (a running server truncates files, and a mapping of a truncated range faults), so every
+//! page is read through the AIO subsystem; a file gone when it is opened, or shorter than the
+//! walk saw, ends only that file (recorded in its outcome) instead of the run; a page whose
+//! header is zero but whose body is not is reported as a failure, as PostgreSQL's
+//! `PageIsVerified` rejects it; and reads can be paced to a byte rate. What a failure means
+//! on a running server is decided by `online`, which re-reads the page.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
@@ -132,6 +142,39 @@ impl Default for CheckOptions {
     }
 }
 
+/// How [`check_files_in`] treats a cluster: stopped (`pg_checksums`' rules) or running.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Mode {
+    /// The server is running: see "Online mode" in the module docs.
+    pub(crate) online: bool,
+    /// Most bytes read per second over all scanners, if paced.
+    pub(crate) max_rate_bytes_per_s: Option<u64>,
+}
+
+/// Paces reads to a byte rate: every read is admitted at the moment the bytes issued so far
+/// are due at that rate, so the average over the run is at most the rate.
+struct Throttle {
+    started: std::time::Instant,
+    rate_bytes_per_s: u64,
+    issued_bytes: AtomicU64,
+}
+
+impl Throttle {
+    /// Waits until `bytes` more may be read. Each wait is at most the time of the reads
+    /// already admitted, so it is bounded by the rate and the reads in flight.
+    fn admit(&self, bytes: u64) {
+        let issued = self
+            .issued_bytes
+            .fetch_add(bytes, Ordering::Relaxed)
+            .saturating_add(bytes);
+        let due = Duration::from_secs_f64(issued as f64 / self.rate_bytes_per_s.max(1) as f64);
+        let elapsed = self.started.elapsed();
+        if due > elapsed {
+            std::thread::sleep(due - elapsed);
+        }
+    }
+}
+
 /// One block whose stored checksum differs from the computed one.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct ChecksumFailure {
@@ -154,6 +197,11 @@ pub struct FileOutcome {
     pub failures: Vec<ChecksumFailure>,
     /// The error that ends the run at this file (short read, read error, open error).
     pub error: Option<VerifyError>,
+    /// Online only: the file was gone when it was opened (dropped by the server).
+    pub vanished: bool,
+    /// Online only: a read ended at the file's end before the size the walk saw (the server
+    /// truncated it); `blocks_scanned` counts what was there.
+    pub shrunk: bool,
 }
 
 /// Totals of a completed run.
@@ -182,6 +230,8 @@ struct Slot {
     new_pages: AtomicU64,
     failures: Mutex<Vec<ChecksumFailure>>,
     error: Mutex<Option<VerifyError>>,
+    vanished: AtomicBool,
+    shrunk: AtomicBool,
 }
 
 struct Shared {
@@ -192,6 +242,9 @@ struct Shared {
     /// Unit handed out by the cursor ([`WINDOW_BYTES`]).
     window_blocks: u64,
     mapped_reads: bool,
+    /// See [`Mode::online`].
+    online: bool,
+    throttle: Option<Throttle>,
     cursor: Mutex<(usize, u64)>,
     /// Index of the first file with an error: no window past it is issued.
     stop_after: AtomicUsize,
@@ -202,7 +255,7 @@ struct Shared {
 
 impl Shared {
     fn blocks_to_read(&self, file: usize) -> u64 {
-        self.files[file].size_bytes.div_ceil(BLCKSZ as u64)
+        blocks_to_read(&self.files[file], self.online)
     }
 
     /// The next window to check: (file, first block in the file, block count).
@@ -231,6 +284,23 @@ impl Shared {
     /// block is kept — the one `pg_checksums`, reading in order, would have hit first —
     /// whichever scanner found it first.
     fn fail_file(&self, file: usize, error: VerifyError) {
+        if self.online {
+            // The server drops and truncates files while we read: that ends the file, not
+            // the run.
+            match &error {
+                VerifyError::Aio(AioError::Storage(e))
+                    if matches!(**e, crate::storage::StorageError::NotFound { .. }) =>
+                {
+                    self.slots[file].vanished.store(true, Ordering::Release);
+                    return;
+                }
+                VerifyError::ShortRead { .. } => {
+                    self.slots[file].shrunk.store(true, Ordering::Release);
+                    return;
+                }
+                _ => {}
+            }
+        }
         let mut e = self.slots[file]
             .error
             .lock()
@@ -254,6 +324,17 @@ impl Shared {
     }
 }
 
+/// Blocks of `file` to check: every block the walk saw, a partial last one included (its
+/// read reports it, as `pg_checksums` does); online, only whole blocks, since a partial one
+/// is a block the server is appending right now.
+fn blocks_to_read(file: &ClusterFile, online: bool) -> u64 {
+    if online {
+        file.size_bytes / BLCKSZ as u64
+    } else {
+        file.size_bytes.div_ceil(BLCKSZ as u64)
+    }
+}
+
 /// Checks consecutive whole pages, the first being block `first_block` of a segment whose
 /// blocks are numbered from `seg_base` in the relation. Mismatches are appended to
 /// `failures`; returns the number of new (all-zero header) pages skipped.
@@ -268,7 +349,7 @@ fn check_pages(
         let Ok(page) = <&[u8; BLCKSZ]>::try_from(page) else {
             break;
         };
-        if let Some(f) = check_page(page, first_block + i as u64, seg_base) {
+        if let Some(f) = check_page(page, first_block + i as u64, seg_base, false) {
             failures.push(f);
         } else if is_new(page) {
             new_pages += 1;
@@ -281,10 +362,17 @@ fn is_new(page: &[u8; BLCKSZ]) -> bool {
     page[PD_UPPER_OFFSET] == 0 && page[PD_UPPER_OFFSET + 1] == 0
 }
 
-/// `None` for a good or new page, the failure otherwise.
+/// `None` for a good or new page, the failure otherwise. A page with `pd_upper == 0` is new
+/// (`pg_checksums`' `PageIsNew`); with `all_zero_rule` it is new only when all of it is zero
+/// (`PageIsVerified`), so a zeroed header over live data is a failure.
 #[inline]
-fn check_page(page: &[u8; BLCKSZ], block: u64, seg_base: u32) -> Option<ChecksumFailure> {
-    if is_new(page) {
+pub(crate) fn check_page(
+    page: &[u8; BLCKSZ],
+    block: u64,
+    seg_base: u32,
+    all_zero_rule: bool,
+) -> Option<ChecksumFailure> {
+    if is_new(page) && (!all_zero_rule || page.iter().all(|&b| b == 0)) {
         return None;
     }
     let block_in_file = block as u32;
@@ -325,7 +413,7 @@ impl AioCallbacks for VerifyCallback {
             let Ok(page) = <&[u8; BLCKSZ]>::try_from(&*block) else {
                 break;
             };
-            if let Some(f) = check_page(page, first + i as u64, seg_base) {
+            if let Some(f) = check_page(page, first + i as u64, seg_base, self.shared.online) {
                 bad.push(f);
             } else if is_new(page) {
                 new_pages += 1;
@@ -352,48 +440,36 @@ pub fn check_files(
     aio: &Aio,
     files: Vec<ClusterFile>,
     options: &CheckOptions,
+    on_file: impl FnMut(&ClusterFile, &FileOutcome),
+    on_progress: impl FnMut(u64),
+) -> Result<CheckTotals, VerifyError> {
+    check_files_in(aio, files, options, Mode::default(), on_file, on_progress)
+}
+
+/// [`check_files`] in the given [`Mode`].
+pub(crate) fn check_files_in(
+    aio: &Aio,
+    files: Vec<ClusterFile>,
+    options: &CheckOptions,
+    mode: Mode,
     mut on_file: impl FnMut(&ClusterFile, &FileOutcome),
     mut on_progress: impl FnMut(u64),
 ) -> Result<CheckTotals, VerifyError> {
-    // Like pg_checksums, stop at the first file that ends in a partial block; nothing after
-    // it is opened.
-    let limit = files
-        .iter()
-        .position(|f| f.size_bytes % BLCKSZ as u64 != 0)
-        .map_or(files.len(), |i| i + 1);
     let mut files = files;
-    files.truncate(limit);
+    if !mode.online {
+        // Like pg_checksums, stop at the first file that ends in a partial block; nothing
+        // after it is opened.
+        let limit = files
+            .iter()
+            .position(|f| f.size_bytes % BLCKSZ as u64 != 0)
+            .map_or(files.len(), |i| i + 1);
+        files.truncate(limit);
+    }
     let config = aio.config();
     let combine_blocks = config.io_combine_limit_blocks.max(1) as u64;
-    let mapped_reads = options.mapped_reads && !config.direct_io;
+    let mapped_reads = options.mapped_reads && !config.direct_io && !mode.online;
     let window_blocks = ((WINDOW_BYTES / BLCKSZ) as u64).max(combine_blocks);
-    let slots = files
-        .iter()
-        .map(|f| Slot {
-            units_remaining: AtomicU32::new(
-                f.size_bytes
-                    .div_ceil(BLCKSZ as u64)
-                    .div_ceil(window_blocks)
-                    .min(u32::MAX as u64) as u32,
-            ),
-            blocks_scanned: AtomicU64::new(0),
-            new_pages: AtomicU64::new(0),
-            failures: Mutex::new(Vec::new()),
-            error: Mutex::new(None),
-        })
-        .collect();
-    let shared = Arc::new(Shared {
-        files,
-        slots,
-        combine_blocks,
-        window_blocks,
-        mapped_reads,
-        cursor: Mutex::new((0, 0)),
-        stop_after: AtomicUsize::new(usize::MAX),
-        bytes_done: AtomicU64::new(0),
-        bytes_mapped: AtomicU64::new(0),
-        abort: AtomicBool::new(false),
-    });
+    let shared = new_shared(files, combine_blocks, window_blocks, mapped_reads, mode);
     let jobs = options.jobs.clamp(1, MAX_JOBS);
     let depth = config
         .effective_io_concurrency
@@ -469,6 +545,51 @@ pub fn check_files(
     Ok(totals)
 }
 
+/// The state the scanners, the callback and the emitting thread share, every file's slot
+/// holding its windows still to check.
+fn new_shared(
+    files: Vec<ClusterFile>,
+    combine_blocks: u64,
+    window_blocks: u64,
+    mapped_reads: bool,
+    mode: Mode,
+) -> Arc<Shared> {
+    let slots = files
+        .iter()
+        .map(|f| Slot {
+            units_remaining: AtomicU32::new(
+                blocks_to_read(f, mode.online)
+                    .div_ceil(window_blocks)
+                    .min(u32::MAX as u64) as u32,
+            ),
+            blocks_scanned: AtomicU64::new(0),
+            new_pages: AtomicU64::new(0),
+            failures: Mutex::new(Vec::new()),
+            error: Mutex::new(None),
+            vanished: AtomicBool::new(false),
+            shrunk: AtomicBool::new(false),
+        })
+        .collect();
+    Arc::new(Shared {
+        files,
+        slots,
+        combine_blocks,
+        window_blocks,
+        mapped_reads,
+        online: mode.online,
+        throttle: mode.max_rate_bytes_per_s.map(|rate| Throttle {
+            started: std::time::Instant::now(),
+            rate_bytes_per_s: rate,
+            issued_bytes: AtomicU64::new(0),
+        }),
+        cursor: Mutex::new((0, 0)),
+        stop_after: AtomicUsize::new(usize::MAX),
+        bytes_done: AtomicU64::new(0),
+        bytes_mapped: AtomicU64::new(0),
+        abort: AtomicBool::new(false),
+    })
+}
+
 /// The outcome of a file all of whose units are done, taken out of its slot: its
 /// mismatches in block order, and its error.
 fn take_outcome(slot: &Slot) -> FileOutcome {
@@ -486,6 +607,8 @@ fn take_outcome(slot: &Slot) -> FileOutcome {
         new_pages: slot.new_pages.load(Ordering::Acquire),
         failures,
         error,
+        vanished: slot.vanished.load(Ordering::Acquire),
+        shrunk: slot.shrunk.load(Ordering::Acquire),
     }
 }
 
@@ -626,6 +749,11 @@ impl PipelineDriver for ScanReads<'_> {
         let shared = self.shared;
         loop {
             if let Some(read) = self.pending.pop_front() {
+                if let Some(throttle) = &shared.throttle {
+                    // Keep what is staged moving while this scanner waits for its turn.
+                    backend.submit_staged();
+                    throttle.admit(read.n as u64 * BLCKSZ as u64);
+                }
                 return Some(PipelineIo {
                     first_block: read.first,
                     nblocks: read.n,
@@ -722,6 +850,14 @@ impl PipelineDriver for ScanReads<'_> {
         shared
             .bytes_done
             .fetch_add(done * BLCKSZ as u64, Ordering::Relaxed);
+        if shared.online
+            && done < io.nblocks as u64
+            && completion.result.raw_result >= 0
+            && completion.result.status != IoStatus::Partial
+        {
+            // The file ended before the size the walk saw: the server truncated it.
+            slot.shrunk.store(true, Ordering::Release);
+        }
         match completion.result.status {
             IoStatus::Ok => {}
             // The pipeline re-issues the rest; the unit ends with its last piece.

@@ -69,6 +69,7 @@ pub mod checker;
 pub mod defaults;
 pub mod enable;
 pub(crate) mod mapped;
+pub mod online;
 pub mod walk;
 
 pub use crate::page::control::{ControlFile, DbState};
@@ -83,7 +84,11 @@ pub use enable::{
     enable_checksums, rewrite_checksums, sync_data_directory, write_control_file, EnableObserver,
     EnableStep, EnableTotals, SyncMethod,
 };
-pub use walk::{walk_cluster, ClusterFile};
+pub use online::{
+    check_cluster_online, stable_partial_tail, start_online_check, OnlineFailure,
+    OnlineFileOutcome, OnlineOptions, OnlineTotals, PartialTail, REREADS, REREAD_DELAY,
+};
+pub use walk::{walk_cluster, walk_cluster_online, ClusterFile};
 
 use std::path::PathBuf;
 
@@ -201,6 +206,19 @@ pub enum VerifyError {
     /// The AIO subsystem or the storage layer refused (open failure, O_DIRECT unsupported, …).
     #[error(transparent)]
     Aio(#[from] AioError),
+    /// A checksum check of a cluster whose server runs (or crashed), without the online
+    /// check: `pg_checksums`' refusal, with the online check named as the way to go on.
+    #[error("cluster must be shut down")]
+    Running {
+        /// The state in pg_control.
+        state: DbState,
+    },
+    /// An online check was asked for, but no server runs for the data directory.
+    #[error("no server is running for the data directory \"{}\": postmaster.pid is missing or names no live process", pgdata.display())]
+    NotRunning {
+        /// The data directory.
+        pgdata: PathBuf,
+    },
     /// A broken internal invariant; please report it.
     #[error("internal error: {0}")]
     Internal(String),
@@ -236,6 +254,8 @@ impl VerifyError {
             VerifyError::ShortRead { .. } => "short_read",
             VerifyError::ReadFailed { .. } => "read_failed",
             VerifyError::Aio(_) => "io",
+            VerifyError::NotRunning { .. } => "cluster_not_running",
+            VerifyError::Running { .. } => "cluster_running",
             VerifyError::Internal(_) => "internal",
         }
     }
@@ -270,12 +290,31 @@ impl VerifyError {
                     )
                 })
             }
+            VerifyError::Running { state } => Some(format!(
+                "pg_control says the cluster is {}; a running server tears pages under a reader that does not know it runs. To check it while it runs, use {}; else stop it cleanly (pg_ctl stop -D PGDATA -m fast), or if it crashed, start and stop it once so recovery completes.",
+                state.describe(),
+                crate::config::Term::OnlineCheck
+            )),
+            VerifyError::NotRunning { .. } => Some(format!(
+                "the check of a running cluster ({}) reads it while its server runs; for a stopped cluster, check without {} (the offline check, as pg_checksums), or start the server first.",
+                crate::config::Term::OnlineCheck,
+                crate::config::Term::OnlineCheck
+            )),
             VerifyError::ShortRead { .. } => Some(
                 "the file's size is not a multiple of 8192 bytes: it was truncated or damaged (pg_checksums stops here too).".into(),
             ),
             _ => None,
         }
     }
+}
+
+/// The offline check's refusals (`pg_checksums --check`'s, see
+/// [`ControlFile::check_for_verify`]), a running cluster's naming the online check.
+pub fn check_for_offline_verify(control: &ControlFile) -> Result<(), VerifyError> {
+    control.check_for_verify().map_err(|e| match e {
+        ControlFileError::NotShutDown { state } => VerifyError::Running { state },
+        other => VerifyError::Control(other),
+    })
 }
 
 /// Why a write or sync failed, as the first half of a hint ("…, then run --enable again"),
@@ -362,6 +401,7 @@ mod tests {
                 block: 1,
                 source: io(),
             },
+            VerifyError::NotRunning { pgdata: "p".into() },
             VerifyError::Internal("x".into()),
         ];
         let kinds: std::collections::BTreeSet<&str> = errors.iter().map(|e| e.kind()).collect();

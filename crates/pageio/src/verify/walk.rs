@@ -77,9 +77,44 @@ pub fn walk_cluster(
     let mut out = Vec::new();
     let only = filenode.map(|n| n.to_string());
     for top in ["global", "base", "pg_tblspc"] {
-        scan_directory(pgdata, OsStr::new(top), only.as_deref(), &mut out)?;
+        scan_directory(pgdata, OsStr::new(top), only.as_deref(), &mut out, None)?;
     }
     Ok(out)
+}
+
+/// [`walk_cluster`] on a running cluster, whose server creates and removes files and
+/// directories during the walk: an entry that is gone between `readdir` and `stat`, or a
+/// database directory dropped before it is listed, is counted (the second value) instead of
+/// ending the walk. Every other error ends it as in [`walk_cluster`].
+pub fn walk_cluster_online(
+    pgdata: &OsStr,
+    filenode: Option<u32>,
+) -> Result<(Vec<ClusterFile>, u64), VerifyError> {
+    let mut out = Vec::new();
+    let mut vanished = 0u64;
+    let only = filenode.map(|n| n.to_string());
+    for top in ["global", "base", "pg_tblspc"] {
+        scan_directory(
+            pgdata,
+            OsStr::new(top),
+            only.as_deref(),
+            &mut out,
+            Some(&mut vanished),
+        )?;
+    }
+    Ok((out, vanished))
+}
+
+/// Whether `e` says the entry is gone (removed by the running server), counting it in
+/// `vanished` when the walk tolerates that.
+fn gone(e: &std::io::Error, vanished: &mut Option<&mut u64>) -> bool {
+    match vanished {
+        Some(count) if e.kind() == std::io::ErrorKind::NotFound => {
+            **count = count.saturating_add(1);
+            true
+        }
+        _ => false,
+    }
 }
 
 fn join(base: &OsStr, name: &OsStr) -> OsString {
@@ -104,17 +139,32 @@ fn leading_number(s: &[u8]) -> u64 {
         })
 }
 
+/// Lists `path`; `None` when it is gone and the walk tolerates that.
+fn open_directory(
+    path: &OsStr,
+    vanished: &mut Option<&mut u64>,
+) -> Result<Option<std::fs::ReadDir>, VerifyError> {
+    match std::fs::read_dir(path) {
+        Ok(entries) => Ok(Some(entries)),
+        Err(e) if gone(&e, vanished) => Ok(None),
+        Err(source) => Err(VerifyError::OpenDirectory {
+            path: PathBuf::from(path),
+            source,
+        }),
+    }
+}
+
 fn scan_directory(
     basedir: &OsStr,
     subdir: &OsStr,
     only_filenode: Option<&str>,
     out: &mut Vec<ClusterFile>,
+    mut vanished: Option<&mut u64>,
 ) -> Result<(), VerifyError> {
     let path = join(basedir, subdir);
-    let entries = std::fs::read_dir(&path).map_err(|source| VerifyError::OpenDirectory {
-        path: PathBuf::from(&path),
-        source,
-    })?;
+    let Some(entries) = open_directory(&path, &mut vanished)? else {
+        return Ok(());
+    };
     let in_tblspc = subdir.as_bytes().starts_with(b"pg_tblspc");
     for entry in entries {
         let entry = entry.map_err(|source| VerifyError::OpenDirectory {
@@ -127,10 +177,16 @@ fn scan_directory(
             continue;
         }
         let fn_path = join(&path, &name);
-        let meta = std::fs::symlink_metadata(&fn_path).map_err(|source| VerifyError::Stat {
-            path: PathBuf::from(&fn_path),
-            source,
-        })?;
+        let meta = match std::fs::symlink_metadata(&fn_path) {
+            Ok(meta) => meta,
+            Err(e) if gone(&e, &mut vanished) => continue,
+            Err(source) => {
+                return Err(VerifyError::Stat {
+                    path: PathBuf::from(&fn_path),
+                    source,
+                })
+            }
+        };
         let ft = meta.file_type();
         if ft.is_file() {
             if skip_file(name_bytes) {
@@ -191,9 +247,15 @@ fn scan_directory(
                 // A tablespace link: only this major version's directory inside it holds our
                 // data (other versions' directories may sit beside it after pg_upgrade).
                 let version_dir = find_version_dir(&fn_path)?;
-                scan_directory(&fn_path, &version_dir, only_filenode, out)?;
+                scan_directory(
+                    &fn_path,
+                    &version_dir,
+                    only_filenode,
+                    out,
+                    vanished.as_deref_mut(),
+                )?;
             } else {
-                scan_directory(&path, &name, only_filenode, out)?;
+                scan_directory(&path, &name, only_filenode, out, vanished.as_deref_mut())?;
             }
         } else if !skip_file(name_bytes) {
             // A FIFO, socket or device where a relation file can be: pg_checksums passes it

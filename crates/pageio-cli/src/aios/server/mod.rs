@@ -59,7 +59,8 @@
 //!
 //! ```text
 //!  mod.rs         run: flags, one snapshot or the sampling loop
-//!  connection.rs  --dsn and libpq's defaults, the bounds on every wait, the checks at connect
+//!  facts.rs       the checks at connect (version, privilege), the bounds on every wait
+//!  (crate::live)  --dsn and libpq's defaults, the session's settings, the connect bound
 //!  sample.rs      the connection thread, one sample's rows, files named as relations
 //!  model.rs       pg_stat_io rates, in-flight I/O by backend and relation: the Report
 //!  view.rs        the snapshot table, the plain line, the full screen
@@ -80,41 +81,32 @@ use std::time::{Duration, Instant};
 use super::term::{self, View};
 use super::AiosArgs;
 
-mod connection;
+mod facts;
 mod model;
 mod sample;
 mod view;
 
-use connection::*;
+use crate::live::*;
+use facts::*;
 use model::*;
 use sample::*;
 use view::*;
-
-/// Connect timeout when `--dsn` gives none: a live server on a LAN answers in
-/// milliseconds, and a DBA waiting for a monitor should hear within seconds that the
-/// address is wrong.
-const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// `statement_timeout` of the session, in milliseconds: every query reads small in-memory
 /// views (pg_aios, pg_stat_io, pg_stat_activity) or one catalog index; taking longer means
 /// the server is in trouble, and the monitor should say so rather than add to it.
 const STATEMENT_TIMEOUT_MS: u64 = 2_000;
 
-/// `lock_timeout` of the session, in milliseconds: resolving a relation reads pg_class,
-/// which a running `VACUUM FULL` or DDL may lock; a monitor must not queue behind it.
-const LOCK_TIMEOUT_MS: u64 = 500;
-
-/// `idle_in_transaction_session_timeout` of the session, in milliseconds: the monitor
-/// commits each sample at once; if this process is stopped mid-sample (SIGSTOP, a debugger)
-/// the server ends the session instead of keeping a snapshot open.
-const IDLE_IN_TRANSACTION_TIMEOUT_MS: u64 = 10_000;
+/// What the monitor's session sets: its name in `pg_stat_activity`, and
+/// [`STATEMENT_TIMEOUT_MS`].
+pub(crate) const SESSION: SessionLimits = SessionLimits {
+    application_name: "pageio aios",
+    statement_timeout_ms: STATEMENT_TIMEOUT_MS,
+};
 
 /// Statements in one sample (transaction start, three views, relation lookup, commit):
 /// with [`STATEMENT_TIMEOUT_MS`] each, the most a healthy but slow server can take.
 const STATEMENTS_PER_SAMPLE: u32 = 6;
-
-/// Slack on top of the server-side timeouts for the round trips themselves.
-const ROUND_TRIP_SLACK: Duration = Duration::from_secs(2);
 
 /// Most files whose relation is remembered: far more than a server has I/O in flight at
 /// once; when full the cache starts over (a file seen again is looked up again).
@@ -129,78 +121,6 @@ const IO_WORKER_IDLE_WAIT_EVENT: &str = "IoWorkerMain";
 
 /// The first PostgreSQL version with `pg_aios` (`server_version_num`).
 const PG_AIOS_SINCE_VERSION_NUM: i32 = 180_000;
-
-/// Why `pageio aios --dsn` could not show the server.
-#[derive(Debug, thiserror::Error)]
-pub enum ServerError {
-    /// The connection string does not parse.
-    #[error("invalid --dsn: {cause}; write it as libpq key=value pairs, e.g. --dsn 'host=/var/run/postgresql port=5432 user=postgres dbname=postgres'")]
-    Dsn {
-        /// What the parser said.
-        cause: String,
-    },
-    /// The server could not be reached or refused the connection.
-    #[error("cannot connect to PostgreSQL at {target}: {cause}; check that the server runs and accepts connections there (host, port, pg_hba.conf, password), or fix --dsn")]
-    Connect {
-        /// Host, port, database and user (never the password).
-        target: String,
-        /// What the client library said.
-        cause: String,
-    },
-    /// The server asks for a password and none was given.
-    #[error("cannot connect to PostgreSQL at {target}: the server asks for a password and none was given{note}; set PGPASSWORD, add a line host:port:database:user:password for it to the password file ({passfile}, mode 0600; PGPASSFILE names another), or put password=… in --dsn")]
-    PasswordMissing {
-        /// Host, port, database and user (never the password).
-        target: String,
-        /// The password file looked in.
-        passfile: String,
-        /// Why the password file gave none (`: … has no line for …`), or nothing.
-        note: String,
-    },
-    /// No answer within the bound.
-    #[error("PostgreSQL at {target} did not answer within {bound_secs} s while {doing}; the server is overloaded or unreachable (a firewall dropping packets?): {fix}")]
-    Timeout {
-        /// Host, port, database and user.
-        target: String,
-        /// What the command was waiting for.
-        doing: &'static str,
-        /// The bound, in seconds.
-        bound_secs: u64,
-        /// What to do about it.
-        fix: &'static str,
-    },
-    /// The server has no `pg_aios`.
-    #[error("PostgreSQL at {target} is version {version} (server_version_num {version_num}): the pg_aios view exists from PostgreSQL 18 on; point --dsn at a PostgreSQL 18 server")]
-    Version {
-        /// Host, port, database and user.
-        target: String,
-        /// `server_version`.
-        version: String,
-        /// `server_version_num`.
-        version_num: i32,
-    },
-    /// The role may not read `pg_aios`.
-    #[error("role \"{role}\" may not read pg_aios on {target} (it needs the pg_read_all_stats role, or superuser): as a superuser run GRANT pg_read_all_stats TO \"{role}\"; or connect as such a role")]
-    Privilege {
-        /// Host, port, database and user.
-        target: String,
-        /// The connected role.
-        role: String,
-    },
-    /// A query failed.
-    #[error("PostgreSQL at {target} failed while {doing}: {cause}")]
-    Query {
-        /// Host, port, database and user.
-        target: String,
-        /// What the command was doing.
-        doing: &'static str,
-        /// The server's message (with its SQLSTATE).
-        cause: String,
-    },
-    /// A flag is out of range.
-    #[error("{0}")]
-    Usage(String),
-}
 
 /// Runs `pageio aios --dsn …`: one snapshot, or samples every `--interval` (`--count`,
 /// `--watch`). Exit status 0; every failure is an error (status 2).
@@ -218,7 +138,7 @@ pub fn run(args: &AiosArgs) -> Result<i32, Box<dyn std::error::Error>> {
         .into());
     }
     let interval = Duration::from_secs_f64(args.interval);
-    let config = parse_dsn(dsn, &|name| std::env::var(name).ok())?;
+    let config = parse_dsn(dsn, &|name| std::env::var(name).ok(), SESSION)?;
     if args.count == Some(0) {
         // Zero samples asked for, zero shown (as `--watch --count 0` does for pageio
         // processes); the DSN is checked, but no connection is needed.
@@ -345,7 +265,7 @@ mod tests {
             "PGPORT" => Some("5433".to_string()),
             _ => None,
         };
-        let config = parse_dsn("host=/tmp dbname=app", &env).unwrap();
+        let config = parse_dsn("host=/tmp dbname=app", &env, SESSION).unwrap();
         assert_eq!(config.get_user(), Some("alice"));
         assert_eq!(config.get_ports(), &[5433]);
         assert_eq!(config.get_connect_timeout(), Some(&DEFAULT_CONNECT_TIMEOUT));
@@ -357,23 +277,25 @@ mod tests {
         assert!(options.contains("statement_timeout=2000"), "{options}");
         assert!(options.contains("lock_timeout=500"), "{options}");
         // Options given in the DSN are kept.
-        let config = parse_dsn("host=/tmp user=u options='-c work_mem=1MB'", &env).unwrap();
+        let config =
+            parse_dsn("host=/tmp user=u options='-c work_mem=1MB'", &env, SESSION).unwrap();
         assert!(config
             .get_options()
             .unwrap()
             .starts_with("-c work_mem=1MB -c default_transaction_read_only=on"));
         // connect_timeout in the DSN wins over the default.
-        let config = parse_dsn("host=/tmp user=u connect_timeout=2", &env).unwrap();
+        let config = parse_dsn("host=/tmp user=u connect_timeout=2", &env, SESSION).unwrap();
         assert_eq!(config.get_connect_timeout(), Some(&Duration::from_secs(2)));
         // The target shown in messages never holds the password.
         let config = parse_dsn(
             "host=db.example port=6000 user=u password=secret dbname=x",
             &env,
+            SESSION,
         )
         .unwrap();
         let target = describe_target(&config);
         assert_eq!(target, "host=db.example port=6000 dbname=x user=u");
-        let e = parse_dsn("host=/tmp bogus_key=1", &env).unwrap_err();
+        let e = parse_dsn("host=/tmp bogus_key=1", &env, SESSION).unwrap_err();
         assert!(e.to_string().starts_with("invalid --dsn: "), "{e}");
     }
 
@@ -396,7 +318,7 @@ mod tests {
             _ => None,
         };
         let password = |dsn: &str| {
-            let config = parse_dsn(dsn, &env).unwrap();
+            let config = parse_dsn(dsn, &env, SESSION).unwrap();
             config
                 .get_password()
                 .map(|p| String::from_utf8_lossy(p).into_owned())
@@ -417,7 +339,12 @@ mod tests {
             password("host=other user=bob password=given").as_deref(),
             Some("given")
         );
-        let config = parse_dsn("host=db.example port=6000 dbname=app user=dave", &env).unwrap();
+        let config = parse_dsn(
+            "host=db.example port=6000 dbname=app user=dave",
+            &env,
+            SESSION,
+        )
+        .unwrap();
         assert_eq!(config.get_password(), None);
         assert_eq!(
             password_from_file(&config, &env).unwrap_err(),
@@ -495,6 +422,7 @@ mod tests {
             role: "postgres".into(),
             io_method: "worker".into(),
             io_workers_setting: "3".into(),
+            track_io_timing: false,
         };
         let aios: Vec<Map<String, Value>> = vec![serde_json::json!({
             "pid": 4242, "io_id": 1, "io_generation": 7, "state": "SUBMITTED",
@@ -507,7 +435,9 @@ mod tests {
         .unwrap()
         .clone()];
         let activity: Vec<Map<String, Value>> = [
-            serde_json::json!({"pid": 4242, "backend_type": "client backend", "wait_event": "AioIoCompletion"}),
+            serde_json::json!({"pid": 4242, "backend_type": "client backend", "datname": "postgres",
+                "state": "active", "wait_event_type": "IO", "wait_event": "AioIoCompletion",
+                "query": "\n  SELECT count(*) FROM big\n  WHERE a > 0"}),
             serde_json::json!({"pid": 10, "backend_type": "io worker", "wait_event": "IoWorkerMain"}),
             serde_json::json!({"pid": 11, "backend_type": "io worker", "wait_event": null}),
         ]
@@ -551,8 +481,13 @@ mod tests {
         let line = &view.plain_lines()[0];
         assert_eq!(
             line,
-            "15:52:01  reads/s 1234 read MB/s 9.6 hits/s 20 writes/s 0  in flight 1 [4242 client backend 1]  by relation [public.big 1]  io workers 2 (1 busy)"
+            "pid=server io_method=worker ios_per_s=1234 mb_per_s=9.6 depth=1 avg_io_kb=24.0 read_ms_per_s=-(track_io_timing=off) workers=2 busy=1 reads_per_s=1234 hits_per_s=20 writes_per_s=0 time=15:52:01 backends=[4242 client backend 1] relations=[public.big 1]"
         );
+        let backend = &view.report.in_flight_by_backend[0];
+        assert_eq!(backend.database.as_deref(), Some("postgres"));
+        assert_eq!(backend.state.as_deref(), Some("active"));
+        assert_eq!(backend.wait.as_deref(), Some("IO:AioIoCompletion"));
+        assert_eq!(backend.query.as_deref(), Some("SELECT count(*) FROM big"));
         let snapshot = view.snapshot_lines();
         assert_eq!(snapshot[2], "1 I/O(s) in flight:");
         assert_eq!(
@@ -563,6 +498,24 @@ mod tests {
             snapshot[4],
             "4242  client backend  SUBMITTED  readv      8192   24576  public.big  blocks 1..3 in file \"base/5/16384\""
         );
+        assert_eq!(snapshot[5], "by backend:");
+        assert_eq!(
+            snapshot[6],
+            "4242 client backend  database postgres  active  wait IO:AioIoCompletion  SELECT count(*) FROM big"
+        );
+    }
+
+    /// The relation column takes the longest name when the screen has room, and gives way
+    /// to target_desc's least width when it has not.
+    #[test]
+    fn the_relation_column_is_sized_from_the_screen() {
+        let mut row: [String; 8] = Default::default();
+        row[6] = "analytics.customer_order_line_items_2026".into();
+        let cells = vec![row];
+        assert_eq!(relation_column_width(&cells, 150), 40);
+        assert_eq!(relation_column_width(&cells, 110), 110 - 76 - 20);
+        assert_eq!(relation_column_width(&[], 150), 8);
+        assert_eq!(relation_column_width(&cells, 20), 8);
     }
 
     #[test]
@@ -594,6 +547,9 @@ mod tests {
             })
             .collect();
         for expected in [
+            "read ms/s: — (track_io_timing is off: SET it on to see I/O times)",
+            "IO:AioIoCompletion",
+            "SELECT count(*) FROM",
             "pg_stat_io, per second",
             "reads/s",
             "read MB/s",

@@ -157,6 +157,41 @@ pub(super) struct ByBackend {
     pub(super) bytes: u64,
     /// How many I/Os are in each pg_aios state.
     pub(super) states: BTreeMap<String, u64>,
+    /// `pg_stat_activity.datname` of the backend.
+    pub(super) database: Option<String>,
+    /// `pg_stat_activity.state` (`active`, `idle in transaction`, …).
+    pub(super) state: Option<String>,
+    /// `wait_event_type:wait_event`, when it waits.
+    pub(super) wait: Option<String>,
+    /// The first line of its query (`pg_read_all_stats` shows other roles' queries).
+    pub(super) query: Option<String>,
+}
+
+/// What `pg_stat_activity` says about one backend, for the in-flight view.
+fn activity_of(
+    row: &Map<String, Value>,
+) -> (
+    Option<String>,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+) {
+    let owned = |column: &str| text(row, column).map(str::to_string);
+    let wait = match (text(row, "wait_event_type"), text(row, "wait_event")) {
+        (Some(kind), Some(event)) => Some(format!("{kind}:{event}")),
+        _ => None,
+    };
+    let query = text(row, "query")
+        .map(|q| {
+            q.trim_start()
+                .lines()
+                .next()
+                .unwrap_or_default()
+                .trim_end()
+                .to_string()
+        })
+        .filter(|q| !q.is_empty());
+    (owned("datname"), owned("state"), wait, query)
 }
 
 /// In-flight I/Os on one relation (or unresolved file).
@@ -220,6 +255,11 @@ pub(super) fn build_report(
             ))
         })
         .collect();
+    let activity_by_pid: HashMap<i64, &Map<String, Value>> = rows
+        .activity
+        .iter()
+        .filter_map(|row| Some((row.get("pid")?.as_i64()?, row)))
+        .collect();
     let in_flight: Vec<InFlight> = rows
         .aios
         .into_iter()
@@ -247,12 +287,22 @@ pub(super) fn build_report(
             .get("length")
             .and_then(Value::as_u64)
             .unwrap_or(0);
-        let entry = by_backend.entry(pid).or_insert_with(|| ByBackend {
-            pid,
-            backend_type: io.backend_type.clone(),
-            ios: 0,
-            bytes: 0,
-            states: BTreeMap::new(),
+        let entry = by_backend.entry(pid).or_insert_with(|| {
+            let (database, state, wait, query) = activity_by_pid
+                .get(&pid)
+                .map(|row| activity_of(row))
+                .unwrap_or_default();
+            ByBackend {
+                pid,
+                backend_type: io.backend_type.clone(),
+                ios: 0,
+                bytes: 0,
+                states: BTreeMap::new(),
+                database,
+                state,
+                wait,
+                query,
+            }
         });
         entry.ios += 1;
         entry.bytes += length;

@@ -140,11 +140,7 @@ pub(super) fn wait_answer(
             target: target.to_string(),
             doing,
             bound_secs: bound.as_secs_f64().ceil() as u64,
-            fix: if doing == "connecting" {
-                "check the host and port, or give a slow server longer with connect_timeout=SECS in --dsn"
-            } else {
-                "check the server's load (pg_stat_activity, the host's CPU and disks) and the network, then run again"
-            },
+            fix: timeout_fix(doing),
         }),
         Err(mpsc::RecvTimeoutError::Disconnected) => Err(ServerError::Query {
             target: target.to_string(),
@@ -259,7 +255,8 @@ pub(super) fn take_rows(
     let activity = json_rows(
         &mut transaction,
         "SELECT row_to_json(s)::text FROM (SELECT pid, backend_type, datname, usename, state, \
-             wait_event_type, wait_event, query_start, backend_start \
+             wait_event_type, wait_event, query_start, backend_start, \
+             left(query, 2000) AS query \
              FROM pg_catalog.pg_stat_activity ORDER BY pid) s",
         target,
         "reading pg_stat_activity",

@@ -99,6 +99,19 @@ impl ServerView {
         for row in &cells {
             lines.push(format_row(row));
         }
+        lines.push("by backend:".to_string());
+        for b in &r.in_flight_by_backend {
+            let known = |v: &Option<String>| v.clone().unwrap_or_else(|| "?".into());
+            lines.push(format!(
+                "{} {}  database {}  {}  wait {}  {}",
+                b.pid,
+                known(&b.backend_type),
+                known(&b.database),
+                known(&b.state),
+                b.wait.as_deref().unwrap_or("-"),
+                b.query.as_deref().unwrap_or("")
+            ));
+        }
         lines
     }
 
@@ -126,6 +139,29 @@ pub(super) fn clock_of(timestamp: &str) -> &str {
         .unwrap_or(timestamp)
 }
 
+/// Columns the in-flight table's fixed columns take (pid to length, with the spaces
+/// between them and the border).
+const IN_FLIGHT_FIXED_WIDTH: u16 = 8 + 16 + 16 + 9 + 11 + 7 + 7 + 2;
+
+/// The least `target_desc` keeps: enough for `blocks 1..3 in file` to show what it is.
+const TARGET_DESC_MIN_WIDTH: u16 = 20;
+
+/// The relation column's width: the longest name shown (at least the header), within what
+/// the screen leaves after the fixed columns and the least of target_desc.
+pub(super) fn relation_column_width(cells: &[[String; 8]], screen_width: u16) -> u16 {
+    let longest = cells
+        .iter()
+        .map(|row| row[6].chars().count())
+        .max()
+        .unwrap_or(0)
+        .max("relation".len());
+    let room = screen_width
+        .saturating_sub(IN_FLIGHT_FIXED_WIDTH)
+        .saturating_sub(TARGET_DESC_MIN_WIDTH)
+        .max("relation".len() as u16);
+    u16::try_from(longest).unwrap_or(u16::MAX).min(room)
+}
+
 /// Bold, for table headers.
 fn bold() -> ratatui::style::Style {
     use ratatui::style::{Modifier, Style};
@@ -139,7 +175,12 @@ fn titled(title: &str) -> ratatui::widgets::Block<'_> {
 }
 
 /// The `pg_stat_io` rates of `rates`' backend types, per second, in `area`.
-fn draw_rates(frame: &mut ratatui::Frame, area: ratatui::layout::Rect, rates: &[&Rates]) {
+fn draw_rates(
+    frame: &mut ratatui::Frame,
+    area: ratatui::layout::Rect,
+    rates: &[&Rates],
+    track_io_timing: bool,
+) {
     use ratatui::layout::Constraint;
     use ratatui::widgets::{Row, Table};
 
@@ -160,7 +201,11 @@ fn draw_rates(frame: &mut ratatui::Frame, area: ratatui::layout::Rect, rates: &[
                     number(rate.writes_per_s),
                     number(rate.write_mb_per_s),
                     number(rate.extends_per_s),
-                    number(rate.read_time_ms_per_s),
+                    if track_io_timing {
+                        number(rate.read_time_ms_per_s)
+                    } else {
+                        "—".to_string()
+                    },
                 ])
             })
             .collect()
@@ -192,10 +237,18 @@ fn draw_rates(frame: &mut ratatui::Frame, area: ratatui::layout::Rect, rates: &[
             ])
             .style(bold()),
         )
-        .block(titled(" pg_stat_io, per second ")),
+        .block(titled(if track_io_timing {
+            " pg_stat_io, per second "
+        } else {
+            TIMING_OFF_TITLE
+        })),
         area,
     );
 }
+
+/// The rates' title when `track_io_timing` is off: read ms/s would be a 0 that says nothing.
+const TIMING_OFF_TITLE: &str =
+    " pg_stat_io, per second — read ms/s: — (track_io_timing is off: SET it on to see I/O times) ";
 
 impl ServerView {
     /// Only the backend types that did I/O this interval (and the total): a server has
@@ -220,7 +273,8 @@ impl ServerView {
             .collect()
     }
 
-    /// The in-flight I/Os grouped by backend, in `area`.
+    /// The in-flight I/Os grouped by backend, in `area`: who (type, database, state, wait
+    /// event) and what (the first line of the query, cut to the screen).
     fn draw_backends(&self, frame: &mut ratatui::Frame, area: ratatui::layout::Rect) {
         use ratatui::layout::Constraint;
         use ratatui::widgets::{Row, Table};
@@ -230,14 +284,15 @@ impl ServerView {
             .in_flight_by_backend
             .iter()
             .map(|b| {
-                let states: Vec<String> =
-                    b.states.iter().map(|(s, n)| format!("{s} {n}")).collect();
                 Row::new(vec![
                     b.pid.to_string(),
                     b.backend_type.clone().unwrap_or_default(),
+                    b.database.clone().unwrap_or_default(),
+                    b.state.clone().unwrap_or_default(),
+                    b.wait.clone().unwrap_or_default(),
                     b.ios.to_string(),
                     (b.bytes / 1024).to_string(),
-                    states.join(", "),
+                    b.query.clone().unwrap_or_default(),
                 ])
             })
             .collect();
@@ -247,12 +302,27 @@ impl ServerView {
                 [
                     Constraint::Length(8),
                     Constraint::Length(16),
+                    Constraint::Length(10),
+                    Constraint::Length(8),
+                    Constraint::Length(20),
                     Constraint::Length(4),
                     Constraint::Length(7),
                     Constraint::Min(10),
                 ],
             )
-            .header(Row::new(vec!["pid", "backend_type", "ios", "kB", "states"]).style(bold()))
+            .header(
+                Row::new(vec![
+                    "pid",
+                    "backend_type",
+                    "database",
+                    "state",
+                    "wait",
+                    "ios",
+                    "kB",
+                    "query",
+                ])
+                .style(bold()),
+            )
             .block(titled(" in flight by backend ")),
             area,
         );
@@ -295,8 +365,9 @@ impl ServerView {
         use ratatui::layout::Constraint;
         use ratatui::widgets::{Row, Table};
 
-        let io_rows: Vec<Row> = self
-            .in_flight_cells()
+        let cells = self.in_flight_cells();
+        let relation_width = relation_column_width(&cells, area.width);
+        let io_rows: Vec<Row> = cells
             .into_iter()
             .map(|cells| Row::new(cells.to_vec()))
             .collect();
@@ -310,8 +381,8 @@ impl ServerView {
                     Constraint::Length(9),
                     Constraint::Length(11),
                     Constraint::Length(7),
-                    Constraint::Length(20),
-                    Constraint::Min(20),
+                    Constraint::Length(relation_width),
+                    Constraint::Min(TARGET_DESC_MIN_WIDTH),
                 ],
             )
             .header(Row::new(IN_FLIGHT_COLUMNS.to_vec()).style(bold()))
@@ -339,7 +410,7 @@ impl View for ServerView {
         ])
         .areas(frame.area());
         let [backends_area, relations_area] =
-            Layout::horizontal([Constraint::Percentage(50), Constraint::Percentage(50)])
+            Layout::horizontal([Constraint::Percentage(70), Constraint::Percentage(30)])
                 .areas(middle);
 
         frame.render_widget(
@@ -354,20 +425,33 @@ impl View for ServerView {
             ]),
             head,
         );
-        draw_rates(frame, rates_area, &rates);
+        draw_rates(frame, rates_area, &rates, r.server.track_io_timing);
         self.draw_backends(frame, backends_area);
         self.draw_relations(frame, relations_area);
         self.draw_in_flight(frame, ios_area);
     }
 
+    /// One line per sample, in the field order and spelling of `pageio aios --watch`'s line
+    /// for a pageio process (`pid=… io_method=… ios_per_s=… mb_per_s=… depth=… avg_io_kb=…
+    /// wait_ms_per_s=… workers=… busy=…`), then what only a server has: the time, read
+    /// ms/s, hits, the backends and relations with I/O in flight.
     fn plain_lines(&self) -> Vec<String> {
         let r = &self.report;
-        let rates = match self.total_rates() {
-            Some(t) => format!(
-                "reads/s {:.0} read MB/s {:.1} hits/s {:.0} writes/s {:.0}",
-                t.reads_per_s, t.read_mb_per_s, t.hits_per_s, t.writes_per_s
-            ),
-            None => "reads/s - read MB/s - hits/s - writes/s -".to_string(),
+        let total = self.total_rates();
+        let rate = |f: &dyn Fn(&Rates) -> String| total.map(f).unwrap_or_else(|| "-".into());
+        let read_ms = if r.server.track_io_timing {
+            rate(&|t| format!("{:.1}", t.read_time_ms_per_s))
+        } else {
+            "-(track_io_timing=off)".to_string()
+        };
+        let bytes_in_flight: u64 = r.in_flight_by_backend.iter().map(|b| b.bytes).sum();
+        let avg_io_kb = if r.in_flight.is_empty() {
+            "-".to_string()
+        } else {
+            format!(
+                "{:.1}",
+                bytes_in_flight as f64 / 1024.0 / r.in_flight.len() as f64
+            )
         };
         let backends: Vec<String> = r
             .in_flight_by_backend
@@ -387,12 +471,19 @@ impl View for ServerView {
             .map(|rel| format!("{} {}", rel.relation, rel.ios))
             .collect();
         vec![format!(
-            "{}  {rates}  in flight {} [{}]  by relation [{}]  {}",
-            clock_of(&r.sampled_at),
+            "pid=server io_method={} ios_per_s={} mb_per_s={} depth={} avg_io_kb={avg_io_kb} read_ms_per_s={read_ms} workers={} busy={} reads_per_s={} hits_per_s={} writes_per_s={} time={} backends=[{}] relations=[{}]",
+            r.server.io_method,
+            rate(&|t| format!("{:.0}", t.reads_per_s + t.writes_per_s)),
+            rate(&|t| format!("{:.1}", t.read_mb_per_s + t.write_mb_per_s)),
             r.in_flight.len(),
+            r.io_workers.count,
+            r.io_workers.busy,
+            rate(&|t| format!("{:.0}", t.reads_per_s)),
+            rate(&|t| format!("{:.0}", t.hits_per_s)),
+            rate(&|t| format!("{:.0}", t.writes_per_s)),
+            clock_of(&r.sampled_at),
             backends.join(", "),
             relations.join(", "),
-            self.workers_text()
         )]
     }
 }

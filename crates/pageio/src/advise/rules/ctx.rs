@@ -11,7 +11,7 @@ use super::memory::{HUGE_PAGES_HEADROOM, HUGE_PAGES_WORTH_BYTES};
 use super::settings::pg_default;
 use crate::advise::units::{round_down, BLOCK, GB, KB, MB};
 use crate::advise::{Facts, InputNames, Inputs, MeasuredIo, UserInput, Workload};
-use crate::host::SettingSource;
+use crate::host::{Classified, DiskClass, SettingSource};
 
 /// `shared_buffers` is the effective RAM divided by this: a quarter (PostgreSQL docs 19.4.1
 /// "a reasonable starting value for shared_buffers is 25% of the memory"; pgtune).
@@ -134,8 +134,9 @@ pub struct Ctx<'a> {
     pub cpu_limit: String,
     /// Connections assumed, and from where.
     pub max_connections: (u32, String),
-    /// Whether PGDATA's disks spin: `Some(true)` if any does.
-    pub rotational: Option<bool>,
+    /// The class of PGDATA's storage and the evidence (`host::disk_class`), corrected by a
+    /// measurement that rules out a spinning disk.
+    pub disk: Classified,
     /// Settings whose value PostgreSQL refuses at start-up, in name order.
     pub refused: Vec<Refused>,
 }
@@ -214,10 +215,7 @@ impl<'a> Ctx<'a> {
                 ),
             ),
         };
-        let rotational = facts.host.storage.as_ref().and_then(|s| {
-            let known: Vec<bool> = s.disks.iter().filter_map(|d| d.rotational).collect();
-            (!known.is_empty()).then(|| known.iter().any(|r| *r))
-        });
+        let disk = measured_class(&facts.host.storage_class, inputs.measured.as_ref());
         Ctx {
             facts,
             inputs,
@@ -228,7 +226,7 @@ impl<'a> Ctx<'a> {
             cpus,
             cpu_limit,
             max_connections,
-            rotational,
+            disk,
             refused,
         }
     }
@@ -413,6 +411,31 @@ impl<'a> Ctx<'a> {
     pub(super) fn huge_pages_worth(&self) -> bool {
         self.shared_buffers() >= HUGE_PAGES_WORTH_BYTES
             || self.facts.host.memory.huge_pages_total.unwrap_or(0) > 0
+    }
+}
+
+/// Random 8 kB reads per second at queue depth 1 above which a device is not a spinning
+/// disk: a 15 000 rpm disk seeks in ~3.5 ms and turns in 2 ms, about 200 reads a second;
+/// 500 leaves room for a disk's own cache and never reaches flash's thousands.
+pub const HDD_MAX_RANDOM_READS_PER_SECOND: f64 = 500.0;
+
+/// The storage class with a measurement's correction: a device measured faster than any
+/// spinning disk is not one, whatever its flag said.
+fn measured_class(class: &Classified, measured: Option<&MeasuredIo>) -> Classified {
+    match measured {
+        Some(m)
+            if matches!(class.class, DiskClass::Hdd | DiskClass::Unknown)
+                && m.random_reads_per_second_qd1 > HDD_MAX_RANDOM_READS_PER_SECOND =>
+        {
+            Classified {
+                class: DiskClass::Virtual,
+                evidence: format!(
+                    "{}; measured {:.0} random reads/s at depth 1, more than any spinning disk ({HDD_MAX_RANDOM_READS_PER_SECOND:.0})",
+                    class.evidence, m.random_reads_per_second_qd1
+                ),
+            }
+        }
+        _ => class.clone(),
     }
 }
 

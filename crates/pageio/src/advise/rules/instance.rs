@@ -163,7 +163,12 @@ pub(super) fn r_server(ctx: &Ctx) -> Option<Verdict> {
 pub(super) fn r_checksums(ctx: &Ctx) -> Option<Verdict> {
     let inst = ctx.facts.instance.as_ref()?;
     inst.pgdata.as_ref()?;
-    let on = inst.data_checksums?;
+    let Some(on) = inst.data_checksums else {
+        return Some(super::skipped(
+            "global/pg_control could not be read (see what was not read)",
+            "global/pg_control",
+        ));
+    };
     let (status, found, fix) = if on {
         (Status::Ok, "on", "none")
     } else {

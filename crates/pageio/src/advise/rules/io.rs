@@ -3,9 +3,12 @@
 //! (`io_workers` in PostgreSQL 18, the pool's `io_min_workers` / `io_max_workers` in 19).
 //!
 //! Each is measured when the disk was (the measurement's recommendation, with its reason),
-//! else guessed from whether the data directory's disks spin.
+//! else guessed from the data directory's storage class (`host::disk_class`: NVMe, SSD, a
+//! spinning disk, or a virtual or unknown device that never gets less than PostgreSQL 18's
+//! defaults). `random_page_cost` looks first at the data against the cache: data that fits
+//! is read from memory, where a random page costs what a sequential one does.
 
-use super::super::units::{BLOCK, KB};
+use super::super::units::{human_bytes, BLOCK, KB};
 use super::ctx::AIO_SINCE_PG;
 use super::settings::{
     number_setting, size_setting, word_setting, CONCURRENCY_TOLERANCE, COST_TOLERANCE, EXACT,
@@ -13,6 +16,7 @@ use super::settings::{
 use super::{Ctx, Verdict};
 use crate::advise::{Status, UserInput};
 use crate::config::IoMethodKind;
+use crate::host::DiskClass;
 
 /// `effective_io_concurrency` guessed for a spinning disk: PostgreSQL docs 19.4.6 ("for
 /// magnetic drives, the number of separate drives"); pgtune's HDD value.
@@ -29,6 +33,21 @@ pub const ROTATIONAL_RANDOM_PAGE_COST: f64 = 4.0;
 /// `random_page_cost` guessed for SSD and NVMe (pgtune; PostgreSQL docs 19.7.2: lower it
 /// when random reads cost little more than sequential ones).
 pub const SSD_RANDOM_PAGE_COST: f64 = 1.1;
+
+/// `effective_io_concurrency` and `maintenance_io_concurrency` for a device whose speed is
+/// not known (a virtual disk, a network file system) and was not measured: PostgreSQL 18's
+/// default (release notes: "Increase the default value of effective_io_concurrency and
+/// maintenance_io_concurrency to 16"). Advice below it would be worse than no advice.
+pub const MIN_UNMEASURED_IO_CONCURRENCY: u32 = 16;
+
+/// `random_page_cost` when the data fits in the cache: pgtune's SSD value, as a page read
+/// from memory costs the same wherever it lies.
+pub const CACHED_RANDOM_PAGE_COST: f64 = 1.1;
+
+/// The data counts as fully cached when it is at most this share of the effective cache
+/// (`effective_cache_size`): the rest leaves room for its growth, the indexes' working set,
+/// sorts and everything else the machine runs.
+pub const FULLY_CACHED_SHARE: f64 = 0.5;
 
 /// Guessed `io_workers`: one per this many effective CPUs (pageio's guess, a quarter).
 pub const CPUS_PER_IO_WORKER: u32 = 4;
@@ -90,15 +109,19 @@ impl Ctx<'_> {
 
     /// Why a device setting is a guess, and how to measure instead.
     fn guess_note(&self) -> String {
-        let rot = match self.rotational {
-            Some(true) => "rotational=1",
-            Some(false) => "rotational=0",
-            None => "rotational=unknown, SSD assumed",
-        };
         format!(
-            "guessed ({rot}); run with {}",
+            "guessed from the storage class {} ({}); run with {}",
+            self.disk.class.name(),
+            self.disk.evidence,
             self.names.name(UserInput::Measure)
         )
+    }
+
+    /// Whether the storage's speed is not known from its facts (a virtual disk, a network
+    /// file system, nothing readable) and was not measured: then no I/O concurrency goes
+    /// below PostgreSQL 18's default.
+    pub(super) fn speed_unknown(&self) -> bool {
+        self.measured().is_none() && !self.disk.class.is_flash() && !self.disk.class.spins()
     }
 
     /// `effective_io_concurrency` and its reason.
@@ -107,9 +130,16 @@ impl Ctx<'_> {
             let r = &m.recommendations.effective_io_concurrency;
             return (measured_count(r.value), format!("measured: {}", r.reason));
         }
-        match self.rotational {
-            Some(true) => (ROTATIONAL_IO_CONCURRENCY, self.guess_note()),
-            _ => (SSD_IO_CONCURRENCY, self.guess_note()),
+        match self.disk.class {
+            DiskClass::Hdd => (ROTATIONAL_IO_CONCURRENCY, self.guess_note()),
+            DiskClass::Nvme | DiskClass::Ssd => (SSD_IO_CONCURRENCY, self.guess_note()),
+            _ => (
+                MIN_UNMEASURED_IO_CONCURRENCY,
+                format!(
+                    "{}; a device of this class gets no less than PostgreSQL 18's default {MIN_UNMEASURED_IO_CONCURRENCY} without a measurement, and a configured value above it is kept",
+                    self.guess_note()
+                ),
+            ),
         }
     }
 
@@ -124,16 +154,69 @@ impl Ctx<'_> {
         (eic, format!("as effective_io_concurrency: {why}"))
     }
 
-    /// `random_page_cost` and its reason.
+    /// The data's size against the cache, when both are known: the figures and whether the
+    /// data is fully cached (at most `FULLY_CACHED_SHARE` of the effective cache).
+    pub fn data_cached(&self) -> Option<(bool, String)> {
+        let size = self.facts.instance.as_ref()?.database_size_bytes?;
+        if self.ram == 0 {
+            return None;
+        }
+        let cache = self.effective_cache_size();
+        let (sb, _) = self.current("shared_buffers");
+        let cached = (size as f64) <= cache as f64 * FULLY_CACHED_SHARE;
+        Some((
+            cached,
+            format!(
+                "data {}, RAM {} ({}), shared_buffers {sb}: {}",
+                human_bytes(size),
+                human_bytes(self.ram),
+                self.ram_limit,
+                if cached {
+                    format!(
+                        "fully cached (at most {:.0}% of the {} effective cache)",
+                        FULLY_CACHED_SHARE * 100.0,
+                        human_bytes(cache)
+                    )
+                } else {
+                    format!(
+                        "more than {:.0}% of the {} effective cache",
+                        FULLY_CACHED_SHARE * 100.0,
+                        human_bytes(cache)
+                    )
+                }
+            ),
+        ))
+    }
+
+    /// `random_page_cost` and its reason: 1.1 when the data fits in the cache (a random
+    /// page then costs what a sequential one does, whatever the disk); else the measured
+    /// ratio, else by storage class.
     pub fn random_page_cost(&self) -> (f64, String) {
+        let cached = self.data_cached();
+        if let Some((true, figures)) = &cached {
+            let measured = self
+                .measured()
+                .map(|m| {
+                    format!(
+                        "; the disk's own ratio (measured: {}) matters only for reads the cache misses",
+                        m.recommendations.random_page_cost.reason
+                    )
+                })
+                .unwrap_or_default();
+            return (CACHED_RANDOM_PAGE_COST, format!("{figures}{measured}"));
+        }
+        let figures = cached
+            .map(|(_, f)| format!("{f}; "))
+            .unwrap_or_else(|| "the data's size is not known; ".to_string());
         if let Some(m) = self.measured() {
             let r = &m.recommendations.random_page_cost;
-            return (r.value, format!("measured: {}", r.reason));
+            return (r.value, format!("{figures}measured: {}", r.reason));
         }
-        match self.rotational {
-            Some(true) => (ROTATIONAL_RANDOM_PAGE_COST, self.guess_note()),
-            _ => (SSD_RANDOM_PAGE_COST, self.guess_note()),
-        }
+        let rpc = match self.disk.class {
+            DiskClass::Nvme | DiskClass::Ssd => SSD_RANDOM_PAGE_COST,
+            _ => ROTATIONAL_RANDOM_PAGE_COST,
+        };
+        (rpc, format!("{figures}{}", self.guess_note()))
     }
 
     /// `io_workers` (PostgreSQL 18) and its reason.
@@ -175,26 +258,55 @@ pub(super) fn r_random_page_cost(ctx: &Ctx) -> Option<Verdict> {
 
 pub(super) fn r_eic(ctx: &Ctx) -> Option<Verdict> {
     let (rec, why) = ctx.eic();
-    Some(number_setting(
+    Some(concurrency_setting(
         ctx,
         "effective_io_concurrency",
-        rec as f64,
-        CONCURRENCY_TOLERANCE,
-        rec.to_string(),
+        rec,
         format!("I/Os a scan keeps in flight: {why}"),
     ))
 }
 
 pub(super) fn r_mic(ctx: &Ctx) -> Option<Verdict> {
     let (rec, why) = ctx.mic();
-    Some(number_setting(
+    Some(concurrency_setting(
         ctx,
         "maintenance_io_concurrency",
-        rec as f64,
-        CONCURRENCY_TOLERANCE,
-        rec.to_string(),
+        rec,
         format!("I/Os VACUUM, index builds and recovery keep in flight: {why}"),
     ))
+}
+
+/// An I/O concurrency: within [`CONCURRENCY_TOLERANCE`] of the recommendation. Without a
+/// measurement the recommendation is a guess from the storage class, so on anything but a
+/// spinning disk a configured value from [`MIN_UNMEASURED_IO_CONCURRENCY`] up is kept (an
+/// earlier measurement's, say: advise must not take back what it measured before) and the
+/// snippet keeps it too; the item still names the class's guess and how to measure.
+fn concurrency_setting(ctx: &Ctx, name: &str, rec: u32, why: String) -> Verdict {
+    let mut v = number_setting(
+        ctx,
+        name,
+        f64::from(rec),
+        CONCURRENCY_TOLERANCE,
+        rec.to_string(),
+        why,
+    );
+    let configured = ctx
+        .setting(name)
+        .and_then(|s| s.value.trim_matches('\'').parse::<u32>().ok());
+    let guessed = ctx.measured().is_none() && !ctx.disk.class.spins();
+    if let Some(n) = configured.filter(|n| guessed && *n >= MIN_UNMEASURED_IO_CONCURRENCY) {
+        v.status = Some(Status::Ok);
+        v.recommended = if ctx.speed_unknown() || n == rec {
+            format!("{n} (as configured: at least {rec})")
+        } else {
+            format!(
+                "{n} (as configured; the storage class suggests {rec}, a guess: measure to compare)"
+            )
+        };
+        v.conf = Some((name.to_string(), n.to_string()));
+        v.fix = "none".into();
+    }
+    v
 }
 
 pub(super) fn r_io_combine_limit(ctx: &Ctx) -> Option<Verdict> {

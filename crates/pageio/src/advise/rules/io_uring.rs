@@ -262,7 +262,12 @@ pub(super) fn r_memlock(ctx: &Ctx) -> Option<Verdict> {
     if !pg18_uring(ctx) {
         return None;
     }
-    let limit = ctx.facts.host.limits.memlock_bytes?;
+    let Some(limit) = ctx.facts.host.limits.memlock_bytes else {
+        return Some(super::skipped(
+            "the process's limits give no Max locked memory line",
+            "/proc/self/limits",
+        ));
+    };
     let need = ctx.ring_bytes();
     let (procs, arithmetic) = ctx.processes();
     let charged = ctx.memlock_charged();
@@ -307,7 +312,12 @@ pub(super) fn r_memlock(ctx: &Ctx) -> Option<Verdict> {
 
 pub(super) fn r_nofile(ctx: &Ctx) -> Option<Verdict> {
     use crate::host::RlimitValue;
-    let limit = ctx.facts.host.limits.nofile?;
+    let Some(limit) = ctx.facts.host.limits.nofile else {
+        return Some(super::skipped(
+            "the process's limits give no Max open files line",
+            "/proc/self/limits",
+        ));
+    };
     let (procs, arithmetic) = ctx.processes();
     // From PostgreSQL 18 one descriptor per ring (all held by the postmaster) plus its own
     // file budget; before, the file budget alone.

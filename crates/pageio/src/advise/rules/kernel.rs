@@ -1,8 +1,8 @@
 //! Host rules on the scheduler and the clock: session autogroups, the migration cost that
 //! keeps backends on their CPU, and the clock source `track_io_timing` reads.
 
-use super::memory::on_host;
-use super::{Ctx, Verdict};
+use super::memory::{on_host, sysctl_persist, unreadable};
+use super::{skipped, Ctx, Verdict};
 use crate::advise::Status;
 
 /// `sched_migration_cost_ns` below this makes the scheduler move busy backends between CPUs
@@ -19,7 +19,11 @@ pub const MAX_CLOCK_READ_NS: f64 = crate::host::clock::CHEAP_CLOCK_READ_NS;
 pub const SLOW_CLOCKSOURCES: [&str; 3] = ["hpet", "acpi_pm", "jiffies"];
 
 pub(super) fn r_autogroup(ctx: &Ctx) -> Option<Verdict> {
-    let on = ctx.facts.host.kernel.sched_autogroup_enabled?;
+    let Some(on) = ctx.facts.host.kernel.sched_autogroup_enabled else {
+        return Some(unreadable(
+            "/proc/sys/kernel/sched_autogroup_enabled".into(),
+        ));
+    };
     let status = if on == 0 { Status::Ok } else { Status::Warn };
     let mut v = Verdict::new(
         status,
@@ -28,7 +32,7 @@ pub(super) fn r_autogroup(ctx: &Ctx) -> Option<Verdict> {
     )
     .rec("0")
     .why("autogroup shares CPU per session, so all of PostgreSQL (one session) competes as one task against a single shell job")
-    .fix(format!("sysctl -w kernel.sched_autogroup_enabled=0{}", on_host(ctx)));
+    .fix(format!("sysctl -w kernel.sched_autogroup_enabled=0{}", sysctl_persist(ctx)));
     if status != Status::Ok {
         v = v.sysctl("kernel.sched_autogroup_enabled", 0);
     }
@@ -37,7 +41,15 @@ pub(super) fn r_autogroup(ctx: &Ctx) -> Option<Verdict> {
 
 pub(super) fn r_migration_cost(ctx: &Ctx) -> Option<Verdict> {
     let k = &ctx.facts.host.kernel;
-    let ns = k.sched_migration_cost_ns?;
+    let Some(ns) = k.sched_migration_cost_ns else {
+        return Some(skipped(
+            format!(
+                "neither /proc/sys/kernel/sched_migration_cost_ns (gone since Linux 5.13) nor /sys/kernel/debug/sched/migration_cost_ns (debugfs: not mounted, or root only) is readable here{}; check it as root on the host, where {MIN_MIGRATION_COST_NS} ns or more is wanted",
+                on_host(ctx)
+            ),
+            "/sys/kernel/debug/sched/migration_cost_ns",
+        ));
+    };
     let source = k
         .sched_migration_cost_source
         .as_ref()
@@ -55,7 +67,7 @@ pub(super) fn r_migration_cost(ctx: &Ctx) -> Option<Verdict> {
         .fix(if is_sysctl {
             format!(
                 "sysctl -w kernel.sched_migration_cost_ns={MIN_MIGRATION_COST_NS}{}",
-                on_host(ctx)
+                sysctl_persist(ctx)
             )
         } else {
             format!(
@@ -73,7 +85,10 @@ pub(super) fn r_clock(ctx: &Ctx) -> Option<Verdict> {
     let k = &ctx.facts.host.kernel;
     let cost = ctx.facts.probes.clock_read_ns;
     if k.clocksource.is_none() && cost.is_none() {
-        return None;
+        return Some(skipped(
+            "the clock source is not readable and its cost was not measured (a captured tree)",
+            crate::host::kernel::CURRENT_CLOCKSOURCE,
+        ));
     }
     let src = k.clocksource.clone().unwrap_or_else(|| "?".into());
     let slow_source = SLOW_CLOCKSOURCES.contains(&src.as_str());

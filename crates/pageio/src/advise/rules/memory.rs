@@ -6,7 +6,7 @@
 
 use super::super::units::{human_bytes, GB, MB};
 use super::super::{Status, UserInput};
-use super::{Ctx, Verdict};
+use super::{skipped, Ctx, Verdict};
 
 /// `vm.overcommit_ratio` recommended with strict overcommit: a fifth of ordinary memory left
 /// for the kernel and page cache (the default 50 wastes half the RAM without swap).
@@ -80,15 +80,39 @@ pub(super) fn vm(name: &str) -> String {
     format!("/proc/sys/vm/{name}")
 }
 
-/// Host settings apply to the whole machine; inside a container they are the host's.
-pub(super) fn on_host(ctx: &Ctx) -> &'static str {
-    if ctx.facts.host.cgroup.memory_max_bytes.is_some()
+/// Whether this runs in a container: a marker file or variable
+/// ([`crate::host::container`]), or a cgroup limiting memory or CPUs.
+pub(super) fn in_container(ctx: &Ctx) -> bool {
+    ctx.facts.host.container.detected()
+        || ctx.facts.host.cgroup.memory_max_bytes.is_some()
         || ctx.facts.host.cgroup.cpu_quota_cpus.is_some()
-    {
-        " (on the host: a container shares the host's kernel settings)"
+}
+
+/// The item for a host setting whose file is absent or unreadable (a kernel without it, a
+/// container that hides it): said, never skipped in silence.
+pub(super) fn unreadable(source: String) -> Verdict {
+    skipped(
+        format!("{source} gave no value here (this kernel has no such setting, a container hides it, or it did not parse: see what was not read)"),
+        source,
+    )
+}
+
+/// Host settings (sysctls, THP, huge pages, block queues) apply to the whole machine;
+/// inside a container they are the host's, and the fix is addressed there.
+pub(super) fn on_host(ctx: &Ctx) -> &'static str {
+    if in_container(ctx) {
+        " (set on the host: a container shares the host's kernel and devices)"
     } else {
         ""
     }
+}
+
+/// Where a sysctl set with `sysctl -w` is kept so it survives a reboot, and the host note.
+pub(super) fn sysctl_persist(ctx: &Ctx) -> String {
+    format!(
+        "; keep it across reboots with the same lines in /etc/sysctl.d/90-postgresql.conf (the sysctl snippet, read at every boot){}",
+        on_host(ctx)
+    )
 }
 
 // ---- the rules ----
@@ -111,7 +135,19 @@ pub(super) fn r_effective(ctx: &Ctx) -> Option<Verdict> {
                 },
                 ctx.cpus
             ),
-            format!("RAM: {}; CPUs: {}", ctx.ram_limit, ctx.cpu_limit),
+            format!(
+                "RAM: {}; CPUs: {}{}",
+                ctx.ram_limit,
+                ctx.cpu_limit,
+                if ctx.facts.host.container.detected() {
+                    format!(
+                        "; in a container ({}): kernel settings are the host's",
+                        ctx.facts.host.container.markers.join(", ")
+                    )
+                } else {
+                    String::new()
+                }
+            ),
         )
         .rec("every size below is computed from these")
         .why("a container may use only what its cgroup allows, not the host's MemTotal and CPUs")
@@ -220,7 +256,9 @@ impl Commit {
 }
 
 pub(super) fn r_overcommit(ctx: &Ctx) -> Option<Verdict> {
-    let mode = ctx.facts.host.memory.overcommit_memory?;
+    let Some(mode) = ctx.facts.host.memory.overcommit_memory else {
+        return Some(unreadable(vm("overcommit_memory")));
+    };
     let commit = Commit::read(ctx);
     let (ratio, needs_swap) = commit.ratio();
     let limit = commit.limit(ratio, commit.huge_after);
@@ -251,12 +289,12 @@ pub(super) fn r_overcommit(ctx: &Ctx) -> Option<Verdict> {
         .fix(if needs_swap {
             format!(
                 "add swap (fallocate -l SIZE /swapfile; mkswap /swapfile; swapon /swapfile), then sysctl -w vm.overcommit_memory=2 vm.overcommit_ratio={ratio}{}",
-                on_host(ctx)
+                sysctl_persist(ctx)
             )
         } else {
             format!(
                 "sysctl -w vm.overcommit_memory=2 vm.overcommit_ratio={ratio}{}",
-                on_host(ctx)
+                sysctl_persist(ctx)
             )
         });
     if status != Status::Ok && !needs_swap {
@@ -269,7 +307,9 @@ pub(super) fn r_overcommit(ctx: &Ctx) -> Option<Verdict> {
 
 pub(super) fn r_swappiness(ctx: &Ctx) -> Option<Verdict> {
     let m = &ctx.facts.host.memory;
-    let s = m.swappiness?;
+    let Some(s) = m.swappiness else {
+        return Some(unreadable(vm("swappiness")));
+    };
     let no_swap = m.swap_total_bytes == Some(0);
     let status = if s <= MAX_SWAPPINESS || no_swap {
         Status::Ok
@@ -287,7 +327,7 @@ pub(super) fn r_swappiness(ctx: &Ctx) -> Option<Verdict> {
     )
     .rec(format!("{MAX_SWAPPINESS}"))
     .why("a high swappiness swaps out idle backends' and shared memory to keep page cache, and a swapped-in buffer costs a disk read on the query path")
-    .fix(format!("sysctl -w vm.swappiness={MAX_SWAPPINESS}{}", on_host(ctx)));
+    .fix(format!("sysctl -w vm.swappiness={MAX_SWAPPINESS}{}", sysctl_persist(ctx)));
     if status != Status::Ok {
         v = v.sysctl("vm.swappiness", MAX_SWAPPINESS);
     }
@@ -296,10 +336,13 @@ pub(super) fn r_swappiness(ctx: &Ctx) -> Option<Verdict> {
 
 pub(super) fn r_dirty(ctx: &Ctx) -> Option<Verdict> {
     let m = &ctx.facts.host.memory;
-    let total = m.mem_total_bytes?;
-    let rotational = ctx.rotational == Some(true);
-    // A spinning disk absorbs ~100 MB/s; an SSD several times that.
-    let (bg_rec, dirty_rec) = if rotational {
+    let Some(total) = m.mem_total_bytes else {
+        return Some(unreadable("/proc/meminfo MemTotal".into()));
+    };
+    // A spinning disk absorbs ~100 MB/s; an SSD several times that. The class decides, not
+    // the rotational flag: a virtual disk's flag says nothing about what it absorbs.
+    let spins = ctx.disk.class.spins();
+    let (bg_rec, dirty_rec) = if spins {
         (ROTATIONAL_DIRTY_BACKGROUND_BYTES, ROTATIONAL_DIRTY_BYTES)
     } else {
         (SSD_DIRTY_BACKGROUND_BYTES, SSD_DIRTY_BYTES)
@@ -338,14 +381,16 @@ pub(super) fn r_dirty(ctx: &Ctx) -> Option<Verdict> {
     };
     let mut v = Verdict::new(status, found, vm("dirty_background_ratio"))
         .rec(format!(
-            "vm.dirty_background_bytes = {bg_rec}, vm.dirty_bytes = {dirty_rec} ({} / {})",
+            "vm.dirty_background_bytes = {bg_rec}, vm.dirty_bytes = {dirty_rec} ({} / {}, for storage class {}: {})",
             human_bytes(bg_rec),
-            human_bytes(dirty_rec)
+            human_bytes(dirty_rec),
+            ctx.disk.class.name(),
+            ctx.disk.evidence
         ))
         .why("on large RAM a percentage lets gigabytes of dirty pages pile up, and the checkpoint's fsync then stalls every writer while they drain")
         .fix(format!(
             "sysctl -w vm.dirty_background_bytes={bg_rec} vm.dirty_bytes={dirty_rec}{}",
-            on_host(ctx)
+            sysctl_persist(ctx)
         ));
     if status != Status::Ok {
         v = v
@@ -357,7 +402,11 @@ pub(super) fn r_dirty(ctx: &Ctx) -> Option<Verdict> {
 
 pub(super) fn r_thp(ctx: &Ctx) -> Option<Verdict> {
     let thp = &ctx.facts.host.kernel.thp;
-    let enabled = thp.enabled.as_deref()?;
+    let Some(enabled) = thp.enabled.as_deref() else {
+        return Some(unreadable(
+            "/sys/kernel/mm/transparent_hugepage/enabled".into(),
+        ));
+    };
     let status = if enabled == THP_STALLING_MODE {
         Status::Warn
     } else {
@@ -383,7 +432,7 @@ pub(super) fn r_thp(ctx: &Ctx) -> Option<Verdict> {
 
 pub(super) fn r_hugepages(ctx: &Ctx) -> Option<Verdict> {
     if ctx.ram == 0 {
-        return None;
+        return Some(skipped("the effective RAM is not known", "/proc/meminfo"));
     }
     let m = &ctx.facts.host.memory;
     let total = m.huge_pages_total.unwrap_or(0);
@@ -420,7 +469,7 @@ pub(super) fn r_hugepages(ctx: &Ctx) -> Option<Verdict> {
         .why("shared_buffers in huge pages cuts page-table memory per backend and TLB misses, but only if the pages are reserved before PostgreSQL starts")
         .fix(format!(
             "sysctl -w vm.nr_hugepages={need}{}; PostgreSQL tells the exact count: postgres -D PGDATA -C shared_memory_size_in_huge_pages",
-            on_host(ctx)
+            sysctl_persist(ctx)
         ));
     if status != Status::Ok {
         v = v.sysctl("vm.nr_hugepages", need);
@@ -429,7 +478,9 @@ pub(super) fn r_hugepages(ctx: &Ctx) -> Option<Verdict> {
 }
 
 pub(super) fn r_zone_reclaim(ctx: &Ctx) -> Option<Verdict> {
-    let mode = ctx.facts.host.memory.zone_reclaim_mode?;
+    let Some(mode) = ctx.facts.host.memory.zone_reclaim_mode else {
+        return Some(unreadable(vm("zone_reclaim_mode")));
+    };
     let nodes = ctx.facts.host.kernel.numa.nodes.len();
     let status = if mode == 0 || nodes < MIN_NUMA_NODES_FOR_ZONE_RECLAIM {
         Status::Ok
@@ -443,7 +494,7 @@ pub(super) fn r_zone_reclaim(ctx: &Ctx) -> Option<Verdict> {
     )
     .rec("0")
     .why("zone reclaim drops page cache on the local node rather than use another node's free memory, so a database's cached data is thrown away")
-    .fix(format!("sysctl -w vm.zone_reclaim_mode=0{}", on_host(ctx)));
+    .fix(format!("sysctl -w vm.zone_reclaim_mode=0{}", sysctl_persist(ctx)));
     if status != Status::Ok {
         v = v.sysctl("vm.zone_reclaim_mode", 0);
     }

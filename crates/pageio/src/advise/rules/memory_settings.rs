@@ -22,9 +22,17 @@ pub const EFFECTIVE_CACHE_SIZE_RAM_QUARTERS: u64 = 3;
 /// On a desktop `effective_cache_size` is one quarter of the RAM (pgtune).
 pub const DESKTOP_EFFECTIVE_CACHE_SIZE_RAM_DIVISOR: u64 = 4;
 
+/// The memory settings are sized from the effective RAM: without it, each says so.
+pub(super) fn ram_unknown() -> Verdict {
+    super::skipped(
+        "the effective RAM is not known, and every memory setting is sized from it",
+        "/proc/meminfo and the cgroup memory limit, unread: see the effective resources item",
+    )
+}
+
 pub(super) fn r_shared_buffers(ctx: &Ctx) -> Option<Verdict> {
     if ctx.ram == 0 {
-        return None;
+        return Some(ram_unknown());
     }
     let rec = ctx.shared_buffers();
     let mut v = size_setting(
@@ -60,7 +68,7 @@ pub(super) fn r_shared_buffers(ctx: &Ctx) -> Option<Verdict> {
 
 pub(super) fn r_huge_pages_setting(ctx: &Ctx) -> Option<Verdict> {
     if ctx.ram == 0 {
-        return None;
+        return Some(ram_unknown());
     }
     let total = ctx.facts.host.memory.huge_pages_total.unwrap_or(0);
     let need = ctx.huge_pages_needed();
@@ -86,34 +94,44 @@ pub(super) fn r_huge_pages_setting(ctx: &Ctx) -> Option<Verdict> {
     Some(v)
 }
 
+impl Ctx<'_> {
+    /// `effective_cache_size` (pgtune): three quarters of the effective RAM — a container's
+    /// memory limit when there is one —, a quarter on a desktop; in whole MB.
+    pub fn effective_cache_size(&self) -> u64 {
+        if self.workload() == Workload::Desktop {
+            round_down(self.ram / DESKTOP_EFFECTIVE_CACHE_SIZE_RAM_DIVISOR, MB)
+        } else {
+            round_down(
+                self.ram / EFFECTIVE_CACHE_SIZE_RAM_DIVISOR * EFFECTIVE_CACHE_SIZE_RAM_QUARTERS,
+                MB,
+            )
+        }
+    }
+}
+
 pub(super) fn r_effective_cache_size(ctx: &Ctx) -> Option<Verdict> {
     if ctx.ram == 0 {
-        return None;
+        return Some(ram_unknown());
     }
-    let rec = if ctx.workload() == Workload::Desktop {
-        round_down(ctx.ram / DESKTOP_EFFECTIVE_CACHE_SIZE_RAM_DIVISOR, MB)
-    } else {
-        round_down(
-            ctx.ram / EFFECTIVE_CACHE_SIZE_RAM_DIVISOR * EFFECTIVE_CACHE_SIZE_RAM_QUARTERS,
-            MB,
-        )
-    };
+    let rec = ctx.effective_cache_size();
     Some(size_setting(
         ctx,
         "effective_cache_size",
         BLOCK,
         rec,
         format!(
-            "{} of the {} effective RAM: what shared_buffers and the page cache together can hold, for the planner's index costs",
+            "{} of the {} effective RAM ({}) = {}: what shared_buffers and the page cache together can hold, for the planner's index costs",
             if ctx.workload() == Workload::Desktop { "25%" } else { "75%" },
-            human_bytes(ctx.ram)
+            human_bytes(ctx.ram),
+            ctx.ram_limit,
+            human_bytes(rec)
         ),
     ))
 }
 
 pub(super) fn r_work_mem(ctx: &Ctx) -> Option<Verdict> {
     if ctx.ram == 0 {
-        return None;
+        return Some(ram_unknown());
     }
     let rec = ctx.work_mem();
     Some(size_setting(
@@ -138,7 +156,7 @@ pub(super) fn r_work_mem(ctx: &Ctx) -> Option<Verdict> {
 
 pub(super) fn r_maintenance_work_mem(ctx: &Ctx) -> Option<Verdict> {
     if ctx.ram == 0 {
-        return None;
+        return Some(ram_unknown());
     }
     Some(size_setting(
         ctx,

@@ -126,6 +126,17 @@ impl Verdict {
     }
 }
 
+/// A check that could not be made, as an item saying why (never silence).
+fn skipped(reason: impl Into<String>, source: impl Into<String>) -> Verdict {
+    Verdict::new(
+        Status::Ok,
+        format!("not checked: {}", reason.into()),
+        source,
+    )
+    .rec("—")
+    .fix("none")
+}
+
 /// Every rule, in report order. Each comment names the source of its formula or threshold.
 pub const RULES: &[Rule] = &[
     // cgroup v2 memory.max / cpu.max (kernel Documentation/admin-guide/cgroup-v2.rst).

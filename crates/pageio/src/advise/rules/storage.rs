@@ -2,8 +2,11 @@
 //! read-ahead, `noatime`, write barriers, O_DIRECT) and those of `pg_wal` when it is a link
 //! to another file system.
 
-use super::{Ctx, Verdict};
+use super::memory::{in_container, on_host};
+use super::{skipped, Ctx, Verdict};
 use crate::advise::{Status, UserInput};
+use crate::host::disk_class::classify_disk;
+use crate::host::Mount;
 
 /// `read_ahead_kb` below this on a spinning disk leaves sequential scans seek-bound.
 pub const MIN_ROTATIONAL_READ_AHEAD_KB: u64 = 1024;
@@ -33,8 +36,44 @@ pub const FAST_DEVICE_SCHEDULERS: [&str; 2] = [FAST_DEVICE_SCHEDULER, ROTATIONAL
 /// Reliability; ext4(5)).
 pub const UNSAFE_MOUNT_OPTIONS: [&str; 3] = ["nobarrier", "barrier=0", "data=writeback"];
 
+/// Why a storage check was not made without a data directory.
+const NO_DATA_DIRECTORY: &str = "no data directory given (see data directory storage)";
+
+/// The udev rules file the fixes for block queue settings (scheduler, read-ahead) name: a
+/// rule there applies the setting each time the disk appears, so it survives a reboot.
+pub const UDEV_RULES_FILE: &str = "/etc/udev/rules.d/60-postgresql-queue.rules";
+
+/// Access-time options `noatime` replaces in an fstab line.
+const ATIME_OPTIONS: [&str; 4] = ["relatime", "strictatime", "atime", "lazytime"];
+
 fn storage<'a>(ctx: &Ctx<'a>) -> Option<&'a crate::host::StorageFacts> {
     ctx.facts.host.storage.as_ref()
+}
+
+/// The `/etc/fstab` line that mounts `m` as it is now, with `noatime` in place of the
+/// access-time option: `source mount-point type options dump pass` (fstab(5); pass 1 for
+/// the root file system, 2 for the others).
+pub fn fstab_line(m: &Mount) -> String {
+    let mut options: Vec<&str> = m
+        .mount_options
+        .iter()
+        .map(String::as_str)
+        .filter(|o| !ATIME_OPTIONS.contains(o))
+        .collect();
+    options.push("noatime");
+    let escape = |s: &str| s.replace(' ', "\\040");
+    format!(
+        "{} {} {} {} 0 {}",
+        escape(&m.source),
+        escape(&m.mount_point.to_string_lossy()),
+        m.fs_type,
+        options.join(","),
+        if m.mount_point == std::path::Path::new("/") {
+            1
+        } else {
+            2
+        }
+    )
 }
 
 pub(super) fn r_device(ctx: &Ctx) -> Option<Verdict> {
@@ -97,17 +136,26 @@ pub(super) fn r_device(ctx: &Ctx) -> Option<Verdict> {
             ),
             crate::host::storage::MOUNTINFO,
         )
-        .rec("—")
-        .why("the device type decides the I/O scheduler, effective_io_concurrency and random_page_cost below")
+        .rec(format!(
+            "storage class {} ({})",
+            ctx.disk.class.name(),
+            ctx.disk.evidence
+        ))
+        .why("the storage class, not the rotational flag alone, decides the I/O scheduler, read-ahead, dirty writeback, effective_io_concurrency and random_page_cost below")
         .fix("none"),
     )
 }
 
 pub(super) fn r_scheduler(ctx: &Ctx) -> Option<Verdict> {
-    let s = storage(ctx)?;
+    let Some(s) = storage(ctx) else {
+        return Some(skipped(NO_DATA_DIRECTORY, "/sys/block/*/queue/scheduler"));
+    };
     let disks: Vec<_> = s.disks.iter().filter(|d| d.scheduler.is_some()).collect();
     if disks.is_empty() {
-        return None;
+        return Some(skipped(
+            "no disk under the data directory reports an I/O scheduler (no block device, or queue/scheduler not readable)",
+            "/sys/block/*/queue/scheduler",
+        ));
     }
     let mut bad = Vec::new();
     let mut found = Vec::new();
@@ -118,12 +166,13 @@ pub(super) fn r_scheduler(ctx: &Ctx) -> Option<Verdict> {
         // Kernel Documentation/block: mq-deadline bounds latency and merges for seeking
         // disks; BFQ targets interactive desktops at a high per-request CPU cost; fast
         // devices need no scheduler ("none").
-        let want = if d.rotational == Some(true) {
+        let spins = classify_disk(d).class.spins();
+        let want = if spins {
             ROTATIONAL_SCHEDULER
         } else {
             FAST_DEVICE_SCHEDULER
         };
-        let fine = if d.rotational == Some(true) {
+        let fine = if spins {
             sched == ROTATIONAL_SCHEDULER
         } else {
             FAST_DEVICE_SCHEDULERS.contains(&sched.as_str())
@@ -143,7 +192,8 @@ pub(super) fn r_scheduler(ctx: &Ctx) -> Option<Verdict> {
         bad.iter()
             .map(|(n, w)| {
                 format!(
-                    "echo {w} > /sys/block/{n}/queue/scheduler; keep it with ACTION==\"add|change\", KERNEL==\"{n}\", ATTR{{queue/scheduler}}=\"{w}\" in /etc/udev/rules.d/60-io-scheduler.rules"
+                    "echo {w} > /sys/block/{n}/queue/scheduler; keep it with ACTION==\"add|change\", KERNEL==\"{n}\", ATTR{{queue/scheduler}}=\"{w}\" in {UDEV_RULES_FILE}{}",
+                    on_host(ctx)
                 )
             })
             .collect::<Vec<_>>()
@@ -151,37 +201,56 @@ pub(super) fn r_scheduler(ctx: &Ctx) -> Option<Verdict> {
     };
     Some(
         Verdict::new(status, found.join(", "), "/sys/block/*/queue/scheduler")
-            .rec("mq-deadline on rotational disks, none (or mq-deadline) on SSD/NVMe")
+            .rec("mq-deadline on spinning disks, none (or mq-deadline) on SSD, NVMe and virtual disks")
             .why("BFQ and kyber trade throughput for desktop fairness, and a seeking disk without a scheduler loses request merging")
             .fix(fix),
     )
 }
 
 pub(super) fn r_read_ahead(ctx: &Ctx) -> Option<Verdict> {
-    let s = storage(ctx)?;
-    let dev = s.device.as_ref()?;
-    let kb = dev.read_ahead_kb?;
-    let status = if ctx.rotational == Some(true) && kb < MIN_ROTATIONAL_READ_AHEAD_KB {
+    let source = "/sys/block/*/queue/read_ahead_kb";
+    let Some(s) = storage(ctx) else {
+        return Some(skipped(NO_DATA_DIRECTORY, source));
+    };
+    let Some(dev) = s.device.as_ref() else {
+        return Some(skipped(
+            "the data directory's file system has no block device",
+            source,
+        ));
+    };
+    let Some(kb) = dev.read_ahead_kb else {
+        return Some(skipped(
+            format!("{} reports no read_ahead_kb", dev.name),
+            source,
+        ));
+    };
+    let spins = ctx.disk.class.spins();
+    let status = if spins && kb < MIN_ROTATIONAL_READ_AHEAD_KB {
         Status::Warn
     } else {
         Status::Ok
     };
     let found = format!("{kb} kB on {}", dev.name);
     let source = format!("/sys/block/{}/queue/read_ahead_kb", dev.name);
-    let rec = if ctx.rotational == Some(true) {
+    let rec = if spins {
         format!(
-            "at least {MIN_ROTATIONAL_READ_AHEAD_KB} kB (rotational; {ROTATIONAL_READ_AHEAD_FIX_KB} kB if lower)"
+            "at least {MIN_ROTATIONAL_READ_AHEAD_KB} kB (a spinning disk; {ROTATIONAL_READ_AHEAD_FIX_KB} kB if lower)"
         )
     } else {
-        format!("{kb} kB (as is: PostgreSQL 18 reads ahead itself)")
+        format!(
+            "{kb} kB (as is: storage class {}, and PostgreSQL 18 reads ahead itself)",
+            ctx.disk.class.name()
+        )
     };
     let fix = if status == Status::Ok {
         "none".to_string()
     } else {
+        let disk = dev.partition_of.as_deref().unwrap_or(&dev.name);
         format!(
-            "blockdev --setra {} /dev/{} ({ROTATIONAL_READ_AHEAD_FIX_KB} kB in 512-byte sectors); keep it in a udev rule",
+            "blockdev --setra {} /dev/{} ({ROTATIONAL_READ_AHEAD_FIX_KB} kB in 512-byte sectors); keep it with ACTION==\"add|change\", KERNEL==\"{disk}\", ATTR{{queue/read_ahead_kb}}=\"{ROTATIONAL_READ_AHEAD_FIX_KB}\" in {UDEV_RULES_FILE}{}",
             ROTATIONAL_READ_AHEAD_FIX_KB * SECTORS_PER_KB,
-            dev.name
+            dev.name,
+            on_host(ctx)
         )
     };
     let why = "sequential scans on a seeking disk need large kernel read-ahead between \
@@ -194,8 +263,23 @@ pub(super) fn r_read_ahead(ctx: &Ctx) -> Option<Verdict> {
     )
 }
 
+/// The mount of the data directory, or the item saying why it is not known.
+fn data_mount<'a>(ctx: &Ctx<'a>) -> Result<&'a Mount, Box<Verdict>> {
+    let source = crate::host::storage::MOUNTINFO;
+    match storage(ctx) {
+        None => Err(Box::new(skipped(NO_DATA_DIRECTORY, source))),
+        Some(s) => s
+            .mount
+            .as_ref()
+            .ok_or_else(|| Box::new(skipped("no mount found for the data directory", source))),
+    }
+}
+
 pub(super) fn r_noatime(ctx: &Ctx) -> Option<Verdict> {
-    let mount = storage(ctx)?.mount.as_ref()?;
+    let mount = match data_mount(ctx) {
+        Ok(m) => m,
+        Err(v) => return Some(*v),
+    };
     let status = if mount.noatime() {
         Status::Ok
     } else {
@@ -210,14 +294,23 @@ pub(super) fn r_noatime(ctx: &Ctx) -> Option<Verdict> {
         .rec("noatime")
         .why("relation files are written all the time, so with relatime almost every first read after a write also writes the inode's access time")
         .fix(format!(
-            "mount -o remount,noatime {}; add noatime to its options in /etc/fstab",
-            mount.mount_point.display()
+            "mount -o remount,noatime {}; keep it across reboots with this line in /etc/fstab (in place of the mount's line): {}{}",
+            mount.mount_point.display(),
+            fstab_line(mount),
+            if in_container(ctx) {
+                " (on the host, for the volume the container's data directory is on)"
+            } else {
+                ""
+            }
         )),
     )
 }
 
 pub(super) fn r_barriers(ctx: &Ctx) -> Option<Verdict> {
-    let mount = storage(ctx)?.mount.as_ref()?;
+    let mount = match data_mount(ctx) {
+        Ok(m) => m,
+        Err(v) => return Some(*v),
+    };
     let unsafe_opts: Vec<&str> = UNSAFE_MOUNT_OPTIONS
         .into_iter()
         .filter(|o| mount.has_option(o))
@@ -252,7 +345,12 @@ pub(super) fn r_barriers(ctx: &Ctx) -> Option<Verdict> {
 }
 
 pub(super) fn r_direct_io(ctx: &Ctx) -> Option<Verdict> {
-    let probe = ctx.facts.probes.direct_io.as_ref()?;
+    let Some(probe) = ctx.facts.probes.direct_io.as_ref() else {
+        return Some(skipped(
+            "not probed (no data directory, or a captured tree: O_DIRECT is tried live only)",
+            "open(O_DIRECT) on the data directory",
+        ));
+    };
     let (status, found) = match probe {
         Ok(Some(a)) => (
             Status::Ok,
@@ -293,7 +391,21 @@ pub(super) fn r_direct_io(ctx: &Ctx) -> Option<Verdict> {
 }
 
 pub(super) fn r_wal_storage(ctx: &Ctx) -> Option<Verdict> {
-    let s = ctx.facts.wal_storage.as_ref()?;
+    let Some(s) = ctx.facts.wal_storage.as_ref() else {
+        let inside = ctx
+            .facts
+            .instance
+            .as_ref()
+            .is_some_and(|i| i.pgdata.is_some());
+        return Some(skipped(
+            if inside {
+                "pg_wal is not a link: it shares the data directory's file system, checked above"
+            } else {
+                NO_DATA_DIRECTORY
+            },
+            "pg_wal link",
+        ));
+    };
     let mount = s.mount.as_ref();
     let unsafe_opts: Vec<&str> = UNSAFE_MOUNT_OPTIONS
         .into_iter()

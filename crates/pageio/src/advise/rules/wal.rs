@@ -22,7 +22,7 @@ pub fn wal_sizes(w: Workload) -> (u64, u64) {
 
 pub(super) fn r_wal_buffers(ctx: &Ctx) -> Option<Verdict> {
     if ctx.ram == 0 {
-        return None;
+        return Some(super::memory_settings::ram_unknown());
     }
     let rec = ctx.wal_buffers();
     let mut v = size_setting(

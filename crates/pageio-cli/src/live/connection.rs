@@ -1,21 +1,24 @@
-//! The connection to the server: `--dsn` and libpq's defaults (environment, password
-//! file), the bounds on every wait, and the checks at connect (version, privilege).
+//! The connection string: `--dsn` and libpq's defaults (environment, password file), the
+//! session settings that make every connection read-only and quick to give up, and the
+//! bounds on the connect itself.
 
 use std::time::Duration;
 
 use postgres::config::Host;
-use postgres::{Client, Config};
-use serde::Serialize;
+use postgres::Config;
 
-use super::*;
+use super::{ServerError, SessionLimits, DEFAULT_CONNECT_TIMEOUT};
+use super::{IDLE_IN_TRANSACTION_TIMEOUT_MS, LOCK_TIMEOUT_MS};
 
 /// Parses `dsn` (libpq key=value pairs) and fills what it leaves out as libpq does: from
 /// `PGHOST`, `PGPORT`, `PGUSER`, `PGPASSWORD`, `PGDATABASE`, `PGCONNECT_TIMEOUT`, else
 /// the local socket directory and the login name. Then adds the session settings that make
-/// the connection read-only and fast to give up (see the module docs).
-pub(super) fn parse_dsn(
+/// the connection read-only and fast to give up (see the module docs), with `limits`'
+/// application name and statement timeout.
+pub(crate) fn parse_dsn(
     dsn: &str,
     env: &dyn Fn(&str) -> Option<String>,
+    limits: SessionLimits,
 ) -> Result<Config, ServerError> {
     let mut config: Config = dsn.parse().map_err(|e: postgres::Error| ServerError::Dsn {
         cause: error_text(&e),
@@ -72,12 +75,13 @@ pub(super) fn parse_dsn(
         config.connect_timeout(from_env.unwrap_or(DEFAULT_CONNECT_TIMEOUT));
     }
     if config.get_application_name().is_none() {
-        config.application_name("pageio aios");
+        config.application_name(limits.application_name);
     }
     let session = format!(
-        "-c default_transaction_read_only=on -c statement_timeout={STATEMENT_TIMEOUT_MS} \
+        "-c default_transaction_read_only=on -c statement_timeout={} \
          -c lock_timeout={LOCK_TIMEOUT_MS} \
-         -c idle_in_transaction_session_timeout={IDLE_IN_TRANSACTION_TIMEOUT_MS}"
+         -c idle_in_transaction_session_timeout={IDLE_IN_TRANSACTION_TIMEOUT_MS}",
+        limits.statement_timeout_ms
     );
     let options = match config.get_options() {
         Some(given) if !given.trim().is_empty() => format!("{given} {session}"),
@@ -88,10 +92,10 @@ pub(super) fn parse_dsn(
 }
 
 /// The most bytes of a password file read: a few lines per server; more is not one.
-pub(super) const PASSFILE_MAX_BYTES: u64 = 1 << 20;
+pub(crate) const PASSFILE_MAX_BYTES: u64 = 1 << 20;
 
 /// The password file libpq reads: `PGPASSFILE`, else `~/.pgpass`.
-pub(super) fn passfile_path(env: &dyn Fn(&str) -> Option<String>) -> std::path::PathBuf {
+pub(crate) fn passfile_path(env: &dyn Fn(&str) -> Option<String>) -> std::path::PathBuf {
     match env("PGPASSFILE") {
         Some(p) => p.into(),
         None => std::path::Path::new(&env("HOME").unwrap_or_else(|| "~".into())).join(".pgpass"),
@@ -102,7 +106,7 @@ pub(super) fn passfile_path(env: &dyn Fn(&str) -> Option<String>) -> std::path::
 /// `host:port:database:user:password` lines, `*` matching anything, `\:` and `\\`
 /// escaped, a socket directory matched as `localhost` when it is the default one; a file
 /// others may read is ignored, as libpq ignores it. `Err` says why there is none.
-pub(super) fn password_from_file(
+pub(crate) fn password_from_file(
     config: &Config,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<String, String> {
@@ -168,7 +172,7 @@ pub(super) fn password_from_file(
 }
 
 /// The fields of a password-file line: `:` separates, `\` escapes the next character.
-pub(super) fn split_passfile_line(line: &str) -> Vec<String> {
+pub(crate) fn split_passfile_line(line: &str) -> Vec<String> {
     let mut fields = vec![String::new()];
     let mut chars = line.chars();
     while let Some(c) = chars.next() {
@@ -190,7 +194,7 @@ pub(super) fn split_passfile_line(line: &str) -> Vec<String> {
 }
 
 /// The error for a failed connection: a missing password says how to give one.
-pub(super) fn connect_error(e: &postgres::Error, config: &Config, target: String) -> ServerError {
+pub(crate) fn connect_error(e: &postgres::Error, config: &Config, target: String) -> ServerError {
     let cause = error_text(e);
     if config.get_password().is_none() && cause.contains("password missing") {
         let env = |name: &str| std::env::var(name).ok();
@@ -208,7 +212,7 @@ pub(super) fn connect_error(e: &postgres::Error, config: &Config, target: String
 }
 
 /// Host, port, database and user of `config`, for messages (never the password).
-pub(super) fn describe_target(config: &Config) -> String {
+pub(crate) fn describe_target(config: &Config) -> String {
     let hosts: Vec<String> = config
         .get_hosts()
         .iter()
@@ -232,7 +236,7 @@ pub(super) fn describe_target(config: &Config) -> String {
 /// The most the main thread waits for the connection: like libpq's `connect_timeout`, it
 /// covers the TCP connect and the startup exchange (authentication), once per host tried
 /// (the client library's own timeout covers only the TCP connect).
-pub(super) fn connect_bound(config: &Config) -> Duration {
+pub(crate) fn connect_bound(config: &Config) -> Duration {
     config
         .get_connect_timeout()
         .copied()
@@ -243,42 +247,11 @@ pub(super) fn connect_bound(config: &Config) -> Duration {
 
 /// Slack on top of `connect_timeout` for the startup exchange on a server that answered
 /// the TCP connect.
-pub(super) const CONNECT_SLACK: Duration = Duration::from_secs(1);
-
-/// The most the main thread waits for the version and privilege checks.
-pub(super) fn check_bound() -> Duration {
-    Duration::from_millis(STATEMENT_TIMEOUT_MS) * 2 + ROUND_TRIP_SLACK
-}
-
-/// The most the main thread waits for one sample.
-pub(super) fn answer_bound() -> Duration {
-    Duration::from_millis(STATEMENT_TIMEOUT_MS) * STATEMENTS_PER_SAMPLE + ROUND_TRIP_SLACK
-}
-
-/// What the server said about itself when the connection opened.
-#[derive(Debug, Clone, Serialize)]
-pub(super) struct ServerFacts {
-    /// Host, port, database and user.
-    pub(super) target: String,
-    /// `server_version`, e.g. `18.1`.
-    pub(super) version: String,
-    /// `server_version_num`, e.g. `180001`.
-    pub(super) version_num: i32,
-    /// `current_database()`.
-    pub(super) database: String,
-    /// Its OID.
-    pub(super) database_oid: u32,
-    /// `current_user`.
-    pub(super) role: String,
-    /// `io_method` (`worker`, `io_uring` or `sync`).
-    pub(super) io_method: String,
-    /// `io_workers` (the setting; the running workers are counted per sample).
-    pub(super) io_workers_setting: String,
-}
+pub(crate) const CONNECT_SLACK: Duration = Duration::from_secs(1);
 
 /// The server's message with its SQLSTATE (the client library's `Display` hides the
 /// detail behind "db error").
-pub(super) fn error_text(e: &postgres::Error) -> String {
+pub(crate) fn error_text(e: &postgres::Error) -> String {
     match e.as_db_error() {
         Some(db) => format!(
             "{}: {} (SQLSTATE {})",
@@ -300,86 +273,4 @@ pub(super) fn error_text(e: &postgres::Error) -> String {
             text
         }
     }
-}
-
-/// An error unless the server has `pg_aios` (PostgreSQL 18 or later).
-pub(super) fn check_version(
-    target: &str,
-    version: &str,
-    version_num: i32,
-) -> Result<(), ServerError> {
-    if version_num < PG_AIOS_SINCE_VERSION_NUM {
-        return Err(ServerError::Version {
-            target: target.to_string(),
-            version: version.to_string(),
-            version_num,
-        });
-    }
-    Ok(())
-}
-
-/// Version and privilege checks, and the facts shown in every report.
-pub(super) fn check_server(client: &mut Client, target: &str) -> Result<ServerFacts, ServerError> {
-    let query_error = |doing: &'static str| {
-        move |e: postgres::Error| ServerError::Query {
-            target: target.to_string(),
-            doing,
-            cause: error_text(&e),
-        }
-    };
-    // The simple (text) protocol: any PostgreSQL version answers it the same way, so the
-    // version is read before anything version-specific is asked.
-    let messages = client
-        .simple_query(
-            "SELECT current_setting('server_version_num'), current_setting('server_version'), \
-                    current_database(), current_user, \
-                    (SELECT oid FROM pg_database WHERE datname = current_database()), \
-                    coalesce(current_setting('io_method', true), ''), \
-                    coalesce(current_setting('io_workers', true), '')",
-        )
-        .map_err(query_error("reading the server version"))?;
-    let Some(row) = messages.iter().find_map(|message| match message {
-        postgres::SimpleQueryMessage::Row(row) => Some(row),
-        _ => None,
-    }) else {
-        return Err(ServerError::Query {
-            target: target.to_string(),
-            doing: "reading the server version",
-            cause: "the server returned no row".into(),
-        });
-    };
-    let field = |i: usize| row.get(i).unwrap_or_default().to_string();
-    let version = field(1);
-    let version_num: i32 = field(0).parse().map_err(|_| ServerError::Query {
-        target: target.to_string(),
-        doing: "reading the server version",
-        cause: format!("server_version_num {:?} is not a number", field(0)),
-    })?;
-    check_version(target, &version, version_num)?;
-    let role = field(3);
-    let database_oid: u32 = field(4).parse().unwrap_or(0);
-    let may_read: bool = client
-        .query_one(
-            "SELECT has_table_privilege('pg_catalog.pg_aios', 'SELECT')",
-            &[],
-        )
-        .map_err(query_error("checking the privilege to read pg_aios"))?
-        .try_get(0)
-        .map_err(query_error("checking the privilege to read pg_aios"))?;
-    if !may_read {
-        return Err(ServerError::Privilege {
-            target: target.to_string(),
-            role,
-        });
-    }
-    Ok(ServerFacts {
-        target: target.to_string(),
-        version,
-        version_num,
-        database: field(2),
-        database_oid,
-        role,
-        io_method: field(5),
-        io_workers_setting: field(6),
-    })
 }
