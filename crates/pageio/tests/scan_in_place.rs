@@ -166,10 +166,10 @@ fn fixture_in_place_equals_copied(method: IoMethodKind) {
 
 /// A generated heap of about 5,400 blocks (three 16 MB windows) of which only the first
 /// window and the last are cached: the first is read in place, the second through the
-/// stream, and the third through the stream too, because the scan's read-ahead advice had
-/// to read from the second on (windows it may have cached are 4 kB pages, as cheap to copy
-/// as to map); every row counted once, in block order and in completion order. Cold, with
-/// the advice, nothing is read in place.
+/// stream, and the third through the stream too, because the scan's own read-ahead may have
+/// cached it (it lies within the read-ahead's reach of the second, and the window one reach
+/// further on is not cached: past the heap's end); every row counted once, in block order
+/// and in completion order. Cold, nothing is read in place.
 fn partly_cached_heap_alternates(method: IoMethodKind) {
     let dir = tempfile::tempdir().unwrap();
     let opts = GenOptions {
@@ -308,8 +308,112 @@ fn a_damaged_page_follows_the_pools_rules(method: IoMethodKind) {
     assert_eq!(blocks(&b), [7], "{method}");
 }
 
+/// A cached heap of about 8,600 blocks (five windows) with a hole (window 1, blocks
+/// 2048..4096, evicted), read with 2 MB of advice (a read-ahead reach of 256 blocks): the
+/// hole is read through the stream, and the windows after it in place again, because the
+/// window one reach past each is cached too, which the scan's read-ahead cannot have done.
+/// The same answer as the copied scan, serial in block and completion order and on two
+/// threads (whose 2 MB chunks the advice may read in before they reach them); with the read-ahead reaching past the heap's end (64 MB), the scan cannot
+/// tell, and reads what follows the hole through the stream.
+fn a_hole_in_a_cached_heap_costs_only_the_hole(method: IoMethodKind) {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = GenOptions {
+        rows: 160_000,
+        seed: 11,
+        scale: 1,
+        overwrite: true,
+    };
+    let setup = aio(IoMethodKind::Sync, false);
+    let m = generate(&setup, dir.path(), DataSet::Uniform, &opts, &|_| {}).unwrap();
+    let heap = m.heap_file(&dir.path().join(DataSet::Uniform.name()));
+    let table = Table {
+        heap: heap.clone(),
+        index: None,
+        columns: vec![ColumnType::Float8, ColumnType::Text],
+        transactions: None,
+    };
+    let nblocks = heap.nblocks().unwrap();
+    assert!(
+        nblocks > 4 * 2048 && nblocks < 5 * 2048,
+        "{nblocks} blocks: five windows"
+    );
+    let with_advice = |window: &str| {
+        let mut config = IoConfig {
+            io_method: method,
+            ..IoConfig::default()
+        };
+        config.set("seq_read_ahead", window).unwrap();
+        Aio::new(config).unwrap_or_else(|e| panic!("{method}: {e}"))
+    };
+    let copied = {
+        warm(heap.path());
+        let pool = common::checksum_pool(&aio(method, false));
+        let r = seq(&pool, &table, Between::ALL, 1, None);
+        (r.rows, r.sum_octet_length)
+    };
+    assert_eq!(copied.0, opts.rows, "{method}");
+    let punch_hole = || {
+        warm(heap.path());
+        let file = std::fs::File::open(heap.path()).unwrap();
+        // SAFETY: a plain system call on a descriptor this test owns.
+        let rc = unsafe {
+            libc::posix_fadvise(
+                std::os::fd::AsRawFd::as_raw_fd(&file),
+                2048 * BLCKSZ as libc::off_t,
+                2048 * BLCKSZ as libc::off_t,
+                libc::POSIX_FADV_DONTNEED,
+            )
+        };
+        assert_eq!(rc, 0, "posix_fadvise(DONTNEED)");
+    };
+    let aio_2mb = with_advice("2MB");
+    for (threads, order) in [(1, None), (1, Some(StreamOrder::BlockOrder)), (2, None)] {
+        punch_hole();
+        let r = seq(
+            &common::checksum_pool(&aio_2mb),
+            &table,
+            Between::ALL,
+            threads,
+            order,
+        );
+        let what = format!("{method}, {threads} threads, {order:?}");
+        assert_eq!((r.rows, r.sum_octet_length), copied, "{what}");
+        assert_eq!(r.heap_pages, nblocks, "{what}");
+        if threads == 1 {
+            assert_eq!(r.pool.reads, 2048, "{what}: only the hole read");
+            assert_eq!(
+                r.pages_in_place,
+                nblocks - 2048,
+                "{what}: the rest in place"
+            );
+        } else {
+            // Two threads read 2 MB chunks, and the advice, which follows them through
+            // cached chunks too, may have read the hole's chunks in by the time they get
+            // there: at most the hole and its neighbours are read, the rest in place.
+            assert_eq!(r.pool.reads + r.pages_in_place, nblocks, "{what}: {r:?}");
+            assert!(r.pool.reads < 4096, "{what}: {r:?}");
+        }
+    }
+    punch_hole();
+    let r = seq(
+        &common::checksum_pool(&with_advice("64MB")),
+        &table,
+        Between::ALL,
+        1,
+        None,
+    );
+    assert_eq!((r.rows, r.sum_octet_length), copied, "{method}, 64MB");
+    assert_eq!(r.pages_in_place, 2048, "{method}, 64MB: window 0 in place");
+    assert_eq!(
+        r.pool.reads,
+        nblocks - 2048,
+        "{method}, 64MB: the rest read"
+    );
+}
+
 per_method!(
     fixture_in_place_equals_copied,
     partly_cached_heap_alternates,
+    a_hole_in_a_cached_heap_costs_only_the_hole,
     a_damaged_page_follows_the_pools_rules
 );

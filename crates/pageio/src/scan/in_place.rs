@@ -17,9 +17,9 @@
 //! (the `Planner`) asks the page cache about each window once, as it reaches it:
 //!
 //! ```text
-//!   next window ── seq_read_in_place off, direct I/O, the scan's own read-ahead
-//!     │            advice has read it in (a cold scan: see below), or cachestat says
-//!     │            not all cached (or cannot say) ───────────► blocks to the read stream
+//!   next window ── seq_read_in_place off, direct I/O, cachestat says not all cached
+//!     │            (or cannot say), or the scan's own read-ahead may have cached it
+//!     │            (a cold scan: see below) ─────────────────► blocks to the read stream
 //!     │                                                         (AIO reads into the pool,
 //!     │ all cached                                               as before)
 //!     ▼
@@ -71,12 +71,16 @@
 //! checking a page whose file did not shrink (evicted, and reading it back failed) hands
 //! the rest of the window to the read path, which reports the I/O error as it always does.
 //!
-//! A cold scan reads as it did before: once the scan's read-ahead advice (`readahead`) has
-//! had to read a piece in, windows from there on go to the stream even when the advice has
-//! already cached them. The advice brings pages in as 4 kB pages, which cost as much to map
-//! as to copy (measured in `docs/bench-notes/SCANS.md`), and alternating between the two
-//! paths would drain the stream's look-ahead at every switch. A heap cached up to some
-//! point and cold after it is read in place up to there.
+//! A cold scan reads as it did before: a window within the read-ahead's reach
+//! ([`SeqReadAhead::may_have_cached`]: the advice's window, or four times the device's
+//! `read_ahead_kb` for the kernel's own read-ahead) past the last window given to the stream
+//! goes to the stream even when the read-ahead has cached it by now, since alternating
+//! between the two paths would drain the stream's look-ahead at every switch (and the
+//! advice's 4 kB pages cost as much to map as to copy, measured in
+//! `docs/bench-notes/SCANS.md`). Unless the window one reach further on is cached as well:
+//! the read-ahead cannot have got there, so the heap was cached before the scan, with a
+//! hole the stream just read, and from this window on it is read in place again. A heap
+//! cached up to some point and cold after it is read in place up to there.
 //!
 //! Under direct I/O nothing is mapped: `O_DIRECT` asks to bypass the page cache, and reading
 //! from it would measure something else.
@@ -196,22 +200,35 @@ impl Planner<'_> {
                 return None;
             }
             let window = self.next_window()?;
-            // Windows the scan's own read-ahead advice brought into the cache (a cold
-            // scan) go to the stream as before: their 4 kB pages cost as much to map as to
-            // copy, and switching paths would drain the stream's look-ahead each time.
-            let advised = self
-                .read_ahead
-                .advised_from()
-                .is_some_and(|from| window.end > from);
-            if self.in_place && !advised && self.is_cached(&window) {
+            // A cached window this scan's own read-ahead may have cached (a cold scan: the
+            // read-ahead runs ahead of the stream) goes to the stream: switching paths each
+            // time the read-ahead gets ahead would drain the stream's look-ahead. Unless
+            // the window one read-ahead reach further on is cached too, which the
+            // read-ahead cannot have reached: the heap was cached before the scan (a warm
+            // heap with a hole), and is read in place again from here.
+            if self.in_place
+                && self.is_cached(&window)
+                && (!self.read_ahead.may_have_cached(window.start)
+                    || self.is_cached(&self.beyond_read_ahead(&window)))
+            {
                 // The advice follows the scan through cached windows too, so that the
                 // device is already reading what comes after them (see `readahead`).
                 self.read_ahead.advance(self.pool, self.rel, window.start);
                 self.resident = Some(window);
                 return None;
             }
+            self.read_ahead.note_streamed(window.end);
             self.to_read = window;
         }
+    }
+
+    /// The window as long as `window` (within one segment) one read-ahead reach further on.
+    fn beyond_read_ahead(&self, window: &Range<u64>) -> Range<u64> {
+        let start = window.start.saturating_add(self.read_ahead.reach_blocks());
+        let end = start
+            .saturating_add(window.end - window.start)
+            .min(start.saturating_add(RelFile::blocks_in_segment(start) as u64));
+        start..end
     }
 
     /// cachestat: does the page cache hold every byte of `window`? Anything but a clear
