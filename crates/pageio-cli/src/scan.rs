@@ -51,7 +51,7 @@ use crate::CliResult;
     pageio scan --dataset uniform --data-dir ./datasets --kind bitmap --io-method io_uring --json\n\n\
 Scan's own defaults, each only when neither a flag nor a --config line sets it. Seq scans: \
 io_method=auto (io_uring when the kernel allows it, else worker with one line saying why) and \
-effective_io_concurrency=16, read-ahead chosen per scan (--seq-read-ahead auto: the kernel's own read-ahead where the device reads 4MB or more ahead by itself, with a sequential hint for a serial scan, else the kernel told 64MB ahead what the scan will read; not under --direct-io on), and what the page cache already holds read in place instead of copied (--seq-read-in-place; not under --direct-io on). Bitmap and index scans: io_method=worker (its I/O workers do the \
+effective_io_concurrency=16, and the kernel told 64MB ahead what the scan will read (--seq-read-ahead; not under --direct-io on), and what the page cache already holds read in place instead of copied (--seq-read-in-place; not under --direct-io on). Bitmap and index scans: io_method=worker (its I/O workers do the \
 kernel's page cache work, the copy and the checksum on another core while the scan walks the \
 index; auto with one CPU) and effective_io_concurrency=128. io_max_concurrency is raised to \
 effective_io_concurrency unless set. Measured in docs/BENCHMARKS.md (\"Scan defaults\", \"Are the \
@@ -741,13 +741,8 @@ fn json_report(
         "effective_io_concurrency": c.effective_io_concurrency,
         "io_max_concurrency": c.io_max_concurrency,
         // Seq scans of buffered files: how far ahead the kernel is told what will be read
-        // (0 when nothing is advised), how the scan read ahead, and the posix_fadvise calls.
-        "seq_read_ahead_bytes": match r.read_ahead {
-            Some(pageio::stream::readahead::ReadAheadPlan::Advise { window_bytes, .. }) => window_bytes,
-            _ => 0,
-        },
-        "read_ahead": r.read_ahead,
-        "read_ahead_text": r.read_ahead.map(|p| p.to_string()),
+        // (0 under direct I/O, where nothing is advised), and the posix_fadvise calls made.
+        "seq_read_ahead_bytes": if c.direct_io { 0 } else { c.seq_read_ahead_blocks * 8192 },
         "read_ahead_advice": r.read_ahead_advice,
         "seq_read_in_place": c.seq_read_in_place && !c.direct_io,
         "direct_io": c.direct_io,

@@ -128,14 +128,12 @@ both together past 64); 0 = synchronous",
         name: "seq_read_ahead",
         flag: "seq-read-ahead",
         value_name: "SIZE",
-        help: "How a buffered sequential scan reads ahead. auto: the kernel's own read-ahead \
-where the device under the table reads 4MB or more ahead by itself (its read_ahead_kb; a \
-serial scan also asks for twice that with POSIX_FADV_SEQUENTIAL), which caches the table in \
-large folios that later scans read in place at twice the speed; elsewhere, and where sysfs \
-does not say, the kernel told 64MB ahead. A size: tell the kernel that far ahead what will \
-be read, with posix_fadvise(WILLNEED), so the device gets a deep queue (it caches 4 kB pages); \
-0 leaves read-ahead to the kernel alone, as PostgreSQL does. Ignored with --direct-io on",
-        default: "auto",
+        help: "How far ahead of a buffered sequential scan to tell the kernel what will be read, \
+with posix_fadvise(WILLNEED), so the device gets a deep queue; 0 leaves read-ahead to the \
+kernel alone (as PostgreSQL does): slower cold, but the kernel then caches the table in large \
+folios instead of the 4 kB pages the advice brings in, and later scans of it from the page \
+cache run up to 40% faster. Ignored with --direct-io on",
+        default: "64MB",
     },
     Setting {
         name: "seq_read_in_place",

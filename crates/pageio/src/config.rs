@@ -246,15 +246,8 @@ pub struct IoConfig {
     /// kernel alone. No PostgreSQL setting matches: PostgreSQL's read stream advises only
     /// non-sequential reads and leaves sequential ones to the kernel's `read_ahead_kb`, which
     /// keeps a device that needs a deep queue far below its rate (see `scan::readahead`).
-    /// Not used under direct I/O, where the read stream is the only read-ahead. Under
-    /// [`IoConfig::seq_read_ahead_auto`] this is the window used when the scan chooses to
-    /// advise.
+    /// Not used under direct I/O, where the read stream is the only read-ahead.
     pub seq_read_ahead_blocks: usize,
-    /// `seq_read_ahead = auto` (the default): each scan chooses between advising
-    /// `seq_read_ahead_blocks` ahead and the kernel's own read-ahead, from the read-ahead
-    /// window of the device under the heap and the number of threads scanning it
-    /// (`stream::readahead::plan`). Setting a size turns it off.
-    pub seq_read_ahead_auto: bool,
     /// Whether a buffered sequential scan reads the parts of a heap the page cache already
     /// holds in place, through a read-only mapping, instead of copying them into the buffer
     /// pool (`scan::in_place`); off reads every page through the buffer pool. No PostgreSQL
@@ -296,7 +289,6 @@ impl Default for IoConfig {
             effective_io_concurrency: 16,
             maintenance_io_concurrency: 16,
             seq_read_ahead_blocks: DEFAULT_SEQ_READ_AHEAD_BLOCKS,
-            seq_read_ahead_auto: true,
             seq_read_in_place: true,
             shared_buffers_bytes: 128 * 1024 * 1024,
             huge_pages: HugePages::Try,
@@ -400,22 +392,16 @@ impl IoConfig {
                 )?;
             }
             "seq_read_ahead" => {
-                if value.trim().eq_ignore_ascii_case("auto") {
-                    self.seq_read_ahead_auto = true;
-                    self.seq_read_ahead_blocks = DEFAULT_SEQ_READ_AHEAD_BLOCKS;
-                    return Ok(());
-                }
                 // A bare number is blocks, as for PostgreSQL's block-valued settings.
                 let blocks = parse_blocks("seq_read_ahead", value)?;
                 if blocks > MAX_SEQ_READ_AHEAD_BLOCKS {
                     return Err(ConfigError::Invalid {
                         name: "seq_read_ahead".into(),
                         value: value.into(),
-                        reason: "must be auto, or between 0 (off) and 1GB".into(),
+                        reason: "must be between 0 (off) and 1GB".into(),
                     });
                 }
                 self.seq_read_ahead_blocks = blocks;
-                self.seq_read_ahead_auto = false;
             }
             "seq_read_in_place" => {
                 self.seq_read_in_place = parse_bool("seq_read_in_place", value)?;

@@ -92,20 +92,10 @@ fn set_and_ranges() {
         err.contains("io_combine_limit") && err.contains("128"),
         "{err}"
     );
-    // seq_read_ahead: auto by default (advising 64MB when the scan chooses advice), or
-    // block-valued (a bare number is blocks), 0 (off) to 1GB.
+    // seq_read_ahead: block-valued (a bare number is blocks), 0 (off) to 1GB.
     assert_eq!(c.seq_read_ahead_blocks, 8192, "64MB by default");
-    assert!(c.seq_read_ahead_auto, "auto by default");
     c.set("seq_read_ahead", "16MB").unwrap();
     assert_eq!(c.seq_read_ahead_blocks, 2048);
-    assert!(!c.seq_read_ahead_auto, "a size turns auto off");
-    c.set("seq_read_ahead", "Auto").unwrap();
-    assert!(c.seq_read_ahead_auto);
-    assert_eq!(
-        c.seq_read_ahead_blocks, 8192,
-        "auto restores the advice window"
-    );
-    c.set("seq_read_ahead", "16MB").unwrap();
     c.set("seq-read-ahead", "256").unwrap();
     assert_eq!(c.seq_read_ahead_blocks, 256);
     c.set("seq_read_ahead", "0").unwrap();

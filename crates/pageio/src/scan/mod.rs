@@ -392,9 +392,6 @@ pub struct ScanResult {
     /// (`seq_read_ahead`, see [`readahead`]): one per 2 MB piece of the heap that was not
     /// already in the page cache; 0 for other scans and under direct I/O.
     pub read_ahead_advice: u64,
-    /// How a buffered sequential scan read ahead (`seq_read_ahead`, see [`readahead::plan`]);
-    /// `None` for other scans.
-    pub read_ahead: Option<readahead::ReadAheadPlan>,
     /// Buffer-pool counters accumulated during the scan.
     pub pool: PoolCounters,
     /// AIO counters accumulated during the scan (this backend).
@@ -1021,7 +1018,7 @@ fn seq_scan(
     result: &mut ScanResult,
 ) -> Result<(), ScanError> {
     let nblocks = checked_nblocks(&table.heap)?;
-    let read_ahead = readahead::for_scan(pool, &table.heap, nblocks, 1);
+    let read_ahead = readahead::for_scan(pool, nblocks);
     in_place::scan_blocks(
         pool,
         backend,
@@ -1034,7 +1031,6 @@ fn seq_scan(
         None,
     )?;
     result.read_ahead_advice = read_ahead.calls();
-    result.read_ahead = Some(read_ahead.plan());
     Ok(())
 }
 

@@ -394,7 +394,7 @@ pub(super) fn parallel_seq_scan_with<S: TupleSink, O: Send>(
     let damaged_before = pool.damaged_pages_seq();
     let start = Instant::now();
     let allocator = BlockAllocator::new(nblocks);
-    let read_ahead = readahead::for_scan(pool, &table.heap, nblocks, workers);
+    let read_ahead = readahead::for_scan(pool, nblocks);
     // The first error wins: later ones are usually threads stopped by it.
     let first_error: Mutex<Option<ScanError>> = Mutex::new(None);
     let record = |outcome: Result<(ScanResult, O), ScanError>| -> Option<(ScanResult, O)> {
@@ -456,7 +456,6 @@ pub(super) fn parallel_seq_scan_with<S: TupleSink, O: Send>(
     }
     total.parallel_workers = launched;
     total.read_ahead_advice = read_ahead.calls();
-    total.read_ahead = Some(read_ahead.plan());
     total.elapsed_s = start.elapsed().as_secs_f64();
     total.pool = pool_counters_delta(&pool_before, &pool.counters());
     total.pages_failed_verification = total.pool.verification_failures;

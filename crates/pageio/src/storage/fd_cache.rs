@@ -150,22 +150,6 @@ impl SegmentFile {
         )
     }
 
-    /// `posix_fadvise(SEQUENTIAL)` over the whole file: the kernel's own read-ahead of this
-    /// descriptor uses twice the device's `read_ahead_kb` (the descriptor keeps it for its
-    /// life; reads elsewhere in the file only read ahead further than needed). A no-op under
-    /// `O_DIRECT`.
-    pub fn advise_sequential(&self) -> Result<(), StorageError> {
-        if self.direct {
-            return Ok(());
-        }
-        self.fadvise(
-            0,
-            0,
-            libc::POSIX_FADV_SEQUENTIAL,
-            "posix_fadvise(SEQUENTIAL)",
-        )
-    }
-
     /// `posix_fadvise(DONTNEED)` over the whole file: evicts its clean pages from the page
     /// cache.
     pub fn advise_dontneed(&self) -> Result<(), StorageError> {
