@@ -51,7 +51,7 @@ use crate::CliResult;
     pageio scan --dataset uniform --data-dir ./datasets --kind bitmap --io-method io_uring --json\n\n\
 Scan's own defaults, each only when neither a flag nor a --config line sets it. Seq scans: \
 io_method=auto (io_uring when the kernel allows it, else worker with one line saying why) and \
-effective_io_concurrency=16, and the kernel told 64MB ahead what the scan will read (--seq-read-ahead; not under --direct-io on). Bitmap and index scans: io_method=worker (its I/O workers do the \
+effective_io_concurrency=16, and the kernel told 64MB ahead what the scan will read (--seq-read-ahead; not under --direct-io on), and what the page cache already holds read in place instead of copied (--seq-read-in-place; not under --direct-io on). Bitmap and index scans: io_method=worker (its I/O workers do the \
 kernel's page cache work, the copy and the checksum on another core while the scan walks the \
 index; auto with one CPU) and effective_io_concurrency=128. io_max_concurrency is raised to \
 effective_io_concurrency unless set. Measured in docs/BENCHMARKS.md (\"Scan defaults\", \"Are the \
@@ -711,7 +711,7 @@ fn json_report(
     r: &ScanResult,
 ) -> serde_json::Value {
     let c = aio.config();
-    let bytes = (r.pool.reads + r.pool.hits) * 8192;
+    let bytes = (r.pool.reads + r.pool.hits + r.pages_in_place) * 8192;
     serde_json::json!({
         "relation": label,
         "scan": kind,
@@ -723,6 +723,7 @@ fn json_report(
         "index_pages": r.index_pages,
         "shared_hit": r.pool.hits,
         "shared_read": r.pool.reads,
+        "pages_in_place": r.pages_in_place,
         "io_read_ms": r.io.io_ns as f64 / 1e6,
         "io_wait_ms": r.io.wait_ns as f64 / 1e6,
         "stream": r.stream,
@@ -743,6 +744,7 @@ fn json_report(
         // (0 under direct I/O, where nothing is advised), and the posix_fadvise calls made.
         "seq_read_ahead_bytes": if c.direct_io { 0 } else { c.seq_read_ahead_blocks * 8192 },
         "read_ahead_advice": r.read_ahead_advice,
+        "seq_read_in_place": c.seq_read_in_place && !c.direct_io,
         "direct_io": c.direct_io,
         "shared_buffers_bytes": c.shared_buffers_bytes,
         "huge_pages_in_use": pool.huge_pages_in_use(),
@@ -832,7 +834,7 @@ fn print_text(
         );
     }
     let c = aio.config();
-    let bytes = (r.pool.reads + r.pool.hits) * 8192;
+    let bytes = (r.pool.reads + r.pool.hits + r.pages_in_place) * 8192;
     println!(
         "Result: rows={} sum_octet_length={}",
         r.rows, r.sum_octet_length
@@ -866,8 +868,14 @@ fn worker_pool_text(aio: &Aio) -> String {
 /// The `Buffers:` and `I/O Timings:` lines of the text report, as EXPLAIN (ANALYZE, BUFFERS)
 /// prints them.
 fn print_buffers_and_io(r: &ScanResult) {
+    // Pages read in place from the page cache (seq_read_in_place) went through no buffer.
+    let in_place = if r.pages_in_place > 0 {
+        format!(", in place from the page cache={}", r.pages_in_place)
+    } else {
+        String::new()
+    };
     println!(
-        "  Buffers: shared hit={} read={}",
+        "  Buffers: shared hit={} read={}{in_place}",
         r.pool.hits, r.pool.reads
     );
     println!(

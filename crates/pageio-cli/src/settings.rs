@@ -44,7 +44,7 @@ pub struct Setting {
 }
 
 /// Every engine setting, in [`pageio::config::SETTING_NAMES`]' order.
-pub const SETTINGS: [Setting; 17] = [
+pub const SETTINGS: [Setting; 18] = [
     Setting {
         name: "io_method",
         flag: "io-method",
@@ -134,6 +134,16 @@ kernel alone (as PostgreSQL does): slower cold, but the kernel then caches the t
 folios instead of the 4 kB pages the advice brings in, and later scans of it from the page \
 cache run up to 40% faster. Ignored with --direct-io on",
         default: "64MB",
+    },
+    Setting {
+        name: "seq_read_in_place",
+        flag: "seq-read-in-place",
+        value_name: "on|off",
+        help: "Read the parts of a table the page cache already holds where they lie, through \
+a read-only mapping (checksums verified as the buffer pool does), instead of copying them \
+into the buffer pool; off copies every page as PostgreSQL does. Sequential scans only; \
+ignored with --direct-io on",
+        default: "on",
     },
     Setting {
         name: "shared_buffers",
@@ -231,9 +241,10 @@ const VERIFY_USES: [&str; 13] = engine_and(["effective_io_concurrency"]);
 const CHECKSUMS_USES: [&str; 14] =
     engine_and(["effective_io_concurrency", "maintenance_io_concurrency"]);
 /// `scan` and `bench`: read streams through the buffer pool, and seq-scan read-ahead.
-const SCAN_USES: [&str; 16] = engine_and([
+const SCAN_USES: [&str; 17] = engine_and([
     "effective_io_concurrency",
     "seq_read_ahead",
+    "seq_read_in_place",
     "shared_buffers",
     "huge_pages",
 ]);
@@ -258,7 +269,7 @@ const IO_BENCH_USES: [&str; 12] = [
 ];
 /// `bench`: scan's, less what its `--methods` and `--io` choose per cell (io_method,
 /// io_workers, direct_io).
-const BENCH_USES: [&str; 13] = [
+const BENCH_USES: [&str; 14] = [
     "io_min_workers",
     "io_max_workers",
     "io_worker_idle_timeout",
@@ -270,6 +281,7 @@ const BENCH_USES: [&str; 13] = [
     "aio_publish_dir",
     "effective_io_concurrency",
     "seq_read_ahead",
+    "seq_read_in_place",
     "shared_buffers",
     "huge_pages",
 ];

@@ -60,6 +60,8 @@ fn scan_answers_in_text_and_json() {
         "a between 0 and 10",
         "--parallel",
         "1",
+        "--seq-read-in-place",
+        "off",
     ]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
@@ -69,7 +71,31 @@ fn scan_answers_in_text_and_json() {
     let pages = common::fixture_facts().relation("uniform").pages;
     assert_eq!(pages, 1112);
     assert!(
-        text.contains(&format!("Buffers: shared hit=0 read={pages}")),
+        text.contains(&format!("Buffers: shared hit=0 read={pages}\n")),
+        "{text}"
+    );
+    assert!(
+        text.contains("Result: rows=207 sum_octet_length=13662"),
+        "{text}"
+    );
+    // The heap just read is in the page cache: by default the scan reads it there, in
+    // place, and none of it through the buffer pool; the answer is the same.
+    let out = pageio(&[
+        "scan",
+        "--pgdata",
+        pgdata,
+        "--heap",
+        rel("uniform"),
+        "--where",
+        "a between 0 and 10",
+        "--parallel",
+        "1",
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains(&format!(
+            "Buffers: shared hit=0 read=0, in place from the page cache={pages}\n"
+        )),
         "{text}"
     );
     assert!(
@@ -331,12 +357,23 @@ fn scan_defaults_to_io_method_auto_unless_chosen() {
     let (cold, _) = scan(&["--cold", "--seq-read-ahead", "0"]);
     assert_eq!(cold["seq_read_ahead_bytes"], 0);
     assert_eq!(cold["read_ahead_advice"], 0, "{cold}");
+    // The fixture was just unpacked, so the page cache holds the heap: by default every
+    // page is read in place, none through a stream.
+    assert_eq!(v["seq_read_in_place"], true);
+    assert_eq!(v["pages_in_place"], 1112, "{v}");
+    assert_eq!(v["shared_read"], 0, "{v}");
     // The report of a parallel scan sums its streams, budget and depth included.
-    assert_eq!(v["stream"]["io_budget"], 16, "{}", v["stream"]);
+    let (copied, _) = scan(&["--seq-read-in-place", "off"]);
+    assert_eq!(copied["seq_read_in_place"], false);
+    assert_eq!(copied["pages_in_place"], 0, "{copied}");
+    assert_eq!(copied["shared_read"], 1112, "{copied}");
+    assert_eq!(copied["rows"], v["rows"]);
+    assert_eq!(copied["sum_octet_length"], v["sum_octet_length"]);
+    assert_eq!(copied["stream"]["io_budget"], 16, "{}", copied["stream"]);
     assert!(
-        v["stream"]["max_ios_in_flight"].as_u64().unwrap() >= 1,
+        copied["stream"]["max_ios_in_flight"].as_u64().unwrap() >= 1,
         "{}",
-        v["stream"]
+        copied["stream"]
     );
     let rows = v["rows"].as_u64().unwrap();
     assert_eq!(rows, 20000);
@@ -354,6 +391,8 @@ fn scan_defaults_to_io_method_auto_unless_chosen() {
         "200",
         "--io-max-concurrency",
         "32",
+        "--seq-read-in-place",
+        "off",
     ]);
     assert_eq!(v["effective_io_concurrency"], 200);
     assert_eq!(v["io_max_concurrency"], 32);

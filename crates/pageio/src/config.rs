@@ -248,6 +248,12 @@ pub struct IoConfig {
     /// keeps a device that needs a deep queue far below its rate (see `scan::readahead`).
     /// Not used under direct I/O, where the read stream is the only read-ahead.
     pub seq_read_ahead_blocks: usize,
+    /// Whether a buffered sequential scan reads the parts of a heap the page cache already
+    /// holds in place, through a read-only mapping, instead of copying them into the buffer
+    /// pool (`scan::in_place`); off reads every page through the buffer pool. No PostgreSQL
+    /// setting matches: PostgreSQL always copies. Not used under direct I/O, which bypasses
+    /// the page cache.
+    pub seq_read_in_place: bool,
     /// Buffer pool size in bytes.
     pub shared_buffers_bytes: usize,
     /// Huge pages for the buffer pool's memory.
@@ -283,6 +289,7 @@ impl Default for IoConfig {
             effective_io_concurrency: 16,
             maintenance_io_concurrency: 16,
             seq_read_ahead_blocks: DEFAULT_SEQ_READ_AHEAD_BLOCKS,
+            seq_read_in_place: true,
             shared_buffers_bytes: 128 * 1024 * 1024,
             huge_pages: HugePages::Try,
             direct_io: false,
@@ -305,7 +312,7 @@ pub const DEFAULT_SEQ_READ_AHEAD_BLOCKS: usize = (64 << 20) / BLCKSZ;
 pub const MAX_SEQ_READ_AHEAD_BLOCKS: usize = (1 << 30) / BLCKSZ;
 
 /// The names [`IoConfig::set`] accepts.
-pub const SETTING_NAMES: [&str; 17] = [
+pub const SETTING_NAMES: [&str; 18] = [
     "io_method",
     "io_workers",
     "io_min_workers",
@@ -317,6 +324,7 @@ pub const SETTING_NAMES: [&str; 17] = [
     "effective_io_concurrency",
     "maintenance_io_concurrency",
     "seq_read_ahead",
+    "seq_read_in_place",
     "shared_buffers",
     "huge_pages",
     "direct_io",
@@ -394,6 +402,9 @@ impl IoConfig {
                     });
                 }
                 self.seq_read_ahead_blocks = blocks;
+            }
+            "seq_read_in_place" => {
+                self.seq_read_in_place = parse_bool("seq_read_in_place", value)?;
             }
             "shared_buffers" => {
                 // A bare number is a count of 8kB buffers, as in postgresql.conf.

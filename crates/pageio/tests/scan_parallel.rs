@@ -48,7 +48,14 @@ fn fixture_table(pgdata: &std::path::Path, name: &str) -> Table {
 
 fn fixture_answers(method: IoMethodKind) {
     let (_dir, pgdata) = common::unpack_fixture();
-    let aio = common::aio_for(method);
+    // Through the buffer pool: the just-unpacked fixture is cached, and would otherwise be
+    // read in place (tests/scan_in_place.rs covers that path).
+    let aio = Aio::new(IoConfig {
+        io_method: method,
+        seq_read_in_place: false,
+        ..IoConfig::default()
+    })
+    .unwrap();
     for threads in THREADS {
         // A fresh pool per thread count, so every run reads from storage.
         let pool = common::checksum_pool(&aio);
@@ -230,7 +237,12 @@ fn read_ahead_body() {
         (r.rows, r.sum_octet_length)
     };
     let run = |settings: &[(&str, &str)], threads: usize, cold: bool| -> ScanResult {
-        let mut config = IoConfig::default();
+        // Every block through the stream, which gives the advice: a window the advice has
+        // already cached would otherwise be read in place, its pieces never advised.
+        let mut config = IoConfig {
+            seq_read_in_place: false,
+            ..IoConfig::default()
+        };
         for (name, value) in settings {
             config.set(name, value).unwrap();
         }
@@ -239,6 +251,10 @@ fn read_ahead_body() {
         let pool = common::checksum_pool(&aio);
         if cold {
             table.heap.evict_from_page_cache().unwrap();
+        } else {
+            // Cached: read whole just before, so that memory pressure from elsewhere on the
+            // machine has had no time to evict a piece of it.
+            std::fs::read(table.heap.path()).unwrap();
         }
         let r = seq(&pool, &table, Between::ALL, threads);
         assert_eq!((r.rows, r.sum_octet_length), want, "{settings:?} {threads}");

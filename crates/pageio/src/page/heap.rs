@@ -38,7 +38,7 @@
 
 use super::header::{ItemPointer, SIZE_OF_ITEM_POINTER};
 use super::varlena::Varlena;
-use super::{align_up, read_array, read_u16, read_u32, PageError, Result};
+use super::{align_up, read_array, PageError, Result};
 
 /// Size of the fixed part of a heap tuple header (`SizeofHeapTupleHeader`).
 pub const SIZEOF_HEAP_TUPLE_HEADER: usize = 23;
@@ -266,14 +266,24 @@ impl HeapTupleHeader {
                 available_bytes: bytes.len(),
             });
         }
+        // The length is checked once above; every field below is a fixed slice of these
+        // 23 bytes (a seq scan parses one header per row, so no per-field checks).
+        let h: &[u8; SIZEOF_HEAP_TUPLE_HEADER] = bytes[..SIZEOF_HEAP_TUPLE_HEADER]
+            .try_into()
+            .expect("length checked above");
+        let u32_at = |i: usize| u32::from_le_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]);
+        let u16_at = |i: usize| u16::from_le_bytes([h[i], h[i + 1]]);
         Ok(Self {
-            t_xmin: read_u32(bytes, 0, "t_xmin")?,
-            t_xmax: read_u32(bytes, 4, "t_xmax")?,
-            t_cid: read_u32(bytes, 8, "t_cid")?,
-            t_ctid: ItemPointer::parse(bytes, 12)?,
-            t_infomask2: read_u16(bytes, 12 + SIZE_OF_ITEM_POINTER, "t_infomask2")?,
-            t_infomask: read_u16(bytes, 20, "t_infomask")?,
-            t_hoff: bytes[22],
+            t_xmin: u32_at(0),
+            t_xmax: u32_at(4),
+            t_cid: u32_at(8),
+            t_ctid: ItemPointer {
+                block: (u16_at(12) as u32) << 16 | u16_at(14) as u32,
+                offset: u16_at(16),
+            },
+            t_infomask2: u16_at(12 + SIZE_OF_ITEM_POINTER),
+            t_infomask: u16_at(20),
+            t_hoff: h[22],
         })
     }
 

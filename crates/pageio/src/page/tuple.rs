@@ -176,6 +176,25 @@ impl TupleDesc {
                     continue;
                 }
                 // Past the end: the general path below names the problem.
+            } else if att.attlen == -1 {
+                // A varlena with a 1-byte header (odd first byte, 0x01 being a TOAST
+                // pointer), the common case for short text, stored unaligned: decoded here
+                // for the same reason. `total` counts the header byte, so it is at least 1.
+                if let Some(&first) = data.get(off) {
+                    if first & 0x01 == 0x01 && first != 0x01 {
+                        let total = (first >> 1) as usize;
+                        if let Some(payload) = data.get(off + 1..off + total) {
+                            off += total;
+                            out.push(if att.dropped {
+                                RawDatum::Null
+                            } else {
+                                RawDatum::Varlena(Varlena::Inline(payload))
+                            });
+                            continue;
+                        }
+                    }
+                }
+                // Any other header, or a value past the end: the general path.
             }
             let at = off;
             let bad = |problem: String| PageError::BadTuple {

@@ -164,6 +164,7 @@ pub mod columns;
 mod defaults;
 pub mod detoast;
 mod float_text;
+pub mod in_place;
 mod numeric;
 mod parallel;
 mod partial;
@@ -399,6 +400,11 @@ pub struct ScanResult {
     pub elapsed_s: f64,
     /// Threads that scanned (1 for a serial scan; see [`ScanOptions::parallel_workers`]).
     pub parallel_workers: usize,
+    /// Heap pages of a sequential scan read in place from the page cache
+    /// (`seq_read_in_place`, see `scan::in_place`): verified and walked where the kernel
+    /// holds them, not copied into the buffer pool, so counted in `heap_pages` but neither
+    /// as pool hits nor as reads.
+    pub pages_in_place: u64,
 }
 
 /// Errors of a scan.
@@ -520,6 +526,17 @@ pub enum ScanError {
         /// The aggregate as asked (`sum(aid)`).
         expr: String,
         /// What went wrong.
+        problem: String,
+    },
+    /// A heap file changed under a scan reading it in place: truncated, or a page that could
+    /// no longer be read back (see `scan::in_place`).
+    #[error("file \"{path}\" changed while the scan read it, at block {block}: {problem}; the answer would be incomplete: nothing may write a cluster while it is scanned, so stop the server (or scan a copy of the cluster) and run the scan again")]
+    FileChanged {
+        /// The segment file.
+        path: String,
+        /// The first block gone (relation block number).
+        block: u64,
+        /// What changed.
         problem: String,
     },
     /// The TOAST relation a value points to cannot be read.
@@ -1001,31 +1018,18 @@ fn seq_scan(
     result: &mut ScanResult,
 ) -> Result<(), ScanError> {
     let nblocks = checked_nblocks(&table.heap)?;
-    let mut next = 0u64;
     let read_ahead = readahead::for_scan(pool, nblocks);
-    let mut stream = ReadStream::new(
+    in_place::scan_blocks(
         pool,
-        &table.heap,
-        StreamOptions {
-            policy: options.policy,
-            bulk_read: true,
-            // A count and a sum do not depend on page order.
-            order: options.stream_order.unwrap_or(StreamOrder::Completion),
-        },
-        || {
-            (next < nblocks).then(|| {
-                next += 1;
-                (next - 1, ())
-            })
-        },
-    )
-    .with_read_ahead(&read_ahead);
-    while let Some(buf) = stream.next(backend)? {
-        acc.page(&table.heap, buf.block, buf.page())?;
-        result.heap_pages += 1;
-    }
-    result.stream = stream.stats();
-    drop(stream);
+        backend,
+        table,
+        options,
+        in_place::Blocks::Serial { next: 0, nblocks },
+        &read_ahead,
+        acc,
+        result,
+        None,
+    )?;
     result.read_ahead_advice = read_ahead.calls();
     Ok(())
 }

@@ -72,7 +72,7 @@ use super::{
 use crate::aio::IoCounters;
 use crate::buffer::{BufferPool, PoolCounters};
 use crate::stream::readahead::{self, SeqReadAhead};
-use crate::stream::{ReadStream, StreamOptions, StreamOrder, StreamStats};
+use crate::stream::StreamStats;
 
 /// PostgreSQL's `PARALLEL_SEQSCAN_NCHUNKS`: the heap is cut into about this many chunks, so
 /// that work can be shared out finely while each chunk stays a long sequential run.
@@ -203,6 +203,20 @@ impl WorkerBlocks<'_> {
         Some(self.next_block)
     }
 
+    /// The next run of consecutive blocks for this worker: the rest of its current chunk,
+    /// or the next chunk, cut at the heap's end; `None` as [`WorkerBlocks::next_block`]. The
+    /// same blocks, in the same order, as calling `next_block` until the chunk runs out.
+    pub fn next_range(&mut self) -> Option<std::ops::Range<u64>> {
+        let first = self.next_block()?;
+        // next_block returned a block below nblocks, so this does not underflow.
+        let rest = self
+            .chunk_remaining_blocks
+            .min(self.allocator.nblocks - first - 1);
+        self.next_block += rest;
+        self.chunk_remaining_blocks -= rest;
+        Some(first..first + 1 + rest)
+    }
+
     /// This worker's current chunk size in blocks.
     pub fn chunk_size_blocks(&self) -> u64 {
         self.chunk_size_blocks
@@ -223,6 +237,7 @@ impl ScanResult {
         self.rows += other.rows;
         self.sum_octet_length += other.sum_octet_length;
         self.heap_pages += other.heap_pages;
+        self.pages_in_place += other.pages_in_place;
         self.index_pages += other.index_pages;
         merge_stream_stats(&mut self.stream, &other.stream);
         self.io = add_io_counters(&self.io, &other.io);
@@ -316,27 +331,17 @@ fn scan_part<S: TupleSink, O>(
         let io_before = backend.counters();
         let mut sink = make()?;
         let mut part = ScanResult::default();
-        let mut blocks = allocator.worker();
-        let mut stream = ReadStream::new(
+        super::in_place::scan_blocks(
             pool,
-            &table.heap,
-            StreamOptions {
-                policy: options.policy,
-                bulk_read: true,
-                order: options.stream_order.unwrap_or(StreamOrder::Completion),
-            },
-            move || blocks.next_block().map(|block| (block, ())),
-        )
-        .with_read_ahead(read_ahead);
-        while let Some(buf) = stream.next(&mut backend)? {
-            sink.page(&table.heap, buf.block, buf.page())?;
-            part.heap_pages += 1;
-            if allocator.is_stopped() {
-                break;
-            }
-        }
-        part.stream = stream.stats();
-        drop(stream);
+            &mut backend,
+            table,
+            options,
+            super::in_place::Blocks::Parallel(allocator.worker()),
+            read_ahead,
+            &mut sink,
+            &mut part,
+            Some(allocator),
+        )?;
         part.io = io_counters_delta(&io_before, &backend.counters());
         Ok((part, finish(sink)))
     })();
@@ -537,6 +542,30 @@ mod tests {
             assert_eq!(total as u64, nblocks);
             assert_eq!(distinct.len() as u64, nblocks);
             assert!(distinct.iter().all(|&b| b < nblocks));
+        }
+    }
+
+    #[test]
+    fn ranges_hand_out_the_same_blocks_as_single_blocks() {
+        for nblocks in [0u64, 1, 7, 2048, 100_000, 300_001] {
+            let allocator = BlockAllocator::new(nblocks);
+            let mut worker = allocator.worker();
+            let mut got = Vec::new();
+            let mut longest = 0;
+            while let Some(r) = worker.next_range() {
+                assert!(!r.is_empty() && r.end <= nblocks, "{r:?} of {nblocks}");
+                longest = longest.max(r.end - r.start);
+                got.extend(r);
+            }
+            assert_eq!(
+                got,
+                drain(&BlockAllocator::new(nblocks)),
+                "nblocks {nblocks}"
+            );
+            // Whole chunks: 300,001 blocks / 2048 → chunks of 256.
+            if nblocks == 300_001 {
+                assert_eq!(longest, 256);
+            }
         }
     }
 

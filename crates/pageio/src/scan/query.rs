@@ -56,6 +56,7 @@ use crate::catalog::{Index, Relation};
 use crate::config::Term;
 use crate::page::heap::{ColumnType, Datum, HeapTuple};
 use crate::page::tuple::{RawDatum, TupleDesc};
+use crate::page::varlena::Varlena;
 use crate::page::PageError;
 use crate::storage::RelFile;
 use crate::stream::{DistancePolicy, StreamOrder};
@@ -616,7 +617,10 @@ impl QuerySink<'_, '_> {
         };
         // A size PostgreSQL could never have written would be summed or read as if real.
         for (column, raw) in values.iter().enumerate() {
-            if let RawDatum::Varlena(v) = raw {
+            // An uncompressed value in line claims no size it does not hold.
+            if let RawDatum::Varlena(v @ (Varlena::Compressed { .. } | Varlena::External { .. })) =
+                raw
+            {
                 v.check_limits().map_err(|e| {
                     att_err(
                         column,

@@ -44,6 +44,7 @@ mod fd_cache;
 mod mmap;
 pub mod page_cache;
 mod relation;
+pub(crate) mod sigbus;
 mod small_file;
 
 pub use cluster_guard::{enclosing_cluster, is_tablespace_version_dir};

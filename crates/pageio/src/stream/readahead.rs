@@ -50,7 +50,13 @@
 //! scans the same cached table again and again is better off with `seq_read_ahead = 0`.
 //! Reading ahead through the kernel's own path instead (helper threads sending the pieces to
 //! `/dev/null`) was as fast cold but left only half the table in large folios, and later
-//! scans moved within the noise; it was not kept.
+//! scans moved within the noise; it was not kept. Nor was leaving read-ahead to the kernel
+//! where the device's own window is deep (`read_ahead_kb` 8 MB and 64 MB, measured): a cold
+//! 2.28 GB heap read as fast either way, but the 4 GB `pgbench_accounts` took 3.0–4.5 s
+//! against 1.8–2.5 s advised, because on the benchmark machine, a virtual machine that
+//! returns free memory to its host, the first touch of each newly cached large folio cost
+//! more system time than the copy itself (docs/bench-notes/SCANS.md, "The kernel's own
+//! read-ahead, tried again").
 //!
 //! Advice is a hint: a failed `posix_fadvise` is not counted, a failed cachestat counts as
 //! "not cached", and the scan goes on either way, since the reads themselves report any real
@@ -75,6 +81,7 @@ const MAX_SKIP_PIECES: u64 = 32;
 /// relaxed atomics: the threads race only on a hint, never on which blocks are read.
 #[derive(Debug)]
 pub struct SeqReadAhead {
+    plan: ReadAheadPlan,
     window_blocks: u64,
     nblocks: u64,
     advised_until: AtomicU64,
@@ -83,25 +90,92 @@ pub struct SeqReadAhead {
     cached_streak: AtomicU64,
     /// Pieces still to pass without asking the page cache.
     skip: AtomicU64,
+    /// The end of the furthest window a stream of this scan was given (0: none yet), from
+    /// which [`SeqReadAhead::may_have_cached`] reckons what the read-ahead may have cached.
+    streamed_until: AtomicU64,
+}
+
+/// How a buffered sequential scan reads ahead of its read streams.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadAheadPlan {
+    /// Nothing beyond the read stream: direct I/O.
+    None,
+    /// `posix_fadvise(WILLNEED)` `window_bytes` ahead of the streams, in 2 MB pieces.
+    Advise {
+        /// How far ahead.
+        window_bytes: u64,
+    },
+    /// The kernel's own read-ahead alone (`seq_read_ahead = 0`).
+    Kernel,
 }
 
 impl SeqReadAhead {
     /// Advice `window_bytes` ahead over a heap of `nblocks` blocks; a window under one
     /// piece advises nothing.
     pub fn new(window_bytes: u64, nblocks: u64) -> SeqReadAhead {
+        let plan = if window_bytes / BLCKSZ as u64 >= ADVICE_PIECE_BLOCKS {
+            ReadAheadPlan::Advise { window_bytes }
+        } else {
+            ReadAheadPlan::Kernel
+        };
+        SeqReadAhead::with_plan(plan, nblocks)
+    }
+
+    /// Read-ahead following `plan` over a heap of `nblocks` blocks.
+    pub fn with_plan(plan: ReadAheadPlan, nblocks: u64) -> SeqReadAhead {
+        let window_bytes = match plan {
+            ReadAheadPlan::Advise { window_bytes } => window_bytes,
+            _ => 0,
+        };
         SeqReadAhead {
+            plan,
             window_blocks: window_bytes / BLCKSZ as u64,
             nblocks,
             advised_until: AtomicU64::new(0),
             calls: AtomicU64::new(0),
             cached_streak: AtomicU64::new(0),
             skip: AtomicU64::new(0),
+            streamed_until: AtomicU64::new(0),
         }
+    }
+
+    /// What this scan does to read ahead.
+    pub fn plan(&self) -> ReadAheadPlan {
+        self.plan
     }
 
     /// Whether this advises anything at all.
     pub fn is_enabled(&self) -> bool {
         self.window_blocks >= ADVICE_PIECE_BLOCKS
+    }
+
+    /// Blocks up to `end` were handed to a read stream of this scan (see
+    /// [`SeqReadAhead::may_have_cached`]).
+    pub fn note_streamed(&self, end: u64) {
+        self.streamed_until.fetch_max(end, Ordering::Relaxed);
+    }
+
+    /// Whether this scan's own read-ahead may have brought `block` into the page cache: it
+    /// lies within the read-ahead's reach ([`SeqReadAhead::reach_blocks`]) past the furthest
+    /// window a stream was given. A sequential scan reads such blocks through its stream
+    /// even when they are cached by now (`scan::in_place`): switching to reading in place
+    /// each time the read-ahead gets ahead of the stream would drain the stream's
+    /// look-ahead, and the advice's 4 kB pages cost as much to map as to copy. Cached
+    /// blocks beyond the reach were cached before the scan, and are read in place.
+    pub fn may_have_cached(&self, block: u64) -> bool {
+        let streamed = self.streamed_until.load(Ordering::Relaxed);
+        streamed > 0 && block < streamed.saturating_add(self.reach_blocks())
+    }
+
+    /// How far past the blocks handed to the streams this scan's read-ahead may read: the
+    /// advice's window; for the kernel's own read-ahead [`KERNEL_REACH_BYTES`].
+    pub fn reach_blocks(&self) -> u64 {
+        let bytes = match self.plan {
+            ReadAheadPlan::None => 0,
+            ReadAheadPlan::Advise { window_bytes } => window_bytes,
+            ReadAheadPlan::Kernel => KERNEL_REACH_BYTES,
+        };
+        bytes / BLCKSZ as u64
     }
 
     /// `posix_fadvise(WILLNEED)` calls made so far.
@@ -166,14 +240,63 @@ impl SeqReadAhead {
     }
 }
 
+/// How far ahead of a reader the kernel's own read-ahead may have read, as
+/// [`SeqReadAhead::reach_blocks`] reckons it: 64 MB, more than the two windows of the largest
+/// `read_ahead_kb` commonly set (16 MB) it keeps in flight.
+pub const KERNEL_REACH_BYTES: u64 = 64 << 20;
+
 /// The read-ahead of a sequential scan of `nblocks` blocks through `pool`: `seq_read_ahead`
 /// ahead, nothing under direct I/O.
 pub fn for_scan(pool: &BufferPool, nblocks: u64) -> SeqReadAhead {
     let config = pool.aio().config();
-    let window_blocks = if config.direct_io {
-        0
-    } else {
-        config.seq_read_ahead_blocks as u64
-    };
-    SeqReadAhead::new(window_blocks * BLCKSZ as u64, nblocks)
+    if config.direct_io {
+        return SeqReadAhead::with_plan(ReadAheadPlan::None, nblocks);
+    }
+    SeqReadAhead::new(config.seq_read_ahead_blocks as u64 * BLCKSZ as u64, nblocks)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The plan a window makes, the words a user sees, and how far each plan reaches.
+    #[test]
+    fn plans_and_their_reach() {
+        let advise = SeqReadAhead::new(64 << 20, 1000);
+        assert_eq!(
+            advise.plan(),
+            ReadAheadPlan::Advise {
+                window_bytes: 64 << 20
+            }
+        );
+        assert_eq!(advise.reach_blocks(), 8192);
+        // Under one piece nothing is advised: the kernel's own read-ahead.
+        let kernel = SeqReadAhead::new(1 << 20, 1000);
+        assert_eq!(kernel.plan(), ReadAheadPlan::Kernel);
+        assert!(!kernel.is_enabled());
+        assert_eq!(kernel.reach_blocks(), KERNEL_REACH_BYTES / BLCKSZ as u64);
+        let none = SeqReadAhead::with_plan(ReadAheadPlan::None, 1000);
+        assert_eq!(none.reach_blocks(), 0);
+        assert!(!none.is_enabled());
+    }
+
+    /// Blocks within the reach past the furthest window streamed may have been cached by the
+    /// scan's read-ahead; blocks beyond it, or any block before a window was streamed, not.
+    #[test]
+    fn what_the_read_ahead_may_have_cached() {
+        let r = SeqReadAhead::new(2 << 20, 100_000); // reach: 256 blocks
+        assert!(!r.may_have_cached(0), "nothing streamed yet");
+        assert!(!r.may_have_cached(5000));
+        r.note_streamed(2048);
+        assert!(r.may_have_cached(2048));
+        assert!(r.may_have_cached(2048 + 255));
+        assert!(
+            !r.may_have_cached(2048 + 256),
+            "one reach past: cached before the scan"
+        );
+        r.note_streamed(1024);
+        assert!(r.may_have_cached(2300), "the mark never moves back");
+        r.note_streamed(u64::MAX);
+        assert!(r.may_have_cached(u64::MAX - 1), "no overflow");
+    }
 }

@@ -1,0 +1,419 @@
+//! Sequential scans reading cached pages in place (`seq_read_in_place`, `scan::in_place`)
+//! give the answers of scans that copy every page into the buffer pool, under every
+//! io_method, serially and in parallel: on the PostgreSQL 18 fixture (whose recorded answers
+//! are PostgreSQL's), for the fixed-shape scans and for tables read by name with every kind
+//! of aggregate; on a generated heap only partly cached, where the two paths alternate. A
+//! page failing its checksum is handled by the buffer pool's rules either way.
+
+#[macro_use]
+mod common;
+
+use pageio::buffer::{BufferPool, PageCheckOptions};
+use pageio::catalog::{cluster_check_options, Catalog};
+use pageio::config::{IoConfig, IoMethodKind, BLCKSZ};
+use pageio::gen::{generate, DataSet, GenOptions};
+use pageio::page::heap::ColumnType;
+use pageio::scan::query::{run_table_query, QuerySpec, TableQuery};
+use pageio::scan::{run_scan, Between, ScanKind, ScanOptions, ScanResult, Table};
+use pageio::storage::{ForkNumber, RelFile};
+use pageio::stream::{DistancePolicy, StreamOrder};
+use pageio::Aio;
+
+/// A few scans of a 9 MB fixture per case; two minutes means a hang.
+const WATCHDOG_SECS: u64 = 120;
+
+/// Serial, the caller plus one, and an odd count.
+const THREADS: [usize; 3] = [1, 2, 3];
+
+fn aio(method: IoMethodKind, in_place: bool) -> Aio {
+    Aio::new(IoConfig {
+        io_method: method,
+        seq_read_in_place: in_place,
+        ..IoConfig::default()
+    })
+    .unwrap_or_else(|e| panic!("{method}: {e}"))
+}
+
+fn seq(
+    pool: &BufferPool,
+    table: &Table,
+    predicate: Between,
+    threads: usize,
+    order: Option<StreamOrder>,
+) -> ScanResult {
+    run_scan(
+        pool,
+        table,
+        &ScanOptions {
+            kind: ScanKind::Seq,
+            predicate,
+            policy: DistancePolicy::Adaptive,
+            parallel_workers: threads,
+            stream_order: order,
+        },
+    )
+    .unwrap_or_else(|e| panic!("{threads} threads: {e}"))
+}
+
+/// Reads a file whole, so the page cache holds it (the test's "warm").
+fn warm(path: &std::path::Path) {
+    std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+}
+
+fn fixture_table(pgdata: &std::path::Path) -> Table {
+    Table {
+        heap: RelFile::in_data_dir(
+            pgdata,
+            common::fixture_facts().path("uniform"),
+            ForkNumber::Main,
+        ),
+        index: None,
+        columns: vec![ColumnType::Float8, ColumnType::Text],
+        transactions: Some(pageio::catalog::cluster_transaction_log(pgdata).unwrap()),
+    }
+}
+
+/// Aggregates over the fixture's `uniform` by name, seq scan on `threads` threads.
+fn table_query(
+    pool: &BufferPool,
+    pgdata: &std::path::Path,
+    select: &str,
+    threads: usize,
+) -> (Vec<String>, ScanResult) {
+    let relation = {
+        let check = cluster_check_options(pgdata).unwrap();
+        let catalog_pool = BufferPool::new(pool.aio(), check).unwrap();
+        let catalog = Catalog::open(pgdata, &catalog_pool).unwrap();
+        catalog.resolve("uniform", "postgres").unwrap()
+    };
+    let mut q = TableQuery::plan(
+        pgdata,
+        &relation,
+        &QuerySpec {
+            select,
+            predicate: None,
+            kind: ScanKind::Seq,
+            index: None,
+        },
+    )
+    .unwrap();
+    q.parallel_workers = threads;
+    let r = run_table_query(pool, &q, DistancePolicy::Adaptive).unwrap();
+    (r.aggregates.iter().map(|a| a.text()).collect(), r.scan)
+}
+
+/// The fixture, cached: every page read in place gives PostgreSQL's recorded answers and
+/// the copied scan's, page for page; with in-place reading off nothing is read in place.
+fn fixture_in_place_equals_copied(method: IoMethodKind) {
+    let (_dir, pgdata) = common::unpack_fixture();
+    let table = fixture_table(&pgdata);
+    let pages = common::fixture_facts().relation("uniform").pages as u64;
+    let (aio_in, aio_copy) = (aio(method, true), aio(method, false));
+    for threads in THREADS {
+        let pool_in = common::checksum_pool(&aio_in);
+        let pool_copy = common::checksum_pool(&aio_copy);
+        for (name, lo, hi, rows, sum) in common::FIXTURE_ANSWERS {
+            if name != "uniform" {
+                continue;
+            }
+            for order in [None, Some(StreamOrder::BlockOrder)] {
+                warm(table.heap.path());
+                let a = seq(&pool_in, &table, Between { lo, hi }, threads, order);
+                let b = seq(&pool_copy, &table, Between { lo, hi }, threads, order);
+                let what = format!("{method} {threads} threads {order:?}, a between {lo} and {hi}");
+                // PostgreSQL 18's answer (recorded with the fixture), both ways.
+                assert_eq!(
+                    (a.rows, a.sum_octet_length),
+                    (rows, sum),
+                    "{what}: in place"
+                );
+                assert_eq!((b.rows, b.sum_octet_length), (rows, sum), "{what}: copied");
+                assert_eq!((a.heap_pages, b.heap_pages), (pages, pages), "{what}");
+                assert_eq!(
+                    a.pages_in_place, pages,
+                    "{what}: the cached heap read in place"
+                );
+                assert_eq!(a.pool.reads + a.pool.hits, 0, "{what}: no pool buffer used");
+                assert_eq!(b.pages_in_place, 0, "{what}: in-place reading off");
+                assert_eq!(
+                    b.pool.reads + b.pool.hits,
+                    pages,
+                    "{what}: every page through the pool"
+                );
+            }
+        }
+        // Tables by name: order-free aggregates (merged across threads) and order-dependent
+        // ones (a float sum and min, serial in block order), text for text.
+        for select in [
+            "count(*), count(a), sum(octet_length(b)), min(b), max(b)",
+            "count(*), sum(a), avg(a), min(a), max(a)",
+        ] {
+            warm(table.heap.path());
+            let (a, sa) = table_query(&pool_in, &pgdata, select, threads);
+            let (b, sb) = table_query(&pool_copy, &pgdata, select, threads);
+            assert_eq!(a, b, "{method} {threads} threads: {select}");
+            assert_eq!(a[0], "20000", "{method}: PostgreSQL's count(*) of uniform");
+            assert_eq!(sa.pages_in_place, pages, "{method} {threads}: {select}");
+            assert_eq!(sb.pages_in_place, 0, "{method} {threads}: {select}");
+        }
+        assert_eq!(
+            table_query(&pool_in, &pgdata, "count(*), sum(octet_length(b))", threads).0,
+            ["20000", "1320000"],
+            "{method} {threads}: PostgreSQL's answer"
+        );
+    }
+}
+
+/// A generated heap of about 5,400 blocks (three 16 MB windows) of which only the first
+/// window and the last are cached: the first is read in place, the second through the
+/// stream, and the third through the stream too, because the scan's own read-ahead may have
+/// cached it (it lies within the read-ahead's reach of the second, and the window one reach
+/// further on is not cached: past the heap's end); every row counted once, in block order
+/// and in completion order. Cold, nothing is read in place.
+fn partly_cached_heap_alternates(method: IoMethodKind) {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = GenOptions {
+        rows: 100_000,
+        seed: 7,
+        scale: 1,
+        overwrite: true,
+    };
+    let setup = aio(IoMethodKind::Sync, false);
+    let m = generate(&setup, dir.path(), DataSet::Uniform, &opts, &|_| {}).unwrap();
+    let heap = m.heap_file(&dir.path().join(DataSet::Uniform.name()));
+    let table = Table {
+        heap: heap.clone(),
+        index: None,
+        columns: vec![ColumnType::Float8, ColumnType::Text],
+        transactions: None,
+    };
+    let expected: (u64, u64) = DataSet::Uniform
+        .rows(opts.seed, DataSet::Uniform.row_count(&opts))
+        .fold((0, 0), |(c, s), r| {
+            (c + 1, s + r.b().map(|b| b.len() as u64).unwrap_or(0))
+        });
+    let nblocks = heap.nblocks().unwrap();
+    assert!(
+        nblocks > 2 * 2048 && nblocks < 3 * 2048,
+        "{nblocks} blocks: three windows"
+    );
+    let aio_in = aio(method, true);
+    for order in [None, Some(StreamOrder::BlockOrder)] {
+        heap.evict_from_page_cache().unwrap();
+        // Cache window 0 (blocks 0..2048) and window 2 (4096..end), not window 1.
+        let file = std::fs::File::open(heap.path()).unwrap();
+        let mut buf = vec![0u8; 2048 * BLCKSZ];
+        std::os::unix::fs::FileExt::read_exact_at(&file, &mut buf, 0).unwrap();
+        let tail = (nblocks - 4096) as usize * BLCKSZ;
+        std::os::unix::fs::FileExt::read_exact_at(&file, &mut buf[..tail], 4096 * BLCKSZ as u64)
+            .unwrap();
+        let pool = common::checksum_pool(&aio_in);
+        let r = seq(&pool, &table, Between::ALL, 1, order);
+        assert_eq!((r.rows, r.sum_octet_length), expected, "{method} {order:?}");
+        assert_eq!(r.heap_pages, nblocks, "{method} {order:?}");
+        assert_eq!(
+            r.pages_in_place, 2048,
+            "{method} {order:?}: window 0 in place"
+        );
+        assert_eq!(
+            r.pool.reads,
+            nblocks - 2048,
+            "{method} {order:?}: the rest read"
+        );
+        // Cold: the advice reads the heap in, and the scan reads it all through the stream.
+        heap.evict_from_page_cache().unwrap();
+        let pool = common::checksum_pool(&aio_in);
+        let r = seq(&pool, &table, Between::ALL, 2, order);
+        assert_eq!(
+            (r.rows, r.sum_octet_length),
+            expected,
+            "{method} {order:?} cold"
+        );
+        assert_eq!(
+            r.pages_in_place, 0,
+            "{method} {order:?}: cold, nothing in place"
+        );
+        assert_eq!(r.pool.reads, nblocks, "{method} {order:?}: cold");
+    }
+}
+
+/// A cached page whose checksum fails is not used in place: the pool's rules apply, so the
+/// error (and, under `zero_damaged_pages`, the damage report) is the copied scan's.
+fn a_damaged_page_follows_the_pools_rules(method: IoMethodKind) {
+    let (_dir, pgdata) = common::unpack_fixture();
+    let table = fixture_table(&pgdata);
+    let path = table.heap.path().to_path_buf();
+    let mut bytes = std::fs::read(&path).unwrap();
+    // A byte of block 7's tuple data, checksum left as it was.
+    bytes[7 * BLCKSZ + 8000] ^= 0x55;
+    std::fs::write(&path, &bytes).unwrap();
+    let (aio_in, aio_copy) = (aio(method, true), aio(method, false));
+    let err_in = run_scan(
+        &common::checksum_pool(&aio_in),
+        &table,
+        &ScanOptions {
+            kind: ScanKind::Seq,
+            predicate: Between::ALL,
+            policy: DistancePolicy::Adaptive,
+            parallel_workers: 1,
+            stream_order: None,
+        },
+    )
+    .unwrap_err()
+    .to_string();
+    warm(&path);
+    let err_copy = run_scan(
+        &common::checksum_pool(&aio_copy),
+        &table,
+        &ScanOptions {
+            kind: ScanKind::Seq,
+            predicate: Between::ALL,
+            policy: DistancePolicy::Adaptive,
+            parallel_workers: 1,
+            stream_order: None,
+        },
+    )
+    .unwrap_err()
+    .to_string();
+    assert_eq!(err_in, err_copy, "{method}");
+    assert!(
+        err_in.contains("block 7") && err_in.contains(common::fixture_facts().path("uniform")),
+        "{method}: {err_in}"
+    );
+    // zero_damaged_pages: block 7 is zeroed and reported once; blocks 0..7 were read in
+    // place, the rest of the window through the pool.
+    let zeroing = |aio: &Aio| {
+        BufferPool::new(
+            aio,
+            PageCheckOptions {
+                checksums: true,
+                zero_damaged_pages: true,
+                ..PageCheckOptions::default()
+            },
+        )
+        .unwrap()
+    };
+    warm(&path);
+    let a = seq(&zeroing(&aio_in), &table, Between::ALL, 1, None);
+    let b = seq(&zeroing(&aio_copy), &table, Between::ALL, 1, None);
+    assert_eq!(
+        (a.rows, a.sum_octet_length),
+        (b.rows, b.sum_octet_length),
+        "{method}"
+    );
+    assert!(a.rows < 20000, "{method}: block 7's rows are gone");
+    assert_eq!(a.pages_in_place, 7, "{method}: blocks 0..7 in place");
+    let blocks = |r: &ScanResult| r.damaged_pages.iter().map(|d| d.block).collect::<Vec<_>>();
+    assert_eq!(blocks(&a), [7], "{method}");
+    assert_eq!(blocks(&b), [7], "{method}");
+}
+
+/// A cached heap of about 8,600 blocks (five windows) with a hole (window 1, blocks
+/// 2048..4096, evicted), read with 2 MB of advice (a read-ahead reach of 256 blocks): the
+/// hole is read through the stream, and the windows after it in place again, because the
+/// window one reach past each is cached too, which the scan's read-ahead cannot have done.
+/// The same answer as the copied scan, serial in block and completion order and on two
+/// threads (whose 2 MB chunks the advice may read in before they reach them); with the read-ahead reaching past the heap's end (64 MB), the scan cannot
+/// tell, and reads what follows the hole through the stream.
+fn a_hole_in_a_cached_heap_costs_only_the_hole(method: IoMethodKind) {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = GenOptions {
+        rows: 160_000,
+        seed: 11,
+        scale: 1,
+        overwrite: true,
+    };
+    let setup = aio(IoMethodKind::Sync, false);
+    let m = generate(&setup, dir.path(), DataSet::Uniform, &opts, &|_| {}).unwrap();
+    let heap = m.heap_file(&dir.path().join(DataSet::Uniform.name()));
+    let table = Table {
+        heap: heap.clone(),
+        index: None,
+        columns: vec![ColumnType::Float8, ColumnType::Text],
+        transactions: None,
+    };
+    let nblocks = heap.nblocks().unwrap();
+    assert!(
+        nblocks > 4 * 2048 && nblocks < 5 * 2048,
+        "{nblocks} blocks: five windows"
+    );
+    let with_advice = |window: &str| {
+        let mut config = IoConfig {
+            io_method: method,
+            ..IoConfig::default()
+        };
+        config.set("seq_read_ahead", window).unwrap();
+        Aio::new(config).unwrap_or_else(|e| panic!("{method}: {e}"))
+    };
+    let copied = {
+        warm(heap.path());
+        let pool = common::checksum_pool(&aio(method, false));
+        let r = seq(&pool, &table, Between::ALL, 1, None);
+        (r.rows, r.sum_octet_length)
+    };
+    assert_eq!(copied.0, opts.rows, "{method}");
+    let punch_hole = || {
+        warm(heap.path());
+        let file = std::fs::File::open(heap.path()).unwrap();
+        // SAFETY: a plain system call on a descriptor this test owns.
+        let rc = unsafe {
+            libc::posix_fadvise(
+                std::os::fd::AsRawFd::as_raw_fd(&file),
+                2048 * BLCKSZ as libc::off_t,
+                2048 * BLCKSZ as libc::off_t,
+                libc::POSIX_FADV_DONTNEED,
+            )
+        };
+        assert_eq!(rc, 0, "posix_fadvise(DONTNEED)");
+    };
+    let aio_2mb = with_advice("2MB");
+    for (threads, order) in [(1, None), (1, Some(StreamOrder::BlockOrder)), (2, None)] {
+        punch_hole();
+        let r = seq(
+            &common::checksum_pool(&aio_2mb),
+            &table,
+            Between::ALL,
+            threads,
+            order,
+        );
+        let what = format!("{method}, {threads} threads, {order:?}");
+        assert_eq!((r.rows, r.sum_octet_length), copied, "{what}");
+        assert_eq!(r.heap_pages, nblocks, "{what}");
+        if threads == 1 {
+            assert_eq!(r.pool.reads, 2048, "{what}: only the hole read");
+            assert_eq!(
+                r.pages_in_place,
+                nblocks - 2048,
+                "{what}: the rest in place"
+            );
+        } else {
+            // Two threads read 2 MB chunks, and the advice, which follows them through
+            // cached chunks too, may have read the hole's chunks in by the time they get
+            // there: at most the hole and its neighbours are read, the rest in place.
+            assert_eq!(r.pool.reads + r.pages_in_place, nblocks, "{what}: {r:?}");
+            assert!(r.pool.reads < 4096, "{what}: {r:?}");
+        }
+    }
+    punch_hole();
+    let r = seq(
+        &common::checksum_pool(&with_advice("64MB")),
+        &table,
+        Between::ALL,
+        1,
+        None,
+    );
+    assert_eq!((r.rows, r.sum_octet_length), copied, "{method}, 64MB");
+    assert_eq!(r.pages_in_place, 2048, "{method}, 64MB: window 0 in place");
+    assert_eq!(
+        r.pool.reads,
+        nblocks - 2048,
+        "{method}, 64MB: the rest read"
+    );
+}
+
+per_method!(
+    fixture_in_place_equals_copied,
+    partly_cached_heap_alternates,
+    a_hole_in_a_cached_heap_costs_only_the_hole,
+    a_damaged_page_follows_the_pools_rules
+);
