@@ -170,28 +170,35 @@ fn fixture_in_place_equals_copied(method: IoMethodKind) {
 /// cached it (it lies within the read-ahead's reach of the second, and the window one reach
 /// further on is not cached: past the heap's end); every row counted once, in block order
 /// and in completion order. Cold, nothing is read in place.
-fn partly_cached_heap_alternates(method: IoMethodKind) {
-    let dir = tempfile::tempdir().unwrap();
+/// A `uniform` heap of `rows` rows generated with `seed` in `dir`, as a table, and the
+/// answer to `count(*), sum(octet_length(b))` its rows give.
+fn generated_uniform(dir: &std::path::Path, rows: u64, seed: u64) -> (Table, (u64, u64)) {
     let opts = GenOptions {
-        rows: 100_000,
-        seed: 7,
+        rows,
+        seed,
         scale: 1,
         overwrite: true,
     };
     let setup = aio(IoMethodKind::Sync, false);
-    let m = generate(&setup, dir.path(), DataSet::Uniform, &opts, &|_| {}).unwrap();
-    let heap = m.heap_file(&dir.path().join(DataSet::Uniform.name()));
+    let m = generate(&setup, dir, DataSet::Uniform, &opts, &|_| {}).unwrap();
     let table = Table {
-        heap: heap.clone(),
+        heap: m.heap_file(&dir.join(DataSet::Uniform.name())),
         index: None,
         columns: vec![ColumnType::Float8, ColumnType::Text],
         transactions: None,
     };
-    let expected: (u64, u64) = DataSet::Uniform
+    let expected = DataSet::Uniform
         .rows(opts.seed, DataSet::Uniform.row_count(&opts))
         .fold((0, 0), |(c, s), r| {
             (c + 1, s + r.b().map(|b| b.len() as u64).unwrap_or(0))
         });
+    (table, expected)
+}
+
+fn partly_cached_heap_alternates(method: IoMethodKind) {
+    let dir = tempfile::tempdir().unwrap();
+    let (table, expected) = generated_uniform(dir.path(), 100_000, 7);
+    let heap = table.heap.clone();
     let nblocks = heap.nblocks().unwrap();
     assert!(
         nblocks > 2 * 2048 && nblocks < 3 * 2048,
@@ -313,25 +320,13 @@ fn a_damaged_page_follows_the_pools_rules(method: IoMethodKind) {
 /// hole is read through the stream, and the windows after it in place again, because the
 /// window one reach past each is cached too, which the scan's read-ahead cannot have done.
 /// The same answer as the copied scan, serial in block and completion order and on two
-/// threads (whose 2 MB chunks the advice may read in before they reach them); with the read-ahead reaching past the heap's end (64 MB), the scan cannot
-/// tell, and reads what follows the hole through the stream.
+/// threads (whose 2 MB chunks the advice may read in before they reach them); with the
+/// read-ahead reaching past the heap's end (64 MB), the scan cannot tell, and reads what
+/// follows the hole through the stream.
 fn a_hole_in_a_cached_heap_costs_only_the_hole(method: IoMethodKind) {
     let dir = tempfile::tempdir().unwrap();
-    let opts = GenOptions {
-        rows: 160_000,
-        seed: 11,
-        scale: 1,
-        overwrite: true,
-    };
-    let setup = aio(IoMethodKind::Sync, false);
-    let m = generate(&setup, dir.path(), DataSet::Uniform, &opts, &|_| {}).unwrap();
-    let heap = m.heap_file(&dir.path().join(DataSet::Uniform.name()));
-    let table = Table {
-        heap: heap.clone(),
-        index: None,
-        columns: vec![ColumnType::Float8, ColumnType::Text],
-        transactions: None,
-    };
+    let (table, expected) = generated_uniform(dir.path(), 160_000, 11);
+    let heap = table.heap.clone();
     let nblocks = heap.nblocks().unwrap();
     assert!(
         nblocks > 4 * 2048 && nblocks < 5 * 2048,
@@ -351,7 +346,7 @@ fn a_hole_in_a_cached_heap_costs_only_the_hole(method: IoMethodKind) {
         let r = seq(&pool, &table, Between::ALL, 1, None);
         (r.rows, r.sum_octet_length)
     };
-    assert_eq!(copied.0, opts.rows, "{method}");
+    assert_eq!(copied, expected, "{method}: the generator's answer");
     let punch_hole = || {
         warm(heap.path());
         let file = std::fs::File::open(heap.path()).unwrap();
