@@ -9,11 +9,9 @@
 mod common;
 
 use pageio::buffer::{BufferPool, PageCheckOptions};
-use pageio::catalog::{cluster_check_options, Catalog};
 use pageio::config::{IoConfig, IoMethodKind, BLCKSZ};
 use pageio::gen::{generate, DataSet, GenOptions};
 use pageio::page::heap::ColumnType;
-use pageio::scan::query::{run_table_query, QuerySpec, TableQuery};
 use pageio::scan::{run_scan, Between, ScanKind, ScanOptions, ScanResult, Table};
 use pageio::storage::{ForkNumber, RelFile};
 use pageio::stream::{DistancePolicy, StreamOrder};
@@ -73,35 +71,6 @@ fn fixture_table(pgdata: &std::path::Path) -> Table {
     }
 }
 
-/// Aggregates over the fixture's `uniform` by name, seq scan on `threads` threads.
-fn table_query(
-    pool: &BufferPool,
-    pgdata: &std::path::Path,
-    select: &str,
-    threads: usize,
-) -> (Vec<String>, ScanResult) {
-    let relation = {
-        let check = cluster_check_options(pgdata).unwrap();
-        let catalog_pool = BufferPool::new(pool.aio(), check).unwrap();
-        let catalog = Catalog::open(pgdata, &catalog_pool).unwrap();
-        catalog.resolve("uniform", "postgres").unwrap()
-    };
-    let mut q = TableQuery::plan(
-        pgdata,
-        &relation,
-        &QuerySpec {
-            select,
-            predicate: None,
-            kind: ScanKind::Seq,
-            index: None,
-        },
-    )
-    .unwrap();
-    q.parallel_workers = threads;
-    let r = run_table_query(pool, &q, DistancePolicy::Adaptive).unwrap();
-    (r.aggregates.iter().map(|a| a.text()).collect(), r.scan)
-}
-
 /// The fixture, cached: every page read in place gives PostgreSQL's recorded answers and
 /// the copied scan's, page for page; with in-place reading off nothing is read in place.
 fn fixture_in_place_equals_copied(method: IoMethodKind) {
@@ -149,15 +118,21 @@ fn fixture_in_place_equals_copied(method: IoMethodKind) {
             "count(*), sum(a), avg(a), min(a), max(a)",
         ] {
             warm(table.heap.path());
-            let (a, sa) = table_query(&pool_in, &pgdata, select, threads);
-            let (b, sb) = table_query(&pool_copy, &pgdata, select, threads);
+            let (a, sa) = common::fixture_uniform_query(&pool_in, &pgdata, select, threads);
+            let (b, sb) = common::fixture_uniform_query(&pool_copy, &pgdata, select, threads);
             assert_eq!(a, b, "{method} {threads} threads: {select}");
             assert_eq!(a[0], "20000", "{method}: PostgreSQL's count(*) of uniform");
             assert_eq!(sa.pages_in_place, pages, "{method} {threads}: {select}");
             assert_eq!(sb.pages_in_place, 0, "{method} {threads}: {select}");
         }
         assert_eq!(
-            table_query(&pool_in, &pgdata, "count(*), sum(octet_length(b))", threads).0,
+            common::fixture_uniform_query(
+                &pool_in,
+                &pgdata,
+                "count(*), sum(octet_length(b))",
+                threads
+            )
+            .0,
             ["20000", "1320000"],
             "{method} {threads}: PostgreSQL's answer"
         );

@@ -83,29 +83,8 @@ fn parallel_query(
     select: &str,
     threads: usize,
 ) -> (Vec<String>, usize) {
-    let relation = {
-        let check = cluster_check_options(pgdata).unwrap();
-        let catalog_pool = BufferPool::new(pool.aio(), check).unwrap();
-        let catalog = Catalog::open(pgdata, &catalog_pool).unwrap();
-        catalog.resolve("uniform", "postgres").unwrap()
-    };
-    let mut q = TableQuery::plan(
-        pgdata,
-        &relation,
-        &QuerySpec {
-            select,
-            predicate: None,
-            kind: ScanKind::Seq,
-            index: None,
-        },
-    )
-    .unwrap();
-    q.parallel_workers = threads;
-    let r = run_table_query(pool, &q, DistancePolicy::Adaptive).unwrap();
-    (
-        r.aggregates.iter().map(|a| a.text()).collect(),
-        r.scan.parallel_workers,
-    )
+    let (texts, scan) = common::fixture_uniform_query(pool, pgdata, select, threads);
+    (texts, scan.parallel_workers)
 }
 
 #[test]

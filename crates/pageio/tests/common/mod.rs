@@ -218,3 +218,36 @@ pub fn numbered_relation(aio: &Aio, dir: &Path, nblocks: u64) -> pageio::storage
         .unwrap();
     rel
 }
+
+/// `select` over the fixture's `uniform` (unpacked at `pgdata`), by name as `pageio scan
+/// --table` reads it, seq scan on `threads` threads through `pool`: the aggregates' text and
+/// the scan's result.
+pub fn fixture_uniform_query(
+    pool: &BufferPool,
+    pgdata: &Path,
+    select: &str,
+    threads: usize,
+) -> (Vec<String>, ScanResult) {
+    use pageio::catalog::{cluster_check_options, Catalog};
+    use pageio::scan::query::{run_table_query, QuerySpec, TableQuery};
+    let relation = {
+        let check = cluster_check_options(pgdata).unwrap();
+        let catalog_pool = BufferPool::new(pool.aio(), check).unwrap();
+        let catalog = Catalog::open(pgdata, &catalog_pool).unwrap();
+        catalog.resolve("uniform", "postgres").unwrap()
+    };
+    let mut q = TableQuery::plan(
+        pgdata,
+        &relation,
+        &QuerySpec {
+            select,
+            predicate: None,
+            kind: ScanKind::Seq,
+            index: None,
+        },
+    )
+    .unwrap();
+    q.parallel_workers = threads;
+    let r = run_table_query(pool, &q, DistancePolicy::Adaptive).unwrap();
+    (r.aggregates.iter().map(|a| a.text()).collect(), r.scan)
+}
