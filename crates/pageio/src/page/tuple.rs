@@ -377,6 +377,36 @@ mod tests {
     }
 
     proptest! {
+        /// Every short (1-byte header) varlena after a fixed column, the form the deform
+        /// loop decodes itself, reads exactly as `Varlena::decode` reads it; a header that
+        /// claims more bytes than the tuple holds is an error naming the attribute.
+        #[test]
+        fn short_varlenas_read_as_decode_reads_them(
+            payload in proptest::collection::vec(any::<u8>(), 0..126),
+            cut in 0usize..4,
+        ) {
+            let d = TupleDesc { atts: vec![AttDesc::new("a", 4, 'i'), AttDesc::new("b", -1, 'i')] };
+            let mut stored = vec![(((payload.len() + 1) << 1) | 1) as u8];
+            stored.extend_from_slice(&payload);
+            let mut data = 7i32.to_le_bytes().to_vec();
+            data.extend_from_slice(&stored[..stored.len().saturating_sub(cut)]);
+            let bytes = tuple_bytes(2, None, &data);
+            let t = HeapTuple::parse(&bytes).unwrap();
+            let mut out = Vec::new();
+            match d.deform(&t, 2, &mut out) {
+                Ok(()) => {
+                    prop_assert_eq!(cut.min(stored.len() - 1), 0, "a cut value must not read");
+                    let (want, size) = Varlena::decode(&stored).unwrap();
+                    prop_assert_eq!(size, stored.len());
+                    prop_assert_eq!(out[1], RawDatum::Varlena(want));
+                }
+                Err(e) => {
+                    prop_assert!(cut > 0, "{}", e);
+                    prop_assert!(e.to_string().contains("attribute 2 (\"b\""), "{}", e);
+                }
+            }
+        }
+
         /// Random tuple bytes with a random descriptor: Ok or Err, never a panic, and every
         /// value returned lies within the tuple or the descriptor.
         #[test]

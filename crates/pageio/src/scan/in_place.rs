@@ -72,8 +72,8 @@
 //! the rest of the window to the read path, which reports the I/O error as it always does.
 //!
 //! A cold scan reads as it did before: a window within the read-ahead's reach
-//! ([`SeqReadAhead::may_have_cached`]: the advice's window, or four times the device's
-//! `read_ahead_kb` for the kernel's own read-ahead) past the last window given to the stream
+//! ([`SeqReadAhead::may_have_cached`]: the advice's window, or 64 MB for the kernel's own
+//! read-ahead) past the last window given to the stream
 //! goes to the stream even when the read-ahead has cached it by now, since alternating
 //! between the two paths would drain the stream's look-ahead at every switch (and the
 //! advice's 4 kB pages cost as much to map as to copy, measured in
