@@ -257,6 +257,7 @@ pub struct HeapTupleHeader {
 
 impl HeapTupleHeader {
     /// Decodes the 23-byte fixed header from the start of `bytes`.
+    #[inline(always)]
     pub fn parse(bytes: &[u8]) -> Result<Self> {
         if bytes.len() < SIZEOF_HEAP_TUPLE_HEADER {
             return Err(PageError::Truncated {
@@ -336,6 +337,7 @@ pub struct HeapTuple<'a> {
 impl<'a> HeapTuple<'a> {
     /// Parses a tuple from the bytes its line pointer covers, checking that `t_hoff` covers
     /// the header and bitmap and lies within the tuple.
+    #[inline(always)]
     pub fn parse(bytes: &'a [u8]) -> Result<Self> {
         let header = HeapTupleHeader::parse(bytes)?;
         let bad = |problem: String| PageError::BadTuple {

@@ -22,6 +22,12 @@
 //!  for attnum in natts(tuple)..wanted:  → the column's attmissingval, else Null
 //! ```
 //!
+//! Like PostgreSQL's `attcacheoff`, [`TupleDesc::cached_offsets`] computes once where the
+//! leading fixed-width attributes lie in a tuple without NULLs; [`TupleDesc::deform_cached`]
+//! takes those spans as they are when the tuple has no null bitmap, holds every wanted
+//! attribute and is long enough for them, and walks only the rest. Any other tuple takes the
+//! walk above from its first attribute, so the two give the same values and the same errors.
+//!
 //! A dropped column is walked like any other (its attlen and attalign stay in pg_attribute)
 //! and reported as [`RawDatum::Null`], because its values must never be shown. Every length
 //! and offset is checked against the tuple: a malformed value is a
@@ -83,6 +89,52 @@ pub struct TupleDesc {
     pub atts: Vec<AttDesc>,
 }
 
+/// Where the leading fixed-width attributes of a descriptor lie in the data area of a tuple
+/// without NULLs (PostgreSQL's `attcacheoff`), from [`TupleDesc::cached_offsets`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CachedOffsets {
+    /// `(offset, end)` in the data area of attributes `0..spans.len()`, each fixed width.
+    spans: Vec<(usize, usize)>,
+}
+
+impl CachedOffsets {
+    /// How many leading attributes have a cached offset.
+    pub fn len(&self) -> usize {
+        self.spans.len()
+    }
+
+    /// True when no attribute has a cached offset (the first one is not fixed width).
+    pub fn is_empty(&self) -> bool {
+        self.spans.is_empty()
+    }
+}
+
+/// The leading fixed-width attributes of one tuple, read at their cached offsets (from
+/// [`TupleDesc::cached_row`]).
+#[derive(Debug, Clone, Copy)]
+pub struct CachedRow<'a> {
+    atts: &'a [AttDesc],
+    spans: &'a [(usize, usize)],
+    /// The data area up to the end of the last span.
+    data: &'a [u8],
+}
+
+impl<'a> CachedRow<'a> {
+    /// Attribute `attnum` (0-based): its bytes, or NULL for a dropped attribute or one past
+    /// the row's attributes.
+    pub fn get(&self, attnum: usize) -> RawDatum<'a> {
+        match (self.atts.get(attnum), self.spans.get(attnum)) {
+            (Some(att), Some(&(start, end))) if !att.dropped => {
+                // Every span ends within `data` (checked by `cached_row`).
+                self.data
+                    .get(start..end)
+                    .map_or(RawDatum::Null, RawDatum::Fixed)
+            }
+            _ => RawDatum::Null,
+        }
+    }
+}
+
 /// One attribute's stored value, borrowing from the tuple (or the descriptor's missing value).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RawDatum<'a> {
@@ -141,6 +193,80 @@ impl TupleDesc {
         }
     }
 
+    /// The offsets of the leading fixed-width attributes among the first `wanted`, as a
+    /// tuple without NULLs stores them (for [`TupleDesc::deform_cached`]).
+    pub fn cached_offsets(&self, wanted: usize) -> CachedOffsets {
+        let mut spans = Vec::new();
+        let mut off = 0usize;
+        for att in self.atts.iter().take(wanted) {
+            if att.attlen <= 0 {
+                break;
+            }
+            let start = align_up(off, att.align_bytes);
+            off = start + att.attlen as usize;
+            spans.push((start, off));
+        }
+        CachedOffsets { spans }
+    }
+
+    /// The first `wanted` attributes of `tuple` at their cached offsets, without a walk:
+    /// `Some` when every one of them has a cached offset (`wanted` at most `cached.len()`),
+    /// the tuple has no null bitmap, holds them all and is long enough for them. The values
+    /// are those [`TupleDesc::deform`] gives; any other tuple is `None` (deform it).
+    pub fn cached_row<'a>(
+        &'a self,
+        cached: &'a CachedOffsets,
+        tuple: &HeapTuple<'a>,
+        wanted: usize,
+    ) -> Option<CachedRow<'a>> {
+        let wanted = wanted.min(self.atts.len());
+        if wanted == 0 || wanted > cached.spans.len() {
+            return None;
+        }
+        let header = tuple.header();
+        if header.has_nulls() || header.natts() < wanted {
+            return None;
+        }
+        let data = tuple.data().get(..cached.spans[wanted - 1].1)?;
+        Some(CachedRow {
+            atts: &self.atts[..wanted],
+            spans: &cached.spans[..wanted],
+            data,
+        })
+    }
+
+    /// [`TupleDesc::deform`] with the offsets `cached` (from [`TupleDesc::cached_offsets`]
+    /// of this descriptor): the leading fixed-width attributes of a tuple without a null
+    /// bitmap that holds all `wanted` attributes are taken at their cached offsets, the rest
+    /// walked. The values and errors are those of [`TupleDesc::deform`].
+    pub fn deform_cached<'a>(
+        &'a self,
+        cached: &CachedOffsets,
+        tuple: &HeapTuple<'a>,
+        wanted: usize,
+        out: &mut Vec<RawDatum<'a>>,
+    ) -> Result<()> {
+        let wanted = wanted.min(self.atts.len());
+        let n = cached.spans.len().min(wanted);
+        let header = tuple.header();
+        let data = tuple.data();
+        let end = n.checked_sub(1).map_or(0, |last| cached.spans[last].1);
+        if n == 0 || header.has_nulls() || header.natts() < wanted || data.len() < end {
+            return self.deform(tuple, wanted, out);
+        }
+        out.clear();
+        // Every span ends at or before `end`, checked against the data above.
+        let data_prefix = &data[..end];
+        for (att, &(start, stop)) in self.atts[..n].iter().zip(&cached.spans) {
+            out.push(if att.dropped {
+                RawDatum::Null
+            } else {
+                RawDatum::Fixed(&data_prefix[start..stop])
+            });
+        }
+        self.deform_from(tuple, wanted, out, n, end)
+    }
+
     /// Deforms the first `wanted` attributes of `tuple` into `out` (cleared first), as
     /// `slot_deform_heap_tuple` does. Attributes past the tuple's own count read their
     /// missing value or NULL; dropped attributes read NULL.
@@ -151,11 +277,23 @@ impl TupleDesc {
         out: &mut Vec<RawDatum<'a>>,
     ) -> Result<()> {
         out.clear();
-        let wanted = wanted.min(self.atts.len());
+        self.deform_from(tuple, wanted.min(self.atts.len()), out, 0, 0)
+    }
+
+    /// Deforms attributes `first..wanted` (`wanted` at most the descriptor's count) onto
+    /// `out`, attribute `first` starting its walk at data offset `off`.
+    fn deform_from<'a>(
+        &'a self,
+        tuple: &HeapTuple<'a>,
+        wanted: usize,
+        out: &mut Vec<RawDatum<'a>>,
+        first: usize,
+        mut off: usize,
+    ) -> Result<()> {
         let data = tuple.data();
         let stored = tuple.header().natts().min(wanted);
-        let mut off = 0usize;
-        for (attnum, att) in self.atts[..stored].iter().enumerate() {
+        debug_assert!(first <= stored, "cached attributes are stored ones");
+        for (attnum, att) in self.atts[..stored].iter().enumerate().skip(first) {
             if tuple.is_null(attnum) {
                 out.push(RawDatum::Null);
                 continue;
@@ -270,6 +408,82 @@ mod tests {
                 AttDesc::new("d", -2, 'c'),
             ],
         }
+    }
+
+    /// pgbench_accounts' shape: three int4 columns before a bpchar. A row without NULLs
+    /// reads its int4s at the cached offsets 0, 4, 8; a row with a NULL, a row that
+    /// predates a column, and a row too short for its columns do not, and a dropped column
+    /// reads NULL either way.
+    #[test]
+    fn cached_offsets_of_fixed_leading_columns() {
+        let mut d = TupleDesc {
+            atts: vec![
+                AttDesc::new("aid", 4, 'i'),
+                AttDesc::new("bid", 4, 'i'),
+                AttDesc::new("abalance", 4, 'i'),
+                AttDesc::new("filler", -1, 'i'),
+            ],
+        };
+        let cached = d.cached_offsets(4);
+        assert_eq!(cached.len(), 3);
+        let mut data = Vec::new();
+        for v in [7i32, 8, -9] {
+            data.extend_from_slice(&v.to_le_bytes());
+        }
+        data.extend_from_slice(&[(3 << 1) | 1, b'h', b'i']);
+        let bytes = tuple_bytes(4, None, &data);
+        let t = HeapTuple::parse(&bytes).unwrap();
+        let row = d
+            .cached_row(&cached, &t, 3)
+            .expect("no NULLs, every column stored");
+        assert_eq!(row.get(2), RawDatum::Fixed(&(-9i32).to_le_bytes()));
+        assert!(
+            d.cached_row(&cached, &t, 4).is_none(),
+            "the varlena has no cached offset"
+        );
+        let mut out = Vec::new();
+        d.deform_cached(&cached, &t, 4, &mut out).unwrap();
+        assert_eq!(out[3], RawDatum::Varlena(Varlena::Inline(b"hi")));
+
+        // A NULL bid: abalance moves to offset 4, so the cached offsets do not apply.
+        let mut data = Vec::new();
+        for v in [7i32, -9] {
+            data.extend_from_slice(&v.to_le_bytes());
+        }
+        let with_null = tuple_bytes(3, Some(&[0b101]), &data);
+        let t = HeapTuple::parse(&with_null).unwrap();
+        assert!(d.cached_row(&cached, &t, 3).is_none());
+        d.deform_cached(&cached, &t, 3, &mut out).unwrap();
+        assert_eq!(out[1], RawDatum::Null);
+        assert_eq!(out[2], RawDatum::Fixed(&(-9i32).to_le_bytes()));
+
+        // Written before abalance was added: its missing value, through the walk.
+        d.atts[2].missing = Some(5i32.to_le_bytes().to_vec());
+        let old_row = tuple_bytes(2, None, &[1, 0, 0, 0, 2, 0, 0, 0]);
+        let t = HeapTuple::parse(&old_row).unwrap();
+        assert!(d.cached_row(&cached, &t, 3).is_none());
+        let mut out = Vec::new();
+        d.deform_cached(&cached, &t, 3, &mut out).unwrap();
+        assert_eq!(out[2], RawDatum::Fixed(&5i32.to_le_bytes()));
+
+        // Shorter than its three int4s: the walk's error, naming the attribute.
+        let short = tuple_bytes(3, None, &[1, 0, 0, 0, 2, 0, 0, 0, 3]);
+        let t = HeapTuple::parse(&short).unwrap();
+        assert!(d.cached_row(&cached, &t, 3).is_none());
+        let err = d
+            .deform_cached(&cached, &t, 3, &mut Vec::new())
+            .unwrap_err();
+        assert!(
+            err.to_string().contains("attribute 3 (\"abalance\""),
+            "{err}"
+        );
+
+        // A dropped bid reads NULL at its cached offset too.
+        d.atts[1].dropped = true;
+        let t = HeapTuple::parse(&bytes).unwrap();
+        let row = d.cached_row(&cached, &t, 3).unwrap();
+        assert_eq!(row.get(1), RawDatum::Null);
+        assert_eq!(row.get(0), RawDatum::Fixed(&7i32.to_le_bytes()));
     }
 
     #[test]
@@ -403,6 +617,40 @@ mod tests {
                 Err(e) => {
                     prop_assert!(cut > 0, "{}", e);
                     prop_assert!(e.to_string().contains("attribute 2 (\"b\""), "{}", e);
+                }
+            }
+        }
+
+        /// Reading at cached offsets gives what the walk gives, the same values or the same
+        /// error, for every tuple and every number of wanted attributes; a row read without
+        /// a walk reads every wanted attribute as the walk does.
+        #[test]
+        fn cached_offsets_read_as_the_walk_reads(
+            atts in proptest::collection::vec(att_strategy(), 0..12),
+            natts in 0u16..16,
+            nulls in proptest::option::of(proptest::collection::vec(any::<u8>(), 2)),
+            data in proptest::collection::vec(any::<u8>(), 0..200),
+            wanted in 0usize..14,
+        ) {
+            let d = TupleDesc { atts };
+            let bytes = tuple_bytes(natts, nulls.as_deref(), &data);
+            if let Ok(t) = HeapTuple::parse(&bytes) {
+                let cached = d.cached_offsets(wanted);
+                let (mut walked, mut fast) = (Vec::new(), Vec::new());
+                let walk = d.deform(&t, wanted, &mut walked).map_err(|e| e.to_string());
+                let quick = d
+                    .deform_cached(&cached, &t, wanted, &mut fast)
+                    .map_err(|e| e.to_string());
+                prop_assert_eq!(&walk, &quick);
+                if walk.is_ok() {
+                    prop_assert_eq!(&walked, &fast);
+                }
+                if let Some(row) = d.cached_row(&cached, &t, wanted) {
+                    prop_assert!(walk.is_ok());
+                    for (c, want) in walked.iter().enumerate() {
+                        prop_assert_eq!(row.get(c), *want);
+                    }
+                    prop_assert_eq!(row.get(walked.len()), RawDatum::Null);
                 }
             }
         }

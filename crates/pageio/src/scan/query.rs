@@ -55,7 +55,7 @@ use crate::catalog::node_tree::Expr;
 use crate::catalog::{Index, Relation};
 use crate::config::Term;
 use crate::page::heap::{ColumnType, Datum, HeapTuple};
-use crate::page::tuple::{RawDatum, TupleDesc};
+use crate::page::tuple::{CachedOffsets, RawDatum, TupleDesc};
 use crate::page::varlena::Varlena;
 use crate::page::PageError;
 use crate::storage::RelFile;
@@ -470,6 +470,10 @@ pub struct TableQuery {
     items: Vec<Item>,
     /// Attributes to deform: one past the last used.
     wanted: usize,
+    /// Where the leading fixed-width attributes among `wanted` lie in a row without NULLs.
+    cached: CachedOffsets,
+    /// The varlena attributes among `wanted`: the only ones whose stored sizes need checking.
+    varlena_columns: Vec<usize>,
     /// What the answer may differ from PostgreSQL's in, said before the scan.
     warnings: Vec<String>,
     /// Threads for a sequential scan, the caller included (see `scan::parallel`); 0 or 1
@@ -596,7 +600,8 @@ impl TupleSink for QuerySink<'_, '_> {
 }
 
 impl QuerySink<'_, '_> {
-    /// Deforms a live tuple into `values`, applies the predicate and accumulates.
+    /// Deforms a live tuple into `values` (or reads it at cached offsets), applies the
+    /// predicate and accumulates.
     fn row<'c>(
         &mut self,
         q: &'c TableQuery,
@@ -604,25 +609,24 @@ impl QuerySink<'_, '_> {
         values: &mut Vec<RawDatum<'c>>,
         tuple_err: &dyn Fn(PageError) -> ScanError,
     ) -> Result<bool, ScanError> {
-        q.desc.deform(t, q.wanted, values).map_err(tuple_err)?;
-        let att_err = |column: usize, problem: String| {
-            tuple_err(PageError::BadTuple {
-                what: "heap tuple",
-                problem: format!(
-                    "attribute {} (\"{}\"): {problem}",
-                    column + 1,
-                    q.desc.atts[column].name
-                ),
-            })
-        };
+        if let Some(cached) = q.desc.cached_row(&q.cached, t, q.wanted) {
+            // Every attribute the query reads is fixed width here: no sizes to check.
+            return self.accumulate(q, |c| cached.get(c), tuple_err);
+        }
+        q.desc
+            .deform_cached(&q.cached, t, q.wanted, values)
+            .map_err(tuple_err)?;
         // A size PostgreSQL could never have written would be summed or read as if real.
-        for (column, raw) in values.iter().enumerate() {
+        for &column in &q.varlena_columns {
             // An uncompressed value in line claims no size it does not hold.
-            if let RawDatum::Varlena(v @ (Varlena::Compressed { .. } | Varlena::External { .. })) =
-                raw
+            if let Some(RawDatum::Varlena(
+                v @ (Varlena::Compressed { .. } | Varlena::External { .. }),
+            )) = values.get(column)
             {
                 v.check_limits().map_err(|e| {
                     att_err(
+                        q,
+                        tuple_err,
                         column,
                         match e {
                             PageError::BadVarlena { problem, .. } => problem,
@@ -632,14 +636,30 @@ impl QuerySink<'_, '_> {
                 })?;
             }
         }
+        let values = &*values;
+        self.accumulate(
+            q,
+            |c| values.get(c).copied().unwrap_or(RawDatum::Null),
+            tuple_err,
+        )
+    }
+
+    /// Applies the predicate to a live row whose attribute `c` is `value(c)`, and adds it
+    /// to the accumulators if it qualifies.
+    fn accumulate<'c>(
+        &mut self,
+        q: &'c TableQuery,
+        value: impl Fn(usize) -> RawDatum<'c>,
+        tuple_err: &dyn Fn(PageError) -> ScanError,
+    ) -> Result<bool, ScanError> {
         if let Some(p) = &q.predicate {
-            let raw = &values[p.column];
+            let raw = value(p.column);
             if raw.is_null() {
                 return Ok(true);
             }
             let v = self
-                .value(p.column, raw)
-                .map_err(|e| att_err(p.column, e))?;
+                .value(p.column, &raw)
+                .map_err(|e| att_err(q, tuple_err, p.column, e))?;
             if !p.contains(&v) {
                 return Ok(true);
             }
@@ -649,8 +669,8 @@ impl QuerySink<'_, '_> {
             let added = match item.column {
                 None => self.accumulators[i].add(None, None),
                 Some(c) => {
-                    let raw = &values[c];
-                    match (item.func, raw) {
+                    let raw = value(c);
+                    match (item.func, &raw) {
                         (_, RawDatum::Null) => Ok(()),
                         (AggFunc::Count, _) => self.accumulators[i].add(None, None),
                         (AggFunc::SumOctetLength, RawDatum::Varlena(v)) => {
@@ -660,7 +680,9 @@ impl QuerySink<'_, '_> {
                             self.accumulators[i].add(None, Some(b.len() as u64))
                         }
                         _ => {
-                            let v = self.value(c, raw).map_err(|e| att_err(c, e))?;
+                            let v = self
+                                .value(c, &raw)
+                                .map_err(|e| att_err(q, tuple_err, c, e))?;
                             self.accumulators[i].add(Some(&v), None)
                         }
                     }
@@ -673,6 +695,23 @@ impl QuerySink<'_, '_> {
         }
         Ok(true)
     }
+}
+
+/// The error of a bad value of attribute `column` (0-based) of a row.
+fn att_err(
+    q: &TableQuery,
+    tuple_err: &dyn Fn(PageError) -> ScanError,
+    column: usize,
+    problem: String,
+) -> ScanError {
+    tuple_err(PageError::BadTuple {
+        what: "heap tuple",
+        problem: format!(
+            "attribute {} (\"{}\"): {problem}",
+            column + 1,
+            q.desc.atts.get(column).map_or("?", |a| a.name.as_str())
+        ),
+    })
 }
 
 impl TableQuery {

@@ -92,6 +92,10 @@ impl TableQuery {
             key_order,
             kind: spec.kind,
             toast: toast_files(pgdata, relation),
+            cached: desc.cached_offsets(wanted),
+            varlena_columns: (0..wanted.min(desc.atts.len()))
+                .filter(|&c| desc.atts[c].attlen == -1)
+                .collect(),
             desc,
             kinds,
             predicate,
