@@ -25,8 +25,10 @@
 //! Like PostgreSQL's `attcacheoff`, [`TupleDesc::cached_offsets`] computes once where the
 //! leading fixed-width attributes lie in a tuple without NULLs; [`TupleDesc::deform_cached`]
 //! takes those spans as they are when the tuple has no null bitmap, holds every wanted
-//! attribute and is long enough for them, and walks only the rest. Any other tuple takes the
-//! walk above from its first attribute, so the two give the same values and the same errors.
+//! attribute and is long enough for them, and walks only the rest; when every wanted
+//! attribute has a cached offset, [`TupleDesc::cached_row`] reads them without filling a
+//! vector at all. Any other tuple takes the walk above from its first attribute, so all
+//! three give the same values and the same errors.
 //!
 //! A dropped column is walked like any other (its attlen and attalign stay in pg_attribute)
 //! and reported as [`RawDatum::Null`], because its values must never be shown. Every length
@@ -280,6 +282,76 @@ impl TupleDesc {
         self.deform_from(tuple, wanted.min(self.atts.len()), out, 0, 0)
     }
 
+    /// One stored, non-null attribute `att` (0-based `attnum`) at data offset `*off`:
+    /// aligned as `heap_deform_tuple` aligns it, decoded, and `*off` moved past it. A
+    /// dropped attribute reads [`RawDatum::Null`].
+    #[inline(always)]
+    fn walk<'a>(
+        attnum: usize,
+        att: &AttDesc,
+        data: &'a [u8],
+        off: &mut usize,
+    ) -> Result<RawDatum<'a>> {
+        if att.attlen > 0 {
+            // Fixed width, the common case, without going through `fetch`: its
+            // `Result<(RawDatum, usize), String>` costs more to move than the value
+            // itself, and a seq scan does this for every attribute of every row.
+            let len = att.attlen as usize;
+            let aligned = align_up(*off, att.align_bytes);
+            if let Some(v) = data.get(aligned..aligned + len) {
+                *off = aligned + len;
+                return Ok(if att.dropped {
+                    RawDatum::Null
+                } else {
+                    RawDatum::Fixed(v)
+                });
+            }
+            // Past the end: the general path below names the problem.
+        } else if att.attlen == -1 {
+            // A varlena with a 1-byte header (odd first byte, 0x01 being a TOAST
+            // pointer), the common case for short text, stored unaligned: decoded here
+            // for the same reason. `total` counts the header byte, so it is at least 1.
+            if let Some(&first) = data.get(*off) {
+                if first & 0x01 == 0x01 && first != 0x01 {
+                    let total = (first >> 1) as usize;
+                    if let Some(payload) = data.get(*off + 1..*off + total) {
+                        *off += total;
+                        return Ok(if att.dropped {
+                            RawDatum::Null
+                        } else {
+                            RawDatum::Varlena(Varlena::Inline(payload))
+                        });
+                    }
+                }
+            }
+            // Any other header, or a value past the end: the general path.
+        }
+        let at = *off;
+        let bad = |problem: String| PageError::BadTuple {
+            what: "heap tuple",
+            problem: format!(
+                "attribute {} (\"{}\", attlen {}): {problem} at data offset {at}",
+                attnum + 1,
+                att.name,
+                att.attlen
+            ),
+        };
+        // att_align_pointer: for a varlena, a non-zero byte is the first byte of a
+        // 1-byte header (never padding), stored without alignment.
+        let aligned = if att.attlen == -1 && data.get(*off).is_some_and(|&b| b != 0) {
+            *off
+        } else {
+            align_up(*off, att.align_bytes)
+        };
+        let rest = data
+            .get(aligned..)
+            .ok_or_else(|| bad(format!("offset past the tuple data ({} bytes)", data.len())))?;
+        *off = aligned;
+        let (value, size) = Self::fetch(att, rest).map_err(bad)?;
+        *off += size;
+        Ok(if att.dropped { RawDatum::Null } else { value })
+    }
+
     /// Deforms attributes `first..wanted` (`wanted` at most the descriptor's count) onto
     /// `out`, attribute `first` starting its walk at data offset `off`.
     fn deform_from<'a>(
@@ -298,66 +370,8 @@ impl TupleDesc {
                 out.push(RawDatum::Null);
                 continue;
             }
-            if att.attlen > 0 {
-                // Fixed width, the common case, without going through `fetch`: its
-                // `Result<(RawDatum, usize), String>` costs more to move than the value
-                // itself, and a seq scan does this for every attribute of every row.
-                let len = att.attlen as usize;
-                let aligned = align_up(off, att.align_bytes);
-                if let Some(v) = data.get(aligned..aligned + len) {
-                    off = aligned + len;
-                    out.push(if att.dropped {
-                        RawDatum::Null
-                    } else {
-                        RawDatum::Fixed(v)
-                    });
-                    continue;
-                }
-                // Past the end: the general path below names the problem.
-            } else if att.attlen == -1 {
-                // A varlena with a 1-byte header (odd first byte, 0x01 being a TOAST
-                // pointer), the common case for short text, stored unaligned: decoded here
-                // for the same reason. `total` counts the header byte, so it is at least 1.
-                if let Some(&first) = data.get(off) {
-                    if first & 0x01 == 0x01 && first != 0x01 {
-                        let total = (first >> 1) as usize;
-                        if let Some(payload) = data.get(off + 1..off + total) {
-                            off += total;
-                            out.push(if att.dropped {
-                                RawDatum::Null
-                            } else {
-                                RawDatum::Varlena(Varlena::Inline(payload))
-                            });
-                            continue;
-                        }
-                    }
-                }
-                // Any other header, or a value past the end: the general path.
-            }
-            let at = off;
-            let bad = |problem: String| PageError::BadTuple {
-                what: "heap tuple",
-                problem: format!(
-                    "attribute {} (\"{}\", attlen {}): {problem} at data offset {at}",
-                    attnum + 1,
-                    att.name,
-                    att.attlen
-                ),
-            };
-            // att_align_pointer: for a varlena, a non-zero byte is the first byte of a
-            // 1-byte header (never padding), stored without alignment.
-            let aligned = if att.attlen == -1 && data.get(off).is_some_and(|&b| b != 0) {
-                off
-            } else {
-                align_up(off, att.align_bytes)
-            };
-            let rest = data
-                .get(aligned..)
-                .ok_or_else(|| bad(format!("offset past the tuple data ({} bytes)", data.len())))?;
-            off = aligned;
-            let (value, size) = Self::fetch(att, rest).map_err(bad)?;
-            off += size;
-            out.push(if att.dropped { RawDatum::Null } else { value });
+            let value = Self::walk(attnum, att, data, &mut off)?;
+            out.push(value);
         }
         for att in &self.atts[stored..wanted] {
             out.push(match (&att.missing, att.dropped) {
@@ -651,6 +665,92 @@ mod tests {
                         prop_assert_eq!(row.get(c), *want);
                     }
                     prop_assert_eq!(row.get(walked.len()), RawDatum::Null);
+                }
+            }
+        }
+
+        /// Fixed-width columns followed by a varlena (short or 4-byte header) or a cstring,
+        /// as PostgreSQL stores them: `deform_cached` takes the fixed ones at their cached
+        /// offsets and walks the last from where they end, and every value is the walk's;
+        /// the fixed ones alone read without a vector.
+        #[test]
+        fn cached_offsets_then_a_walk_read_as_the_walk_reads(
+            prefix in proptest::collection::vec(
+                (
+                    prop_oneof![Just(1i16), Just(2), Just(4), Just(8), Just(16)],
+                    prop_oneof![Just('c'), Just('s'), Just('i'), Just('d')],
+                    any::<bool>(),
+                ),
+                0..5,
+            ),
+            tail in 0u8..3,
+            payload in proptest::collection::vec(1u8..=255, 0..40),
+            garbage in proptest::collection::vec(any::<u8>(), 0..8),
+        ) {
+            let mut atts: Vec<AttDesc> = prefix
+                .iter()
+                .map(|&(len, align, dropped)| AttDesc {
+                    dropped,
+                    ..AttDesc::new("f", len, align)
+                })
+                .collect();
+            // cstring aligns as `c`, varlena as `i` (a short header unaligned).
+            atts.push(if tail == 2 {
+                AttDesc::new("t", -2, 'c')
+            } else {
+                AttDesc::new("t", -1, 'i')
+            });
+            let d = TupleDesc { atts };
+            let wanted = d.atts.len();
+            let cached = d.cached_offsets(wanted);
+            prop_assert_eq!(cached.len(), prefix.len());
+            let mut data = Vec::new();
+            for att in &d.atts[..prefix.len()] {
+                while data.len() % att.align_bytes != 0 {
+                    data.push(0);
+                }
+                for _ in 0..att.attlen {
+                    data.push((data.len() * 7 + 1) as u8);
+                }
+            }
+            match tail {
+                0 => {
+                    data.push((((payload.len() + 1) << 1) | 1) as u8);
+                    data.extend_from_slice(&payload);
+                }
+                1 => {
+                    while data.len() % 4 != 0 {
+                        data.push(0);
+                    }
+                    data.extend_from_slice(&(((payload.len() + 4) as u32) << 2).to_le_bytes());
+                    data.extend_from_slice(&payload);
+                }
+                _ => {
+                    data.extend_from_slice(&payload);
+                    data.push(0);
+                }
+            }
+            data.extend_from_slice(&garbage);
+            let bytes = tuple_bytes(wanted as u16, None, &data);
+            let t = HeapTuple::parse(&bytes).unwrap();
+            let mut walked = Vec::new();
+            d.deform(&t, wanted, &mut walked).unwrap();
+            let mut fast = Vec::new();
+            d.deform_cached(&cached, &t, wanted, &mut fast).unwrap();
+            prop_assert_eq!(&fast, &walked);
+            let last = if tail == 2 {
+                RawDatum::Cstring(&payload)
+            } else {
+                RawDatum::Varlena(Varlena::Inline(&payload))
+            };
+            prop_assert_eq!(fast[prefix.len()], last);
+            prop_assert!(d.cached_row(&cached, &t, wanted).is_none());
+            if !prefix.is_empty() {
+                let row = d.cached_row(&cached, &t, prefix.len());
+                prop_assert!(row.is_some(), "a well-formed row without NULLs");
+                let row = row.unwrap();
+                for (c, want) in walked[..prefix.len()].iter().enumerate() {
+                    prop_assert_eq!(row.get(c), *want, "attribute {}", c);
                 }
             }
         }

@@ -610,38 +610,17 @@ impl QuerySink<'_, '_> {
         tuple_err: &dyn Fn(PageError) -> ScanError,
     ) -> Result<bool, ScanError> {
         if let Some(cached) = q.desc.cached_row(&q.cached, t, q.wanted) {
-            // Every attribute the query reads is fixed width here: no sizes to check.
-            return self.accumulate(q, |c| cached.get(c), tuple_err);
+            let value = |c| cached.get(c);
+            check_varlena_sizes(q, value, tuple_err)?;
+            return self.accumulate(q, value, tuple_err);
         }
         q.desc
             .deform_cached(&q.cached, t, q.wanted, values)
             .map_err(tuple_err)?;
-        // A size PostgreSQL could never have written would be summed or read as if real.
-        for &column in &q.varlena_columns {
-            // An uncompressed value in line claims no size it does not hold.
-            if let Some(RawDatum::Varlena(
-                v @ (Varlena::Compressed { .. } | Varlena::External { .. }),
-            )) = values.get(column)
-            {
-                v.check_limits().map_err(|e| {
-                    att_err(
-                        q,
-                        tuple_err,
-                        column,
-                        match e {
-                            PageError::BadVarlena { problem, .. } => problem,
-                            other => other.to_string(),
-                        },
-                    )
-                })?;
-            }
-        }
         let values = &*values;
-        self.accumulate(
-            q,
-            |c| values.get(c).copied().unwrap_or(RawDatum::Null),
-            tuple_err,
-        )
+        let value = |c: usize| values.get(c).copied().unwrap_or(RawDatum::Null);
+        check_varlena_sizes(q, value, tuple_err)?;
+        self.accumulate(q, value, tuple_err)
     }
 
     /// Applies the predicate to a live row whose attribute `c` is `value(c)`, and adds it
@@ -695,6 +674,34 @@ impl QuerySink<'_, '_> {
         }
         Ok(true)
     }
+}
+
+/// Checks the claimed sizes of a row's compressed and external values (`value(c)` is
+/// attribute `c`): a size PostgreSQL could never have written would be summed or read as
+/// if real. An uncompressed value in line claims no size it does not hold.
+fn check_varlena_sizes<'c>(
+    q: &TableQuery,
+    value: impl Fn(usize) -> RawDatum<'c>,
+    tuple_err: &dyn Fn(PageError) -> ScanError,
+) -> Result<(), ScanError> {
+    for &column in &q.varlena_columns {
+        if let RawDatum::Varlena(v @ (Varlena::Compressed { .. } | Varlena::External { .. })) =
+            value(column)
+        {
+            v.check_limits().map_err(|e| {
+                att_err(
+                    q,
+                    tuple_err,
+                    column,
+                    match e {
+                        PageError::BadVarlena { problem, .. } => problem,
+                        other => other.to_string(),
+                    },
+                )
+            })?;
+        }
+    }
+    Ok(())
 }
 
 /// The error of a bad value of attribute `column` (0-based) of a row.
