@@ -399,8 +399,16 @@ impl<'a> HeapTuple<'a> {
     /// `heap_deform_tuple`'s alignment rules. Every offset and length is checked against the
     /// tuple, so a corrupt tuple yields an error rather than a wrong value from elsewhere.
     pub fn deform(&self, columns: &[ColumnType]) -> Result<Vec<Datum<'a>>> {
-        let data = self.data();
         let mut values = Vec::with_capacity(columns.len());
+        self.deform_into(columns, &mut values)?;
+        Ok(values)
+    }
+
+    /// [`HeapTuple::deform`] into `values` (cleared first), so that a scan reuses one
+    /// vector for every row instead of allocating one per row.
+    pub fn deform_into(&self, columns: &[ColumnType], values: &mut Vec<Datum<'a>>) -> Result<()> {
+        values.clear();
+        let data = self.data();
         let mut off = 0usize;
         for (attnum, &ty) in columns.iter().enumerate() {
             if self.is_null(attnum) {
@@ -446,6 +454,6 @@ impl<'a> HeapTuple<'a> {
                 }
             }
         }
-        Ok(values)
+        Ok(())
     }
 }

@@ -618,32 +618,29 @@ struct QualifyingRows<'c> {
     visibility: Visibility,
     rows: u64,
     sum: u64,
+    /// The deformed-values buffer, kept empty between tuples so its allocation is reused.
+    scratch: Vec<Datum<'static>>,
 }
 
-impl TupleSink for QualifyingRows<'_> {
-    /// Applies the predicate to one tuple; returns whether it was live.
-    fn tuple(
-        &mut self,
-        rel: &RelFile,
-        block: u64,
-        offset: u16,
-        bytes: &[u8],
-    ) -> Result<bool, ScanError> {
-        let tuple_err = |source| ScanError::Tuple {
-            path: rel.display_name().to_string(),
-            block,
-            offset,
-            source,
-        };
-        let t = HeapTuple::parse(bytes).map_err(tuple_err)?;
-        if !self
-            .visibility
-            .satisfies_mvcc(t.header())
-            .map_err(visibility_err(rel, block, offset))?
-        {
-            return Ok(false);
+impl<'c> QualifyingRows<'c> {
+    /// Nothing counted yet, for `table`'s columns under `predicate`.
+    fn new(table: &'c Table, predicate: Between) -> QualifyingRows<'c> {
+        QualifyingRows {
+            columns: &table.columns,
+            predicate,
+            visibility: table.visibility(),
+            rows: 0,
+            sum: 0,
+            scratch: Vec::new(),
         }
-        let values = t.deform(self.columns).map_err(tuple_err)?;
+    }
+
+    /// Checks a live row's values and counts it if it qualifies.
+    fn row(
+        &mut self,
+        values: &[Datum<'_>],
+        tuple_err: &dyn Fn(PageError) -> ScanError,
+    ) -> Result<(), ScanError> {
         // A size PostgreSQL could never have written would be summed as if real.
         for (attnum, value) in values.iter().enumerate() {
             if let Datum::Varlena(v) = value {
@@ -677,6 +674,48 @@ impl TupleSink for QualifyingRows<'_> {
                     .unwrap_or(0) as u64,
             };
         }
+        Ok(())
+    }
+}
+
+/// An empty vector of values of another lifetime, reusing `v`'s allocation: the element
+/// types have one layout, so collecting an empty `IntoIter` back into a `Vec` keeps the
+/// buffer (in-place collection), without a per-row allocation and without `unsafe`.
+fn recycle_datums<'b>(mut v: Vec<Datum<'_>>) -> Vec<Datum<'b>> {
+    v.clear();
+    v.into_iter().map(|_| Datum::Null).collect()
+}
+
+impl TupleSink for QualifyingRows<'_> {
+    /// Applies the predicate to one tuple; returns whether it was live.
+    fn tuple(
+        &mut self,
+        rel: &RelFile,
+        block: u64,
+        offset: u16,
+        bytes: &[u8],
+    ) -> Result<bool, ScanError> {
+        let tuple_err = |source| ScanError::Tuple {
+            path: rel.display_name().to_string(),
+            block,
+            offset,
+            source,
+        };
+        let t = HeapTuple::parse(bytes).map_err(tuple_err)?;
+        if !self
+            .visibility
+            .satisfies_mvcc(t.header())
+            .map_err(visibility_err(rel, block, offset))?
+        {
+            return Ok(false);
+        }
+        let mut values = recycle_datums(std::mem::take(&mut self.scratch));
+        let result = t
+            .deform_into(self.columns, &mut values)
+            .map_err(tuple_err)
+            .and_then(|()| self.row(&values, &tuple_err));
+        self.scratch = recycle_datums(values);
+        result?;
         Ok(true)
     }
 
@@ -902,13 +941,7 @@ pub fn run_scan(
     if options.kind == ScanKind::Seq && options.parallel_workers > 1 {
         return parallel::parallel_seq_scan(pool, table, options, options.parallel_workers);
     }
-    let mut acc = QualifyingRows {
-        columns: &table.columns,
-        predicate: options.predicate,
-        visibility: table.visibility(),
-        rows: 0,
-        sum: 0,
-    };
+    let mut acc = QualifyingRows::new(table, options.predicate);
     // `Between` compares numbers: under a text key it would match nothing, silently.
     if options.kind != ScanKind::Seq && table.columns.first() == Some(&ColumnType::Text) {
         return Err(ScanError::BadIndex {

@@ -359,15 +359,7 @@ pub(super) fn parallel_seq_scan(
     options: &ScanOptions,
     workers: usize,
 ) -> Result<ScanResult, ScanError> {
-    let make = || {
-        Ok(QualifyingRows {
-            columns: &table.columns,
-            predicate: options.predicate,
-            visibility: table.visibility(),
-            rows: 0,
-            sum: 0,
-        })
-    };
+    let make = || Ok(QualifyingRows::new(table, options.predicate));
     let finish = |acc: QualifyingRows<'_>| (acc.rows, acc.sum);
     let (mut total, parts) = parallel_seq_scan_with(pool, table, options, workers, &make, &finish)?;
     for (rows, sum) in parts {
