@@ -186,6 +186,8 @@ pub use predicate::parse_float8;
 pub use relpath::{resolve_relation_path, RelPathError, RelationKind};
 mod leaf_walk;
 use leaf_walk::LeafWalk;
+mod qualifying;
+use qualifying::QualifyingRows;
 
 /// Which scan to run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -604,124 +606,32 @@ pub(crate) fn sort_damaged_pages(pages: &mut [DamagedPage]) {
     pages.sort_by(|a, b| (&a.path, a.block, a.seq).cmp(&(&b.path, b.block, b.seq)));
 }
 
+/// The tuple at line pointer `offset` of `block`, parsed, if `visibility` finds it live;
+/// a malformed header or an undecidable visibility is an error naming the file, the block
+/// and the line pointer.
+fn live_tuple<'b>(
+    visibility: &mut Visibility,
+    rel: &RelFile,
+    block: u64,
+    offset: u16,
+    bytes: &'b [u8],
+) -> Result<Option<HeapTuple<'b>>, ScanError> {
+    let t = HeapTuple::parse(bytes).map_err(|source| ScanError::Tuple {
+        path: rel.display_name().to_string(),
+        block,
+        offset,
+        source,
+    })?;
+    let live = visibility
+        .satisfies_mvcc(t.header())
+        .map_err(visibility_err(rel, block, offset))?;
+    Ok(live.then_some(t))
+}
+
 /// A "new" page (`pd_upper == 0`: never initialised, or zeroed by `zero_damaged_pages`)
 /// holds no tuples, as PostgreSQL's `PageIsNew`.
 fn is_new_page(page: &[u8]) -> bool {
     page.get(14..16).is_some_and(|b| b == [0, 0])
-}
-
-/// The rows that satisfy the predicate so far: their count and the bytes of their last
-/// column (the published queries' `count(*)` and `sum(octet_length(...))`).
-struct QualifyingRows<'c> {
-    columns: &'c [ColumnType],
-    predicate: Between,
-    visibility: Visibility,
-    rows: u64,
-    sum: u64,
-    /// The deformed-values buffer, kept empty between tuples so its allocation is reused.
-    scratch: Vec<Datum<'static>>,
-}
-
-impl<'c> QualifyingRows<'c> {
-    /// Nothing counted yet, for `table`'s columns under `predicate`.
-    fn new(table: &'c Table, predicate: Between) -> QualifyingRows<'c> {
-        QualifyingRows {
-            columns: &table.columns,
-            predicate,
-            visibility: table.visibility(),
-            rows: 0,
-            sum: 0,
-            scratch: Vec::new(),
-        }
-    }
-
-    /// Checks a live row's values and counts it if it qualifies.
-    fn row(
-        &mut self,
-        values: &[Datum<'_>],
-        tuple_err: &dyn Fn(PageError) -> ScanError,
-    ) -> Result<(), ScanError> {
-        // A size PostgreSQL could never have written would be summed as if real.
-        for (attnum, value) in values.iter().enumerate() {
-            if let Datum::Varlena(v) = value {
-                v.check_limits().map_err(|e| {
-                    tuple_err(PageError::BadTuple {
-                        what: "heap tuple",
-                        problem: format!(
-                            "attribute {} ({:?}): {}",
-                            attnum + 1,
-                            self.columns[attnum],
-                            match e {
-                                PageError::BadVarlena { problem, .. } => problem,
-                                other => other.to_string(),
-                            }
-                        ),
-                    })
-                })?;
-            }
-        }
-        if values
-            .first()
-            .is_some_and(|k| self.predicate.matches_key(k))
-        {
-            self.rows += 1;
-            self.sum += match values.last() {
-                Some(Datum::Varlena(v)) => v.octet_length() as u64,
-                Some(Datum::Null) | None => 0,
-                Some(d) => d
-                    .column_type()
-                    .and_then(|t| t.fixed_len_bytes())
-                    .unwrap_or(0) as u64,
-            };
-        }
-        Ok(())
-    }
-}
-
-/// An empty vector of values of another lifetime, reusing `v`'s allocation: the element
-/// types have one layout, so collecting an empty `IntoIter` back into a `Vec` keeps the
-/// buffer (in-place collection), without a per-row allocation and without `unsafe`.
-fn recycle_datums<'b>(mut v: Vec<Datum<'_>>) -> Vec<Datum<'b>> {
-    v.clear();
-    v.into_iter().map(|_| Datum::Null).collect()
-}
-
-impl TupleSink for QualifyingRows<'_> {
-    /// Applies the predicate to one tuple; returns whether it was live.
-    fn tuple(
-        &mut self,
-        rel: &RelFile,
-        block: u64,
-        offset: u16,
-        bytes: &[u8],
-    ) -> Result<bool, ScanError> {
-        let tuple_err = |source| ScanError::Tuple {
-            path: rel.display_name().to_string(),
-            block,
-            offset,
-            source,
-        };
-        let t = HeapTuple::parse(bytes).map_err(tuple_err)?;
-        if !self
-            .visibility
-            .satisfies_mvcc(t.header())
-            .map_err(visibility_err(rel, block, offset))?
-        {
-            return Ok(false);
-        }
-        let mut values = recycle_datums(std::mem::take(&mut self.scratch));
-        let result = t
-            .deform_into(self.columns, &mut values)
-            .map_err(tuple_err)
-            .and_then(|()| self.row(&values, &tuple_err));
-        self.scratch = recycle_datums(values);
-        result?;
-        Ok(true)
-    }
-
-    fn visibility(&mut self) -> &mut Visibility {
-        &mut self.visibility
-    }
 }
 
 /// What a scan does with each tuple it reaches: [`QualifyingRows`] for the fixed-shape

@@ -47,7 +47,7 @@ use super::clause::{CmpOp, Folded};
 use super::detoast::{detoast, ToastReader};
 use super::value::{TypeKind, Value};
 use super::{
-    checked_nblocks, run_with, visibility_err, Between, KeyOrder, KeyRange, ScanError, ScanKind,
+    checked_nblocks, live_tuple, run_with, Between, KeyOrder, KeyRange, ScanError, ScanKind,
     ScanOptions, ScanResult, Table, TupleSink,
 };
 use crate::buffer::BufferPool;
@@ -580,14 +580,9 @@ impl TupleSink for QuerySink<'_, '_> {
             offset,
             source,
         };
-        let t = HeapTuple::parse(bytes).map_err(tuple_err)?;
-        if !self
-            .visibility
-            .satisfies_mvcc(t.header())
-            .map_err(visibility_err(rel, block, offset))?
-        {
+        let Some(t) = live_tuple(&mut self.visibility, rel, block, offset, bytes)? else {
             return Ok(false);
-        }
+        };
         let mut values = recycle(std::mem::take(&mut self.scratch));
         let result = self.row(self.query, &t, &mut values, &tuple_err);
         self.scratch = recycle(values);
