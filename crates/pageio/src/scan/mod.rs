@@ -586,6 +586,16 @@ fn page_err(rel: &RelFile, block: u64) -> impl FnOnce(PageError) -> ScanError + 
     }
 }
 
+/// The error of a malformed tuple at line pointer `offset` of `block` of `rel`.
+fn tuple_err(rel: &RelFile, block: u64, offset: u16) -> impl Fn(PageError) -> ScanError + '_ {
+    move |source| ScanError::Tuple {
+        path: rel.display_name().to_string(),
+        block,
+        offset,
+        source,
+    }
+}
+
 /// The error for a tuple whose visibility cannot be decided.
 fn visibility_err(
     rel: &RelFile,
@@ -616,12 +626,7 @@ fn live_tuple<'b>(
     offset: u16,
     bytes: &'b [u8],
 ) -> Result<Option<HeapTuple<'b>>, ScanError> {
-    let t = HeapTuple::parse(bytes).map_err(|source| ScanError::Tuple {
-        path: rel.display_name().to_string(),
-        block,
-        offset,
-        source,
-    })?;
+    let t = HeapTuple::parse(bytes).map_err(tuple_err(rel, block, offset))?;
     let live = visibility
         .satisfies_mvcc(t.header())
         .map_err(visibility_err(rel, block, offset))?;
@@ -791,12 +796,7 @@ fn chain_member_header(
     bytes: &[u8],
 ) -> Result<(crate::page::heap::HeapTupleHeader, u32), ScanError> {
     let h = *HeapTuple::parse(bytes)
-        .map_err(|source| ScanError::Tuple {
-            path: rel.display_name().to_string(),
-            block,
-            offset,
-            source,
-        })?
+        .map_err(tuple_err(rel, block, offset))?
         .header();
     let xmin = if h.t_infomask & HEAP_XMIN_FROZEN == HEAP_XMIN_FROZEN {
         FROZEN_TRANSACTION_ID

@@ -8,7 +8,7 @@
 //! ([`crate::page::heap::HeapTuple::deform_into`]), emptied between rows so that it
 //! borrows from no page.
 
-use super::{live_tuple, Between, ScanError, Table, TupleSink};
+use super::{live_tuple, tuple_err, Between, ScanError, Table, TupleSink};
 use crate::page::heap::{ColumnType, Datum};
 use crate::page::PageError;
 use crate::storage::RelFile;
@@ -101,19 +101,14 @@ impl TupleSink for QualifyingRows<'_> {
         offset: u16,
         bytes: &[u8],
     ) -> Result<bool, ScanError> {
-        let tuple_err = |source| ScanError::Tuple {
-            path: rel.display_name().to_string(),
-            block,
-            offset,
-            source,
-        };
+        let tuple_err = tuple_err(rel, block, offset);
         let Some(t) = live_tuple(&mut self.visibility, rel, block, offset, bytes)? else {
             return Ok(false);
         };
         let mut values = recycle_datums(std::mem::take(&mut self.scratch));
         let result = t
             .deform_into(self.columns, &mut values)
-            .map_err(tuple_err)
+            .map_err(&tuple_err)
             .and_then(|()| self.row(&values, &tuple_err));
         self.scratch = recycle_datums(values);
         result?;

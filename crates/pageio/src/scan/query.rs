@@ -47,8 +47,8 @@ use super::clause::{CmpOp, Folded};
 use super::detoast::{detoast, ToastReader};
 use super::value::{TypeKind, Value};
 use super::{
-    checked_nblocks, live_tuple, run_with, Between, KeyOrder, KeyRange, ScanError, ScanKind,
-    ScanOptions, ScanResult, Table, TupleSink,
+    checked_nblocks, live_tuple, run_with, tuple_err, Between, KeyOrder, KeyRange, ScanError,
+    ScanKind, ScanOptions, ScanResult, Table, TupleSink,
 };
 use crate::buffer::BufferPool;
 use crate::catalog::node_tree::Expr;
@@ -574,12 +574,7 @@ impl TupleSink for QuerySink<'_, '_> {
         offset: u16,
         bytes: &[u8],
     ) -> Result<bool, ScanError> {
-        let tuple_err = |source| ScanError::Tuple {
-            path: rel.display_name().to_string(),
-            block,
-            offset,
-            source,
-        };
+        let tuple_err = tuple_err(rel, block, offset);
         let Some(t) = live_tuple(&mut self.visibility, rel, block, offset, bytes)? else {
             return Ok(false);
         };
