@@ -8,7 +8,7 @@
 //! ([`crate::page::heap::HeapTuple::deform_into`]), emptied between rows so that it
 //! borrows from no page.
 
-use super::{live_tuple, tuple_err, Between, ScanError, Table, TupleSink};
+use super::{live_tuple, recycle, tuple_err, Between, ScanError, Table, TupleSink};
 use crate::page::heap::{ColumnType, Datum};
 use crate::page::PageError;
 use crate::storage::RelFile;
@@ -84,14 +84,6 @@ impl<'c> QualifyingRows<'c> {
     }
 }
 
-/// An empty vector of values of another lifetime, reusing `v`'s allocation: the element
-/// types have one layout, so collecting an empty `IntoIter` back into a `Vec` keeps the
-/// buffer (in-place collection), without a per-row allocation and without `unsafe`.
-fn recycle_datums<'b>(mut v: Vec<Datum<'_>>) -> Vec<Datum<'b>> {
-    v.clear();
-    v.into_iter().map(|_| Datum::Null).collect()
-}
-
 impl TupleSink for QualifyingRows<'_> {
     /// Applies the predicate to one tuple; returns whether it was live.
     fn tuple(
@@ -105,12 +97,12 @@ impl TupleSink for QualifyingRows<'_> {
         let Some(t) = live_tuple(&mut self.visibility, rel, block, offset, bytes)? else {
             return Ok(false);
         };
-        let mut values = recycle_datums(std::mem::take(&mut self.scratch));
+        let mut values = recycle(std::mem::take(&mut self.scratch), || Datum::Null);
         let result = t
             .deform_into(self.columns, &mut values)
             .map_err(&tuple_err)
             .and_then(|()| self.row(&values, &tuple_err));
-        self.scratch = recycle_datums(values);
+        self.scratch = recycle(values, || Datum::Null);
         result?;
         Ok(true)
     }

@@ -47,8 +47,8 @@ use super::clause::{CmpOp, Folded};
 use super::detoast::{detoast, ToastReader};
 use super::value::{TypeKind, Value};
 use super::{
-    checked_nblocks, live_tuple, run_with, tuple_err, Between, KeyOrder, KeyRange, ScanError,
-    ScanKind, ScanOptions, ScanResult, Table, TupleSink,
+    checked_nblocks, live_tuple, recycle, run_with, tuple_err, Between, KeyOrder, KeyRange,
+    ScanError, ScanKind, ScanOptions, ScanResult, Table, TupleSink,
 };
 use crate::buffer::BufferPool;
 use crate::catalog::node_tree::Expr;
@@ -540,14 +540,6 @@ struct QuerySink<'q, 'p> {
     scratch: Vec<RawDatum<'static>>,
 }
 
-/// An empty vector of values of another lifetime, reusing `v`'s allocation: the element
-/// types have one layout, so collecting an empty `IntoIter` back into a `Vec` keeps the
-/// buffer (in-place collection), without a per-row allocation and without `unsafe`.
-fn recycle<'b>(mut v: Vec<RawDatum<'_>>) -> Vec<RawDatum<'b>> {
-    v.clear();
-    v.into_iter().map(|_| RawDatum::Null).collect()
-}
-
 impl QuerySink<'_, '_> {
     /// The typed value of a non-null attribute.
     fn value(&mut self, column: usize, raw: &RawDatum<'_>) -> Result<Value, String> {
@@ -578,9 +570,9 @@ impl TupleSink for QuerySink<'_, '_> {
         let Some(t) = live_tuple(&mut self.visibility, rel, block, offset, bytes)? else {
             return Ok(false);
         };
-        let mut values = recycle(std::mem::take(&mut self.scratch));
+        let mut values = recycle(std::mem::take(&mut self.scratch), || RawDatum::Null);
         let result = self.row(self.query, &t, &mut values, &tuple_err);
-        self.scratch = recycle(values);
+        self.scratch = recycle(values, || RawDatum::Null);
         result
     }
 
