@@ -30,6 +30,11 @@ rounds, pageio first in even ones):
   fio: sequential reads of the heap's segment files, O_DIRECT 1 MB at queue depth 16 and
     buffered 1 MB, page cache dropped before each: the device's best rate this round.
 Every answer is compared with PostgreSQL's; a difference ends the run with an error.
+--settle S waits S seconds after each drop of the page cache, for every engine alike: on a
+virtual machine that hands free memory back to its host (free page reporting), memory
+freed a moment ago is still the guest's, while memory freed S seconds ago has gone back and
+costs a fault on its first touch; a table gone cold on a long-running machine meets the
+latter (docs/bench-notes/SCANS.md, "Read-ahead chosen by measurement").
 
 Ratios (above 1: pageio is faster), per round, then min–max and median over the rounds:
   warm serial     PostgreSQL warm serial query time / pageio --jobs 1 warm process time
@@ -116,6 +121,9 @@ def parse_args(argv):
     p.add_argument("--port", type=int, default=5497, help="PostgreSQL's port [default: 5497]")
     p.add_argument("--max-minutes", type=float, default=12.0,
                    help="start no round after this many minutes [default: 12]")
+    p.add_argument("--settle", type=float, default=0.0,
+                   help="seconds to wait after each drop of the page cache, every engine "
+                        "alike (see the file's header) [default: 0]")
     p.add_argument("--out", default=None,
                    help="where seq-ab.md and runs.json go [default: /tmp/seq-ab-<time>]")
     a = p.parse_args(argv)
@@ -125,6 +133,8 @@ def parse_args(argv):
             p.error(f"--tables {t}: expected uniform or pgbench")
     if a.rounds < 1:
         p.error("--rounds must be at least 1")
+    if not 0 <= a.settle <= 600:
+        p.error("--settle must be between 0 and 600 seconds")
     for b in [a.bin] + ([a.baseline] if a.baseline else []):
         if not os.access(b, os.X_OK):
             p.error(f"{b}: no such executable (build it with `cargo build --release -p "
@@ -138,10 +148,12 @@ def parse_args(argv):
     return a
 
 
-def drop_caches():
+def drop_caches(settle=0.0):
     os.sync()
     with open("/proc/sys/vm/drop_caches", "w") as f:
         f.write("3")
+    if settle > 0:
+        time.sleep(settle)
 
 
 def pg_options(pg, port, io_method):
@@ -276,7 +288,7 @@ def one_round(a, name, pg, files, heap_bytes, pg_answer, rnd, runs):
         for method in ["worker", "io_uring"]:
             for workers in [0, 2]:
                 pg.stop()
-                drop_caches()
+                drop_caches(a.settle)
                 if method == "io_uring" and not a.pg_io_uring:
                     break
                 try:
@@ -301,10 +313,11 @@ def one_round(a, name, pg, files, heap_bytes, pg_answer, rnd, runs):
     def pageio():
         for label, binary in bins:
             for jobs in [None, 1]:
-                drop_caches()
+                drop_caches(a.settle)
                 answer, s, doc = pageio_run(binary, pg.pgdata, spec, jobs)
                 record(label, "cold", "defaults" if jobs is None else f"jobs {jobs}", s,
-                       answer, {"pages_in_place": doc.get("pages_in_place")})
+                       answer, {"pages_in_place": doc.get("pages_in_place"),
+                                "read_ahead_choice": doc.get("read_ahead_choice")})
             for jobs in [1, 2]:
                 pageio_run(binary, pg.pgdata, spec, jobs)
                 answer, s, doc = pageio_run(binary, pg.pgdata, spec, jobs)
@@ -314,7 +327,7 @@ def one_round(a, name, pg, files, heap_bytes, pg_answer, rnd, runs):
     def fio():
         best = 0.0
         for direct in [True, False]:
-            drop_caches()
+            drop_caches(a.settle)
             rate = fio_rate(files, direct)
             runs.append({"table": name, "round": rnd, "engine": "fio", "mode": "cold",
                          "config": "direct 1M qd16" if direct else "buffered 1M",

@@ -51,7 +51,7 @@ use crate::CliResult;
     pageio scan --dataset uniform --data-dir ./datasets --kind bitmap --io-method io_uring --json\n\n\
 Scan's own defaults, each only when neither a flag nor a --config line sets it. Seq scans: \
 io_method=auto (io_uring when the kernel allows it, else worker with one line saying why) and \
-effective_io_concurrency=16, and the kernel told 64MB ahead what the scan will read (--seq-read-ahead; not under --direct-io on), and what the page cache already holds read in place instead of copied (--seq-read-in-place; not under --direct-io on). Bitmap and index scans: io_method=worker (its I/O workers do the \
+effective_io_concurrency=16, read-ahead measured per 32MB stretch: the kernel told 64MB ahead what the scan will read, or left to read ahead on its own, whichever costs the scan less (--seq-read-ahead auto; not under --direct-io on), and what the page cache already holds read in place instead of copied (--seq-read-in-place; not under --direct-io on). Bitmap and index scans: io_method=worker (its I/O workers do the \
 kernel's page cache work, the copy and the checksum on another core while the scan walks the \
 index; auto with one CPU) and effective_io_concurrency=128. io_max_concurrency is raised to \
 effective_io_concurrency unless set. Measured in docs/BENCHMARKS.md (\"Scan defaults\", \"Are the \
@@ -740,10 +740,22 @@ fn json_report(
         "io_combine_limit_blocks": c.io_combine_limit_blocks,
         "effective_io_concurrency": c.effective_io_concurrency,
         "io_max_concurrency": c.io_max_concurrency,
-        // Seq scans of buffered files: how far ahead the kernel is told what will be read
-        // (0 under direct I/O, where nothing is advised), and the posix_fadvise calls made.
+        // Seq scans of buffered files: auto (measured) or not, how far ahead the kernel is
+        // told what will be read while advising (0 under direct I/O, where nothing is
+        // advised), the posix_fadvise calls made, and under auto the 32 MB stretches read
+        // each way.
+        "seq_read_ahead": if c.direct_io {
+            "off"
+        } else if c.seq_read_ahead_auto {
+            "auto"
+        } else if c.seq_read_ahead_blocks > 0 {
+            "advise"
+        } else {
+            "kernel"
+        },
         "seq_read_ahead_bytes": if c.direct_io { 0 } else { c.seq_read_ahead_blocks * 8192 },
         "read_ahead_advice": r.read_ahead_advice,
+        "read_ahead_choice": read_ahead_json(&r.read_ahead),
         "seq_read_in_place": c.seq_read_in_place && !c.direct_io,
         "direct_io": c.direct_io,
         "shared_buffers_bytes": c.shared_buffers_bytes,
@@ -883,4 +895,36 @@ fn print_buffers_and_io(r: &ScanResult) {
         r.io.io_ns as f64 / 1e6,
         r.io.wait_ns as f64 / 1e6
     );
+    // The measured read-ahead (seq_read_ahead = auto) of a buffered seq scan.
+    let ra = &r.read_ahead;
+    if ra.stretches_advised + ra.stretches_kernel > 0 {
+        let chosen = match ra.chosen {
+            Some(pageio::stream::readahead::ReadAheadMode::Advise) => "advice",
+            Some(pageio::stream::readahead::ReadAheadMode::Kernel) => "the kernel's",
+            None => "not yet (a heap of one or two stretches)",
+        };
+        println!(
+            "  Read-ahead: auto, 32MB stretches advised={} kernel={}, chosen: {chosen}",
+            ra.stretches_advised, ra.stretches_kernel
+        );
+    }
+}
+
+/// The measured read-ahead's account (`seq_read_ahead = auto`): stretches each way, the way
+/// chosen, and the latest cost of each in nanoseconds per 8 kB block (wall, process CPU).
+fn read_ahead_json(r: &pageio::stream::readahead::ReadAheadReport) -> serde_json::Value {
+    use pageio::stream::readahead::ReadAheadMode;
+    let cost = |c: Option<pageio::stream::readahead::StretchCost>| {
+        c.map(|c| serde_json::json!({"wall_ns_per_block": c.wall * 1e9, "cpu_ns_per_block": c.cpu * 1e9}))
+    };
+    serde_json::json!({
+        "stretches_advised": r.stretches_advised,
+        "stretches_kernel": r.stretches_kernel,
+        "chosen": r.chosen.map(|m| match m {
+            ReadAheadMode::Advise => "advise",
+            ReadAheadMode::Kernel => "kernel",
+        }),
+        "advised": cost(r.advised),
+        "kernel": cost(r.kernel),
+    })
 }

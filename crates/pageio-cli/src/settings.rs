@@ -127,13 +127,16 @@ both together past 64); 0 = synchronous",
     Setting {
         name: "seq_read_ahead",
         flag: "seq-read-ahead",
-        value_name: "SIZE",
-        help: "How far ahead of a buffered sequential scan to tell the kernel what will be read, \
-with posix_fadvise(WILLNEED), so the device gets a deep queue; 0 leaves read-ahead to the \
-kernel alone (as PostgreSQL does): slower cold, but the kernel then caches the table in large \
-folios instead of the 4 kB pages the advice brings in, and later scans of it from the page \
-cache run up to 40% faster. Ignored with --direct-io on",
-        default: "64MB",
+        value_name: "auto|SIZE",
+        help: "How a buffered sequential scan reads ahead. auto: per 32MB stretch, whichever of \
+the two ways below costs the scan less, measured as it goes (wall and CPU time per block; the \
+kernel's way kept on a tie). A SIZE: always tell the kernel that far ahead what will be read, \
+with posix_fadvise(WILLNEED), so the device gets a deep queue. 0: leave read-ahead to the \
+kernel alone (as PostgreSQL does), which caches the table in large folios instead of the 4 kB \
+pages the advice brings in, so later scans of it from the page cache run up to 40% faster, \
+but on a virtual machine that returns free memory to its host can cost 2x cold. Ignored with \
+--direct-io on",
+        default: "auto",
     },
     Setting {
         name: "seq_read_in_place",

@@ -349,12 +349,27 @@ fn scan_defaults_to_io_method_auto_unless_chosen() {
     }
     assert_eq!(v["effective_io_concurrency"], 16);
     assert_eq!(v["io_max_concurrency"], 64);
-    assert_eq!(v["seq_read_ahead_bytes"], 64 << 20, "64MB ahead by default");
-    // Cold: the kernel is told about each 2 MB piece of the heap once (the fixture's
-    // uniform table is 1112 blocks: five pieces).
+    assert_eq!(v["seq_read_ahead"], "auto", "measured by default");
+    assert_eq!(
+        v["seq_read_ahead_bytes"],
+        64 << 20,
+        "64MB ahead while advising"
+    );
+    // Cold, measured: the fixture's uniform table (1112 blocks) is shorter than the first
+    // stretch, which the kernel's own read-ahead reads, so nothing is advised.
     let (cold, _) = scan(&["--cold"]);
+    assert_eq!(cold["read_ahead_advice"], 0, "{cold}");
+    let choice = &cold["read_ahead_choice"];
+    assert_eq!(choice["stretches_kernel"], 1, "{cold}");
+    assert_eq!(choice["stretches_advised"], 0, "{cold}");
+    assert!(choice["chosen"].is_null(), "one way measured: {cold}");
+    // Always advising: the kernel is told about each 2 MB piece of the heap once (five).
+    let (cold, _) = scan(&["--cold", "--seq-read-ahead", "64MB"]);
+    assert_eq!(cold["seq_read_ahead"], "advise");
     assert_eq!(cold["read_ahead_advice"], 5, "{cold}");
+    assert_eq!(cold["read_ahead_choice"]["stretches_kernel"], 0, "{cold}");
     let (cold, _) = scan(&["--cold", "--seq-read-ahead", "0"]);
+    assert_eq!(cold["seq_read_ahead"], "kernel");
     assert_eq!(cold["seq_read_ahead_bytes"], 0);
     assert_eq!(cold["read_ahead_advice"], 0, "{cold}");
     // The fixture was just unpacked, so the page cache holds the heap: by default every

@@ -242,12 +242,18 @@ pub struct IoConfig {
     /// ANALYZE do in PostgreSQL; 0 means one at a time.
     pub maintenance_io_concurrency: usize,
     /// How far ahead of a buffered sequential scan the kernel is told what will be read
-    /// (`posix_fadvise(WILLNEED)` in 2 MB pieces), in blocks; 0 leaves read-ahead to the
-    /// kernel alone. No PostgreSQL setting matches: PostgreSQL's read stream advises only
+    /// (`posix_fadvise(WILLNEED)` in 2 MB pieces), in blocks, always or (under
+    /// `seq_read_ahead_auto`) in the stretches where advice measured cheaper; 0 leaves
+    /// read-ahead to the kernel alone. No PostgreSQL setting matches: PostgreSQL's read stream advises only
     /// non-sequential reads and leaves sequential ones to the kernel's `read_ahead_kb`, which
     /// keeps a device that needs a deep queue far below its rate (see `scan::readahead`).
     /// Not used under direct I/O, where the read stream is the only read-ahead.
     pub seq_read_ahead_blocks: usize,
+    /// `seq_read_ahead = auto` (the default): each scan measures, stretch by stretch, what
+    /// the advice (`seq_read_ahead_blocks` ahead) and the kernel's own read-ahead cost it,
+    /// and reads ahead the cheaper way (`stream::readahead::Chooser`). Setting a size
+    /// turns it off and always advises; 0 never does.
+    pub seq_read_ahead_auto: bool,
     /// Whether a buffered sequential scan reads the parts of a heap the page cache already
     /// holds in place, through a read-only mapping, instead of copying them into the buffer
     /// pool (`scan::in_place`); off reads every page through the buffer pool. No PostgreSQL
@@ -289,6 +295,7 @@ impl Default for IoConfig {
             effective_io_concurrency: 16,
             maintenance_io_concurrency: 16,
             seq_read_ahead_blocks: DEFAULT_SEQ_READ_AHEAD_BLOCKS,
+            seq_read_ahead_auto: true,
             seq_read_in_place: true,
             shared_buffers_bytes: 128 * 1024 * 1024,
             huge_pages: HugePages::Try,
@@ -300,12 +307,13 @@ impl Default for IoConfig {
     }
 }
 
-/// The default `seq_read_ahead`: 64 MB. On the benchmark disk a single buffered reader
+/// How far ahead `seq_read_ahead = auto` advises while advising: 64 MB. On the benchmark disk a single buffered reader
 /// advising 16, 64 and 256 MB ahead read at 0.9–1.1, 1.3–1.55 and 1.2–1.35 GB/s, without
 /// advice 0.35–0.41 GB/s; a cold `count(abalance)` over `pgbench_accounts` (4 GB) took 3.0, 2.6 and
 /// 3.0 s against 4.5 s (docs/BENCHMARKS.md, "Sequential read-ahead advice"). The price: the
 /// kernel reads advised pages into 4 kB pages, not large folios, and a later scan of them
-/// from the page cache is up to 40% slower (see `scan::readahead`).
+/// from the page cache is up to 40% slower (see `scan::readahead`), which is why `auto`
+/// measures the two ways rather than always advising.
 pub const DEFAULT_SEQ_READ_AHEAD_BLOCKS: usize = (64 << 20) / BLCKSZ;
 
 /// Largest `seq_read_ahead`: 1 GB, one segment file.
@@ -391,6 +399,10 @@ impl IoConfig {
                     MAX_EFFECTIVE_IO_CONCURRENCY,
                 )?;
             }
+            "seq_read_ahead" if value.trim().eq_ignore_ascii_case("auto") => {
+                self.seq_read_ahead_blocks = DEFAULT_SEQ_READ_AHEAD_BLOCKS;
+                self.seq_read_ahead_auto = true;
+            }
             "seq_read_ahead" => {
                 // A bare number is blocks, as for PostgreSQL's block-valued settings.
                 let blocks = parse_blocks("seq_read_ahead", value)?;
@@ -398,10 +410,11 @@ impl IoConfig {
                     return Err(ConfigError::Invalid {
                         name: "seq_read_ahead".into(),
                         value: value.into(),
-                        reason: "must be between 0 (off) and 1GB".into(),
+                        reason: "must be auto, or between 0 (off) and 1GB".into(),
                     });
                 }
                 self.seq_read_ahead_blocks = blocks;
+                self.seq_read_ahead_auto = false;
             }
             "seq_read_in_place" => {
                 self.seq_read_in_place = parse_bool("seq_read_in_place", value)?;

@@ -199,14 +199,15 @@ fn generated_body() {
 /// Read-ahead advice (`seq_read_ahead`): a cold buffered seq scan advises each 2 MB piece
 /// of the heap exactly once, serially and on three threads, whatever the window, under every
 /// io_method; a heap the page cache holds, `seq_read_ahead = 0` and direct I/O advise
-/// nothing. The answers never change.
+/// nothing, and the measured default reads a heap of two stretches with the kernel's
+/// read-ahead. The answers never change.
 #[test]
 fn read_ahead_advice_covers_each_piece_once() {
     common::with_watchdog("read-ahead advice", 300, read_ahead_body)
 }
 
 fn read_ahead_body() {
-    use pageio::stream::readahead::ADVICE_PIECE_BLOCKS;
+    use pageio::stream::readahead::{ADVICE_PIECE_BLOCKS, STRETCH_BLOCKS};
     let dir = tempfile::tempdir().unwrap();
     let opts = GenOptions {
         rows: 90_000,
@@ -283,12 +284,129 @@ fn read_ahead_body() {
         }
         let off = [("io_method", m.as_str()), ("seq_read_ahead", "0")];
         assert_eq!(run(&off, 3, true).read_ahead_advice, 0, "{method}: off");
+        // Measured (the default): a heap of two stretches is read by the kernel's own
+        // read-ahead (the warm-up and the first measured stretch), nothing advised; longer
+        // heaps in `measured_read_ahead_advises_its_third_stretch`.
+        assert!(pages <= 2 * STRETCH_BLOCKS, "{pages} pages");
+        for threads in [1, 3] {
+            let auto = [("io_method", m.as_str()), ("seq_read_ahead", "auto")];
+            let r = run(&auto, threads, true);
+            let why = format!("{method}, auto, {threads} threads: {:?}", r.read_ahead);
+            assert_eq!(r.read_ahead_advice, 0, "{why}");
+            assert_eq!(
+                (
+                    r.read_ahead.stretches_kernel,
+                    r.read_ahead.stretches_advised
+                ),
+                (pages.div_ceil(STRETCH_BLOCKS), 0),
+                "{why}"
+            );
+        }
         let direct = [("io_method", m.as_str()), ("direct_io", "on")];
         assert_eq!(
             run(&direct, 3, true).read_ahead_advice,
             0,
             "{method}: direct I/O"
         );
+    }
+}
+
+/// The measured read-ahead (`seq_read_ahead = auto`) over a heap of three stretches: the
+/// kernel's read-ahead reads the first two (the warm-up and the first measured), advice the
+/// third, each stretch begun once whatever the threads, under every io_method; each piece of
+/// the third is advised at most once; a cached heap is advised nothing; the answers never
+/// change.
+#[test]
+fn measured_read_ahead_advises_its_third_stretch() {
+    common::with_watchdog("measured read-ahead", 300, measured_read_ahead_body)
+}
+
+fn measured_read_ahead_body() {
+    use pageio::stream::readahead::{ADVICE_PIECE_BLOCKS, STRETCH_BLOCKS};
+    // Beyond what the kernel's own read-ahead of stretch 1 can have reached (two windows of
+    // read_ahead_kb, 16 MB at the common 8 MB or less), the third stretch's pieces are
+    // advised; with a larger window on some device they may all be cached already.
+    let kernel_window_kb = std::fs::read_dir("/sys/block")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|d| std::fs::read_to_string(d.path().join("queue/read_ahead_kb")).ok())
+        .filter_map(|v| v.trim().parse::<u64>().ok())
+        .max()
+        .unwrap_or(0);
+    let dir = tempfile::tempdir().unwrap();
+    let opts = GenOptions {
+        rows: 220_000,
+        seed: 6,
+        scale: 1,
+        overwrite: true,
+    };
+    let out = dir.path().join("t");
+    let m = generate(
+        &common::aio_for(IoMethodKind::Sync),
+        &out,
+        DataSet::Uniform,
+        &opts,
+        &|_| {},
+    )
+    .unwrap();
+    let table = Table {
+        heap: m.heap_file(&out.join(DataSet::Uniform.name())),
+        index: None,
+        columns: vec![ColumnType::Float8, ColumnType::Text],
+        transactions: None,
+    };
+    for method in IoMethodKind::CONCRETE {
+        for threads in [1, 3] {
+            for cold in [true, false] {
+                let mut config = IoConfig {
+                    seq_read_in_place: false,
+                    ..IoConfig::default()
+                };
+                config.set("io_method", &method.to_string()).unwrap();
+                assert!(config.seq_read_ahead_auto, "the default");
+                let pool = common::checksum_pool(&Aio::new(config).unwrap());
+                if cold {
+                    table.heap.evict_from_page_cache().unwrap();
+                } else {
+                    std::fs::read(table.heap.path()).unwrap();
+                }
+                let r = seq(&pool, &table, Between::ALL, threads);
+                let why = format!(
+                    "{method}, {threads} threads, cold {cold}: {:?}",
+                    r.read_ahead
+                );
+                assert_eq!(r.rows, opts.rows, "{why}");
+                let pages = r.heap_pages;
+                assert!(
+                    pages > 2 * STRETCH_BLOCKS && pages <= 3 * STRETCH_BLOCKS,
+                    "{pages} pages: three stretches"
+                );
+                assert_eq!(
+                    (
+                        r.read_ahead.stretches_kernel,
+                        r.read_ahead.stretches_advised
+                    ),
+                    (2, 1),
+                    "{why}"
+                );
+                assert!(r.read_ahead.kernel.is_some(), "stretch 1 measured: {why}");
+                assert_eq!(r.read_ahead.chosen, None, "stretch 2 never closed: {why}");
+                let third = (pages - 2 * STRETCH_BLOCKS).div_ceil(ADVICE_PIECE_BLOCKS);
+                if cold {
+                    assert!(
+                        r.read_ahead_advice <= third,
+                        "{} calls; {why}",
+                        r.read_ahead_advice
+                    );
+                    if kernel_window_kb <= 8192 {
+                        assert!(r.read_ahead_advice > 0, "the third stretch advised: {why}");
+                    }
+                } else {
+                    assert_eq!(r.read_ahead_advice, 0, "cached; {why}");
+                }
+            }
+        }
     }
 }
 

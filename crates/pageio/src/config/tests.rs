@@ -94,12 +94,19 @@ fn set_and_ranges() {
     );
     // seq_read_ahead: block-valued (a bare number is blocks), 0 (off) to 1GB.
     assert_eq!(c.seq_read_ahead_blocks, 8192, "64MB by default");
+    assert!(c.seq_read_ahead_auto, "auto by default");
     c.set("seq_read_ahead", "16MB").unwrap();
     assert_eq!(c.seq_read_ahead_blocks, 2048);
+    assert!(!c.seq_read_ahead_auto, "a size always advises");
+    c.set("seq_read_ahead", " AUTO ").unwrap();
+    assert!(c.seq_read_ahead_auto);
+    assert_eq!(c.seq_read_ahead_blocks, 8192, "auto advises 64MB ahead");
+    c.set("seq_read_ahead", "16MB").unwrap();
     c.set("seq-read-ahead", "256").unwrap();
     assert_eq!(c.seq_read_ahead_blocks, 256);
     c.set("seq_read_ahead", "0").unwrap();
     assert_eq!(c.seq_read_ahead_blocks, 0);
+    assert!(!c.seq_read_ahead_auto, "0 never advises");
     let err = c.set("seq_read_ahead", "2GB").unwrap_err().to_string();
     assert!(
         err.contains("seq_read_ahead") && err.contains("1GB"),

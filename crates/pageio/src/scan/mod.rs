@@ -394,6 +394,10 @@ pub struct ScanResult {
     /// (`seq_read_ahead`, see [`readahead`]): one per 2 MB piece of the heap that was not
     /// already in the page cache; 0 for other scans and under direct I/O.
     pub read_ahead_advice: u64,
+    /// What the measured read-ahead of a buffered sequential scan (`seq_read_ahead = auto`)
+    /// did: stretches read each way, the costs measured, the way chosen; empty for other
+    /// scans and settings.
+    pub read_ahead: readahead::ReadAheadReport,
     /// Buffer-pool counters accumulated during the scan.
     pub pool: PoolCounters,
     /// AIO counters accumulated during the scan (this backend).
@@ -985,6 +989,7 @@ fn seq_scan(
         None,
     )?;
     result.read_ahead_advice = read_ahead.calls();
+    result.read_ahead = read_ahead.report();
     Ok(())
 }
 

@@ -448,6 +448,7 @@ pub(super) fn parallel_seq_scan_with<S: TupleSink, O: Send>(
     }
     total.parallel_workers = launched;
     total.read_ahead_advice = read_ahead.calls();
+    total.read_ahead = read_ahead.report();
     total.elapsed_s = start.elapsed().as_secs_f64();
     total.pool = pool_counters_delta(&pool_before, &pool.counters());
     total.pages_failed_verification = total.pool.verification_failures;

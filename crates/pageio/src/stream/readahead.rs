@@ -56,13 +56,37 @@
 //! against 1.8–2.5 s advised, because on the benchmark machine, a virtual machine that
 //! returns free memory to its host, the first touch of each newly cached large folio cost
 //! more system time than the copy itself (docs/bench-notes/SCANS.md, "The kernel's own
-//! read-ahead, tried again").
+//! read-ahead, tried again"). A setting by device cannot see that; a measurement can (below).
+//!
+//! **Measured, not fixed (`seq_read_ahead = auto`, the default).** Which way is cheaper
+//! depends on the machine's state, not on the table: on the benchmark machine, a virtual
+//! machine whose balloon device hands free memory back to its host in 2 MB blocks (free page
+//! reporting, `page_reporting_order` 9), the kernel's read-ahead takes its large folios from
+//! exactly those blocks, and each first touch of them costs the host a fault. Right after
+//! memory was freed (before it is reported) a `cat` of the 2.28 GB `uniform` heap took 0.44–
+//! 0.58 s of system time; 8 s later 2.0–2.1 s, the time in `_copy_to_iter`. The advice's
+//! 4 kB pages come from smaller free blocks, which are never reported: 0.8–0.9 s either way.
+//! A cold scan with the kernel's read-ahead alone took 2.9–3.4 s against the advice's
+//! 1.5–1.9 s once memory had settled, and as fast either way right after a drop of the page
+//! cache; on a machine that hands nothing back, large folios are the cheaper way. So each
+//! scan measures the two on its own stretches of [`STRETCH_BLOCKS`] (32 MB): the wall time
+//! and the process's CPU time per block from the first block of a stretch handed to a stream
+//! to the first of the next ([`Chooser`]). Stretch 0 goes to the kernel's read-ahead,
+//! stretch 1 to the advice, then the cheaper way runs, keeping the kernel's read-ahead on a
+//! tie (within 10% wall, 50% CPU), for the large folios it leaves for the next scan; the
+//! other way is probed again after 16 stretches, then 64, then every 128, and a kernel run
+//! whose cost rises past the advice's ends at once. The one shared mark still moves forward
+//! only, and an advised stretch the kernel may read next advises nothing past its own end, so
+//! that each way is measured on its own reads. A heap under 32 MB is read by the kernel's
+//! read-ahead alone.
 //!
 //! Advice is a hint: a failed `posix_fadvise` is not counted, a failed cachestat counts as
 //! "not cached", and the scan goes on either way, since the reads themselves report any real
 //! error with file and block.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::Instant;
 
 use crate::buffer::BufferPool;
 use crate::config::BLCKSZ;
@@ -93,6 +117,21 @@ pub struct SeqReadAhead {
     /// The end of the furthest window a stream of this scan was given (0: none yet), from
     /// which [`SeqReadAhead::may_have_cached`] reckons what the read-ahead may have cached.
     streamed_until: AtomicU64,
+    /// Whether blocks handed to a stream now are advised (always for `Advise`, never for
+    /// `Kernel` and `None`, per stretch for `Measured`).
+    advising: AtomicBool,
+    /// The measured choice (`Measured` only), consulted once per stretch.
+    chooser: Option<Mutex<Chooser>>,
+    /// The first stretch not begun yet (`u64::MAX` without a chooser).
+    next_stretch: AtomicU64,
+    /// Stretches begun with advice and with the kernel's read-ahead (`Measured` only).
+    stretches_advised: AtomicU64,
+    stretches_kernel: AtomicU64,
+    /// Where the chooser's wall clock starts.
+    epoch: Instant,
+    /// No advice reaches past this block (`u64::MAX`: no cap; see
+    /// [`Chooser::next_may_be_kernel`]).
+    advice_cap: AtomicU64,
 }
 
 /// How a buffered sequential scan reads ahead of its read streams.
@@ -107,6 +146,263 @@ pub enum ReadAheadPlan {
     },
     /// The kernel's own read-ahead alone (`seq_read_ahead = 0`).
     Kernel,
+    /// Whichever of the two costs this scan less, as measured on its own stretches
+    /// (`seq_read_ahead = auto`, see [`Chooser`]); `window_bytes` ahead when advising.
+    Measured {
+        /// How far ahead, while advising.
+        window_bytes: u64,
+    },
+}
+
+/// How one stretch of a [`ReadAheadPlan::Measured`] scan reads ahead.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ReadAheadMode {
+    /// `posix_fadvise(WILLNEED)` a window ahead: a deep queue, 4 kB pages.
+    Advise,
+    /// The kernel's own read-ahead: `read_ahead_kb` ahead, large folios.
+    Kernel,
+}
+
+impl ReadAheadMode {
+    fn other(self) -> ReadAheadMode {
+        match self {
+            ReadAheadMode::Advise => ReadAheadMode::Kernel,
+            ReadAheadMode::Kernel => ReadAheadMode::Advise,
+        }
+    }
+}
+
+/// Blocks of one stretch a measured scan reads one way (32 MB): long enough that the
+/// kernel's read-ahead is past its ramp (a few reads to reach `read_ahead_kb`), short
+/// enough that probing the way that loses costs a 2 GB heap a few percent.
+pub const STRETCH_BLOCKS: u64 = (32 << 20) / BLCKSZ as u64;
+
+/// Stretches the chosen way reads before the other way is tried again, the first time; each
+/// probe that confirms the choice makes the next run four times as long, up to
+/// [`MAX_RUN_STRETCHES`].
+pub const FIRST_RUN_STRETCHES: u32 = 16;
+
+/// Longest run between two probes (4 GB).
+pub const MAX_RUN_STRETCHES: u32 = 128;
+
+/// The kernel's read-ahead is kept while its wall time per block is within this factor of
+/// the advice's: ties go to the large folios it leaves for the next scan.
+pub const KERNEL_WALL_TOLERANCE: f64 = 1.1;
+
+/// The kernel's read-ahead is kept while the process's CPU time per block under it is
+/// within this factor of the advice's.
+pub const KERNEL_CPU_TOLERANCE: f64 = 1.5;
+
+/// The kernel's read-ahead that costs this many times the advice's wall or CPU time per
+/// block has lost clearly: the advice then runs [`MAX_RUN_STRETCHES`] before the next probe,
+/// since each probe of a way that dear costs its stretch several times over.
+pub const CLEAR_LOSS: f64 = 2.0;
+
+/// What the measured read-ahead (`seq_read_ahead = auto`) of one scan did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+pub struct ReadAheadReport {
+    /// Stretches of [`STRETCH_BLOCKS`] begun with advice.
+    pub stretches_advised: u64,
+    /// Stretches begun with the kernel's own read-ahead.
+    pub stretches_kernel: u64,
+    /// The way chosen last (none if the heap ended before both were measured).
+    pub chosen: Option<ReadAheadMode>,
+    /// The latest cost measured with advice.
+    pub advised: Option<StretchCost>,
+    /// The latest cost measured with the kernel's read-ahead.
+    pub kernel: Option<StretchCost>,
+}
+
+/// A moment in a scan: wall-clock and process CPU seconds since some fixed point.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Moment {
+    /// Wall-clock seconds.
+    pub wall: f64,
+    /// CPU seconds of the whole process (every thread: scan threads and I/O workers).
+    pub cpu: f64,
+}
+
+/// What one way of reading ahead cost, per block.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct StretchCost {
+    /// Wall-clock seconds per block.
+    pub wall: f64,
+    /// Process CPU seconds per block.
+    pub cpu: f64,
+}
+
+/// The measured choice between advice and the kernel's read-ahead of one sequential scan
+/// (`seq_read_ahead = auto`). A pure state machine over stretch numbers and [`Moment`]s, so
+/// its rules are tested with made-up clocks:
+///
+/// - stretch 0 is read by the kernel's read-ahead unmeasured (it holds the scan's start:
+///   the first reads' latency, the read-ahead's ramp), stretch 1 by the kernel's read-ahead
+///   and stretch 2 with advice, both measured (wall and process CPU time per block, from
+///   the first block of a stretch handed to a stream to the first block of the next);
+/// - the kernel's read-ahead is chosen while it costs at most [`KERNEL_WALL_TOLERANCE`] of
+///   the advice's wall time and [`KERNEL_CPU_TOLERANCE`] of its CPU time per block; the
+///   advice otherwise;
+/// - the chosen way is measured on every stretch it reads; after a run of
+///   [`FIRST_RUN_STRETCHES`] the other way is probed for one stretch and the choice made
+///   again from the two latest costs; a probe that confirms the choice makes the next run
+///   four times as long (up to [`MAX_RUN_STRETCHES`]), one that overturns it starts the
+///   runs over, and a kernel's read-ahead that loses by [`CLEAR_LOSS`] is not tried again
+///   for [`MAX_RUN_STRETCHES`];
+/// - a run of the kernel's read-ahead ends at once when one of its stretches loses to the
+///   last advice measured: its cost can rise mid-scan (on the benchmark machine, when the
+///   memory it takes large folios from has been handed back to the host);
+/// - an advised stretch that the kernel's read-ahead may follow advises nothing past its
+///   own end ([`Chooser::next_may_be_kernel`]), so that the kernel's stretch is measured
+///   on its own reads, not on advice still on its way.
+#[derive(Debug, Clone)]
+pub struct Chooser {
+    /// How the current stretch reads ahead.
+    mode: ReadAheadMode,
+    /// The stretch the current one began at, and when.
+    started: Option<(u64, Moment)>,
+    kernel: Option<StretchCost>,
+    advised: Option<StretchCost>,
+    chosen: Option<ReadAheadMode>,
+    /// Stretches the chosen way has read since the last probe, and the run's length.
+    run: u32,
+    run_len: u32,
+    /// The first stretch (the scan's start) is not measured.
+    warming_up: bool,
+}
+
+impl Default for Chooser {
+    fn default() -> Self {
+        Chooser::new()
+    }
+}
+
+impl Chooser {
+    /// A scan about to begin: its first stretch goes to the kernel's read-ahead.
+    pub fn new() -> Chooser {
+        Chooser {
+            mode: ReadAheadMode::Kernel,
+            started: None,
+            kernel: None,
+            advised: None,
+            chosen: None,
+            run: 0,
+            run_len: FIRST_RUN_STRETCHES,
+            warming_up: true,
+        }
+    }
+
+    /// The way chosen so far (none before both ways were measured).
+    pub fn chosen(&self) -> Option<ReadAheadMode> {
+        self.chosen
+    }
+
+    /// The latest cost measured for `mode`.
+    pub fn cost(&self, mode: ReadAheadMode) -> Option<StretchCost> {
+        match mode {
+            ReadAheadMode::Advise => self.advised,
+            ReadAheadMode::Kernel => self.kernel,
+        }
+    }
+
+    /// How the current stretch reads ahead.
+    pub fn mode(&self) -> ReadAheadMode {
+        self.mode
+    }
+
+    /// Whether the stretch after the current one may read with the kernel's read-ahead: the
+    /// current one is the first advised (the first choice follows it), a probe of the advice
+    /// while the kernel's read-ahead is chosen, or the last of a run of advice before the
+    /// kernel's is probed. Such a stretch advises nothing past its end.
+    pub fn next_may_be_kernel(&self) -> bool {
+        self.mode == ReadAheadMode::Advise
+            && match self.chosen {
+                None | Some(ReadAheadMode::Kernel) => true,
+                Some(ReadAheadMode::Advise) => self.run + 1 >= self.run_len,
+            }
+    }
+
+    /// Whether the kernel's read-ahead is the better way, by the rule above.
+    pub fn kernel_is_better(kernel: StretchCost, advised: StretchCost) -> bool {
+        kernel.wall <= advised.wall * KERNEL_WALL_TOLERANCE
+            && kernel.cpu <= advised.cpu * KERNEL_CPU_TOLERANCE
+    }
+
+    /// Stretch `stretch` begins at `now` (the first of its blocks was handed to a stream;
+    /// `stretch` is past every stretch begun before): closes the measurement of the stretch
+    /// before, and returns how this one reads ahead.
+    pub fn begin(&mut self, stretch: u64, now: Moment) -> ReadAheadMode {
+        let Some((from, then)) = self.started else {
+            self.started = Some((stretch, now));
+            return self.mode;
+        };
+        if stretch <= from {
+            return self.mode; // not a new stretch: nothing to close
+        }
+        self.started = Some((stretch, now));
+        if std::mem::take(&mut self.warming_up) {
+            return self.mode; // the kernel's read-ahead again, measured this time
+        }
+        let blocks = (stretch - from).saturating_mul(STRETCH_BLOCKS) as f64;
+        let cost = StretchCost {
+            wall: (now.wall - then.wall).max(0.0) / blocks,
+            cpu: (now.cpu - then.cpu).max(0.0) / blocks,
+        };
+        let closed = self.mode;
+        match closed {
+            ReadAheadMode::Kernel => self.kernel = Some(cost),
+            ReadAheadMode::Advise => self.advised = Some(cost),
+        }
+        let (Some(kernel), Some(advised)) = (self.kernel, self.advised) else {
+            // Stretch 1 measured the kernel's read-ahead: now the advice.
+            self.mode = ReadAheadMode::Advise;
+            return self.mode;
+        };
+        let best = if Chooser::kernel_is_better(kernel, advised) {
+            ReadAheadMode::Kernel
+        } else {
+            ReadAheadMode::Advise
+        };
+        let clear_loss =
+            kernel.wall >= advised.wall * CLEAR_LOSS || kernel.cpu >= advised.cpu * CLEAR_LOSS;
+        let next = match self.chosen {
+            // The first two measurements: the first choice.
+            None => {
+                self.chosen = Some(best);
+                self.run = 0;
+                if clear_loss {
+                    self.run_len = MAX_RUN_STRETCHES;
+                }
+                best
+            }
+            // A probe of the way not chosen: the choice again, from two adjacent stretches.
+            Some(chosen) if closed == chosen.other() => {
+                self.run_len = if best == ReadAheadMode::Advise && clear_loss {
+                    MAX_RUN_STRETCHES
+                } else if best == chosen {
+                    self.run_len.saturating_mul(4).min(MAX_RUN_STRETCHES)
+                } else {
+                    FIRST_RUN_STRETCHES
+                };
+                self.chosen = Some(best);
+                self.run = 0;
+                best
+            }
+            // A stretch of the chosen way: the run goes on, or the other way is probed; at
+            // once if the kernel's read-ahead, chosen, now loses to the last advice measured
+            // (its cost rises when memory gets scarce or slow to hand out, mid-scan).
+            Some(chosen) => {
+                self.run += 1;
+                if self.run >= self.run_len || (chosen == ReadAheadMode::Kernel && best != chosen) {
+                    chosen.other()
+                } else {
+                    chosen
+                }
+            }
+        };
+        self.mode = next;
+        self.mode
+    }
 }
 
 impl SeqReadAhead {
@@ -124,9 +420,13 @@ impl SeqReadAhead {
     /// Read-ahead following `plan` over a heap of `nblocks` blocks.
     pub fn with_plan(plan: ReadAheadPlan, nblocks: u64) -> SeqReadAhead {
         let window_bytes = match plan {
-            ReadAheadPlan::Advise { window_bytes } => window_bytes,
+            ReadAheadPlan::Advise { window_bytes } | ReadAheadPlan::Measured { window_bytes } => {
+                window_bytes
+            }
             _ => 0,
         };
+        let measured = matches!(plan, ReadAheadPlan::Measured { .. })
+            && window_bytes / BLCKSZ as u64 >= ADVICE_PIECE_BLOCKS;
         SeqReadAhead {
             plan,
             window_blocks: window_bytes / BLCKSZ as u64,
@@ -136,6 +436,78 @@ impl SeqReadAhead {
             cached_streak: AtomicU64::new(0),
             skip: AtomicU64::new(0),
             streamed_until: AtomicU64::new(0),
+            advising: AtomicBool::new(matches!(plan, ReadAheadPlan::Advise { .. })),
+            chooser: measured.then(|| Mutex::new(Chooser::new())),
+            next_stretch: AtomicU64::new(if measured { 0 } else { u64::MAX }),
+            stretches_advised: AtomicU64::new(0),
+            stretches_kernel: AtomicU64::new(0),
+            epoch: Instant::now(),
+            advice_cap: AtomicU64::new(u64::MAX),
+        }
+    }
+
+    /// What the measured choice did so far (all empty for other plans).
+    pub fn report(&self) -> ReadAheadReport {
+        let chooser = self
+            .chooser
+            .as_ref()
+            .and_then(|c| c.lock().ok().map(|c| c.clone()));
+        ReadAheadReport {
+            stretches_advised: self.stretches_advised.load(Ordering::Relaxed),
+            stretches_kernel: self.stretches_kernel.load(Ordering::Relaxed),
+            chosen: chooser.as_ref().and_then(Chooser::chosen),
+            advised: chooser.as_ref().and_then(|c| c.cost(ReadAheadMode::Advise)),
+            kernel: chooser.as_ref().and_then(|c| c.cost(ReadAheadMode::Kernel)),
+        }
+    }
+
+    /// Under [`ReadAheadPlan::Measured`], the first block of a stretch not begun yet begins
+    /// it: the chooser closes the stretch before and says how this one reads ahead. Other
+    /// blocks cost one relaxed load.
+    fn steer(&self, block: u64) {
+        self.steer_at(block, || Moment {
+            wall: self.epoch.elapsed().as_secs_f64(),
+            cpu: process_cpu_seconds(),
+        });
+    }
+
+    /// [`SeqReadAhead::steer`] with the clock read by `now` (made up in tests).
+    fn steer_at(&self, block: u64, now: impl FnOnce() -> Moment) {
+        let stretch = block / STRETCH_BLOCKS;
+        if stretch < self.next_stretch.load(Ordering::Relaxed) {
+            return;
+        }
+        let Some(chooser) = &self.chooser else {
+            return;
+        };
+        // A poisoned lock (a thread panicked mid-update) keeps the way read so far.
+        let Ok(mut chooser) = chooser.lock() else {
+            return;
+        };
+        if stretch < self.next_stretch.load(Ordering::Relaxed) {
+            return; // another thread began it
+        }
+        let mode = chooser.begin(stretch, now());
+        self.next_stretch.store(stretch + 1, Ordering::Relaxed);
+        match mode {
+            ReadAheadMode::Advise => {
+                // Advise from here on, not the blocks the kernel's read-ahead has read, and
+                // not past this stretch if the kernel's read-ahead may read the next one.
+                let cap = if chooser.next_may_be_kernel() {
+                    (stretch + 1).saturating_mul(STRETCH_BLOCKS)
+                } else {
+                    u64::MAX
+                };
+                self.advice_cap.store(cap, Ordering::Relaxed);
+                self.advised_until
+                    .fetch_max(stretch.saturating_mul(STRETCH_BLOCKS), Ordering::Relaxed);
+                self.stretches_advised.fetch_add(1, Ordering::Relaxed);
+                self.advising.store(true, Ordering::Relaxed);
+            }
+            ReadAheadMode::Kernel => {
+                self.stretches_kernel.fetch_add(1, Ordering::Relaxed);
+                self.advising.store(false, Ordering::Relaxed);
+            }
         }
     }
 
@@ -144,7 +516,7 @@ impl SeqReadAhead {
         self.plan
     }
 
-    /// Whether this advises anything at all.
+    /// Whether this may advise anything at all.
     pub fn is_enabled(&self) -> bool {
         self.window_blocks >= ADVICE_PIECE_BLOCKS
     }
@@ -174,6 +546,7 @@ impl SeqReadAhead {
             ReadAheadPlan::None => 0,
             ReadAheadPlan::Advise { window_bytes } => window_bytes,
             ReadAheadPlan::Kernel => KERNEL_REACH_BYTES,
+            ReadAheadPlan::Measured { window_bytes } => window_bytes.max(KERNEL_REACH_BYTES),
         };
         bytes / BLCKSZ as u64
     }
@@ -186,12 +559,15 @@ impl SeqReadAhead {
     /// `block` is about to be handed to a stream: advises what is now within the window
     /// ahead of it and was not advised yet, a whole number of pieces at a time.
     pub fn advance(&self, pool: &BufferPool, rel: &RelFile, block: u64) {
-        if !self.is_enabled() {
+        self.steer(block);
+        if !self.advising.load(Ordering::Relaxed) || !self.is_enabled() {
             return;
         }
         // Whole pieces only (but the heap's end): every piece starts at a multiple of
         // ADVICE_PIECE_BLOCKS, so each is advised by one call, whichever thread makes it.
-        let ahead = block.saturating_add(self.window_blocks);
+        let ahead = block
+            .saturating_add(self.window_blocks)
+            .min(self.advice_cap.load(Ordering::Relaxed));
         let limit = if ahead >= self.nblocks {
             self.nblocks
         } else {
@@ -245,14 +621,35 @@ impl SeqReadAhead {
 /// `read_ahead_kb` commonly set (16 MB) it keeps in flight.
 pub const KERNEL_REACH_BYTES: u64 = 64 << 20;
 
-/// The read-ahead of a sequential scan of `nblocks` blocks through `pool`: `seq_read_ahead`
-/// ahead, nothing under direct I/O.
+/// The read-ahead of a sequential scan of `nblocks` blocks through `pool`: measured
+/// (`seq_read_ahead = auto`), `seq_read_ahead` ahead, or the kernel's alone; nothing under
+/// direct I/O.
 pub fn for_scan(pool: &BufferPool, nblocks: u64) -> SeqReadAhead {
     let config = pool.aio().config();
     if config.direct_io {
         return SeqReadAhead::with_plan(ReadAheadPlan::None, nblocks);
     }
-    SeqReadAhead::new(config.seq_read_ahead_blocks as u64 * BLCKSZ as u64, nblocks)
+    let window_bytes = config.seq_read_ahead_blocks as u64 * BLCKSZ as u64;
+    if config.seq_read_ahead_auto {
+        return SeqReadAhead::with_plan(ReadAheadPlan::Measured { window_bytes }, nblocks);
+    }
+    SeqReadAhead::new(window_bytes, nblocks)
+}
+
+/// CPU seconds of the whole process so far (every thread), for the measured choice; 0 if
+/// the clock cannot be read (the choice then rests on wall time alone).
+fn process_cpu_seconds() -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec that outlives the call, and
+    // CLOCK_PROCESS_CPUTIME_ID is a clock every Linux kernel provides.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+    if rc != 0 {
+        return 0.0;
+    }
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
 }
 
 #[cfg(test)]
@@ -278,6 +675,280 @@ mod tests {
         let none = SeqReadAhead::with_plan(ReadAheadPlan::None, 1000);
         assert_eq!(none.reach_blocks(), 0);
         assert!(!none.is_enabled());
+    }
+
+    /// A made-up moment.
+    fn at(wall: f64, cpu: f64) -> Moment {
+        Moment { wall, cpu }
+    }
+
+    use ReadAheadMode::{Advise as A, Kernel as K};
+
+    /// Drives a chooser through stretches 0, 1, 2, … where stretch i costs `costs[i]` (wall,
+    /// CPU seconds for the whole stretch; stretch 0, the warm-up, costs 100 s, which must
+    /// count for nothing); returns the way each stretch was read.
+    fn drive(costs: &[(f64, f64)]) -> (Vec<ReadAheadMode>, Chooser) {
+        let mut c = Chooser::new();
+        let mut now = at(0.0, 0.0);
+        let mut ways = vec![c.begin(0, now)];
+        now = at(100.0, 100.0);
+        ways.push(c.begin(1, now));
+        for (i, &(wall, cpu)) in costs.iter().enumerate() {
+            now = at(now.wall + wall, now.cpu + cpu);
+            ways.push(c.begin(i as u64 + 2, now));
+        }
+        ways.pop(); // the way of the stretch after the last cost given
+        (ways, c)
+    }
+
+    /// The rule: the kernel's read-ahead is kept within 10% of the advice's wall time and
+    /// 50% of its CPU time per block, advice otherwise, whichever way loses.
+    #[test]
+    fn the_kernel_is_kept_on_a_tie_and_within_its_tolerances() {
+        let cost = |wall, cpu| StretchCost { wall, cpu };
+        let advice = cost(1.0, 1.0);
+        for (kernel, want, why) in [
+            (cost(1.0, 1.0), true, "a tie"),
+            (cost(0.5, 0.5), true, "cheaper both ways"),
+            (cost(1.1, 1.5), true, "at both tolerances"),
+            (cost(1.11, 1.0), false, "slower than 10%"),
+            (cost(1.0, 1.51), false, "CPU over 50%"),
+            (
+                cost(2.0, 0.2),
+                false,
+                "cheap but slow (a shallow read_ahead_kb)",
+            ),
+            (
+                cost(0.2, 4.0),
+                false,
+                "fast but costly (large folios from returned memory)",
+            ),
+        ] {
+            assert_eq!(Chooser::kernel_is_better(kernel, advice), want, "{why}");
+        }
+        // No CPU clock (both 0): wall time alone.
+        assert!(Chooser::kernel_is_better(cost(1.0, 0.0), cost(1.0, 0.0)));
+    }
+
+    /// The sequence of ways for scripted costs: the warm-up, the probes, the runs and their
+    /// growth, the early end of a kernel run whose cost rose, a probe that overturns the
+    /// choice, a clear loss that puts the next probe off longest.
+    #[test]
+    fn stretches_follow_the_measured_costs() {
+        let first = FIRST_RUN_STRETCHES as usize;
+        let max = MAX_RUN_STRETCHES as usize;
+        let k_cheap = (1.0, 1.0);
+        let a_dear = (1.5, 1.5);
+        let k_mild = (1.5, 1.0); // slower by more than the tolerance, not clearly
+        let a_cheap = (1.0, 1.0);
+        let k_dear = (4.0, 4.0); // a clear loss
+        let seq = |parts: &[(ReadAheadMode, usize)]| -> Vec<ReadAheadMode> {
+            parts.iter().flat_map(|&(w, n)| vec![w; n]).collect()
+        };
+        let costs = |parts: &[((f64, f64), usize)]| -> Vec<(f64, f64)> {
+            parts.iter().flat_map(|&(c, n)| vec![c; n]).collect()
+        };
+
+        // Kernel cheaper: the warm-up and stretch 1 the kernel's, 2 advice, a run of 16
+        // kernel stretches, an advice probe, a run of 64.
+        let (ways, c) = drive(&costs(&[
+            (k_cheap, 1),
+            (a_dear, 1),
+            (k_cheap, first),
+            (a_dear, 1),
+            (k_cheap, 4 * first),
+        ]));
+        assert_eq!(
+            ways,
+            seq(&[(K, 2), (A, 1), (K, first), (A, 1), (K, 4 * first)])
+        );
+        assert_eq!(c.chosen(), Some(K));
+        assert_eq!(
+            c.cost(K),
+            Some(StretchCost {
+                wall: 1.0 / STRETCH_BLOCKS as f64,
+                cpu: 1.0 / STRETCH_BLOCKS as f64
+            }),
+            "per block; the warm-up's 100 s counted for nothing"
+        );
+
+        // Advice cheaper, not clearly: the mirror image.
+        let (ways, c) = drive(&costs(&[
+            (k_mild, 1),
+            (a_cheap, 1),
+            (a_cheap, first),
+            (k_mild, 1),
+            (a_cheap, 4 * first),
+        ]));
+        assert_eq!(
+            ways,
+            seq(&[(K, 2), (A, 1), (A, first), (K, 1), (A, 4 * first)])
+        );
+        assert_eq!(c.chosen(), Some(A));
+
+        // Advice clearly cheaper: the next probe only after the longest run.
+        let (ways, _) = drive(&costs(&[
+            (k_dear, 1),
+            (a_cheap, 1),
+            (a_cheap, max),
+            (k_dear, 1),
+        ]));
+        assert_eq!(ways, seq(&[(K, 2), (A, 1), (A, max), (K, 1)]));
+
+        // The kernel chosen, then its cost rises mid-run: the next stretch probes the
+        // advice at once, which wins clearly: the longest run.
+        let (ways, c) = drive(&costs(&[
+            (k_cheap, 1),
+            (a_dear, 1),
+            (k_cheap, 2),
+            (k_dear, 1),
+            (a_dear, 1),
+            (a_dear, max),
+            (k_dear, 1),
+        ]));
+        assert_eq!(
+            ways,
+            seq(&[(K, 2), (A, 1), (K, 3), (A, 1), (A, max), (K, 1)])
+        );
+        assert_eq!(c.chosen(), Some(A));
+
+        // Advice chosen; a probe finds the kernel now cheaper: it is chosen, runs anew.
+        let (ways, c) = drive(&costs(&[
+            (k_mild, 1),
+            (a_cheap, 1),
+            (a_dear, first),
+            (k_cheap, 1),
+            (k_cheap, first),
+            (a_dear, 1),
+        ]));
+        assert_eq!(
+            ways,
+            seq(&[(K, 2), (A, 1), (A, first), (K, 1), (K, first), (A, 1)])
+        );
+        assert_eq!(c.chosen(), Some(K));
+
+        // Runs grow fourfold per confirming probe, up to MAX_RUN_STRETCHES.
+        let mut c = Chooser::new();
+        let mut t = 0.0;
+        let mut ways = vec![];
+        for i in 0..600u64 {
+            let way = c.begin(i, at(t, t));
+            ways.push(way);
+            t += if way == K { 1.0 } else { 1.5 };
+        }
+        let probes: Vec<usize> = (3..ways.len()).filter(|&i| ways[i] == A).collect();
+        let gaps: Vec<usize> = probes.windows(2).map(|w| w[1] - w[0] - 1).collect();
+        assert_eq!(probes[0], 3 + first);
+        assert_eq!(&gaps[..3], &[4 * first, max, max]);
+    }
+
+    /// Stretches skipped (a cached stretch read in place, a thread far ahead) are measured
+    /// per block over all of them; time going backwards or a stretch begun again never
+    /// divides by zero or counts negative time.
+    #[test]
+    fn uneven_stretches_are_measured_per_block() {
+        let mut c = Chooser::new();
+        assert_eq!(c.begin(0, at(0.0, 0.0)), K);
+        assert_eq!(c.begin(2, at(50.0, 50.0)), K, "the warm-up: not measured");
+        assert_eq!(c.cost(K), None);
+        assert_eq!(c.begin(5, at(53.0, 53.0)), A, "three stretches at 1 s each");
+        let per = 1.0 / STRETCH_BLOCKS as f64;
+        assert_eq!(
+            c.cost(K),
+            Some(StretchCost {
+                wall: per,
+                cpu: per
+            })
+        );
+        assert_eq!(
+            c.begin(5, at(99.0, 99.0)),
+            A,
+            "the same stretch: nothing measured"
+        );
+        assert_eq!(c.cost(A), None);
+        assert_eq!(
+            c.begin(6, at(52.0, 52.0)),
+            A,
+            "a clock going back: a cost of 0"
+        );
+        assert_eq!(
+            c.cost(A),
+            Some(StretchCost {
+                wall: 0.0,
+                cpu: 0.0
+            })
+        );
+        assert_eq!(c.chosen(), Some(A));
+        assert_eq!(
+            c.begin(4, at(99.0, 99.0)),
+            A,
+            "an earlier stretch: nothing changes"
+        );
+        assert_eq!(
+            c.cost(A),
+            Some(StretchCost {
+                wall: 0.0,
+                cpu: 0.0
+            })
+        );
+    }
+
+    /// An advised stretch the kernel's read-ahead may follow advises nothing past its end:
+    /// the first advised stretch, a probe of the advice, the last stretch of an advice run.
+    #[test]
+    fn advice_stops_where_the_kernel_may_take_over() {
+        let r = SeqReadAhead::with_plan(
+            ReadAheadPlan::Measured {
+                window_bytes: 64 << 20,
+            },
+            1 << 40,
+        );
+        let s = STRETCH_BLOCKS;
+        let mut t = 0.0;
+        let mut step = |block: u64, cost: f64| {
+            r.steer_at(block, || at(t, t));
+            t += cost;
+            (
+                r.advising.load(Ordering::Relaxed),
+                r.advice_cap.load(Ordering::Relaxed),
+            )
+        };
+        assert_eq!(step(0, 9.0), (false, u64::MAX), "the warm-up: the kernel's");
+        assert_eq!(
+            step(5, 0.0),
+            (false, u64::MAX),
+            "within a stretch: nothing changes"
+        );
+        assert_eq!(
+            step(s, 1.5),
+            (false, u64::MAX),
+            "stretch 1: the kernel's, measured"
+        );
+        assert_eq!(step(2 * s, 1.0), (true, 3 * s), "the first advice: capped");
+        let run = FIRST_RUN_STRETCHES as u64;
+        for i in 3..(2 + run) {
+            assert_eq!(step(i * s + 7, 1.0), (true, u64::MAX), "an advice run");
+        }
+        let last = 2 + run;
+        assert_eq!(
+            step(last * s, 1.0),
+            (true, (last + 1) * s),
+            "the run's last: capped"
+        );
+        assert_eq!(
+            step((last + 1) * s, 1.5),
+            (false, (last + 1) * s),
+            "the probe"
+        );
+        let report = r.report();
+        assert_eq!(report.chosen, Some(A));
+        assert_eq!(report.stretches_kernel, 3);
+        assert_eq!(report.stretches_advised, run + 1);
+        // The plans that do not measure never steer.
+        let fixed = SeqReadAhead::new(64 << 20, 1 << 40);
+        fixed.steer_at(s * 3, || unreachable!("no clock read without a chooser"));
+        assert_eq!(fixed.report(), ReadAheadReport::default());
+        assert!(fixed.advising.load(Ordering::Relaxed));
     }
 
     /// Blocks within the reach past the furthest window streamed may have been cached by the
