@@ -71,13 +71,15 @@
 //! cache; on a machine that hands nothing back, large folios are the cheaper way. So each
 //! scan measures the two on its own stretches of [`STRETCH_BLOCKS`] (32 MB): the wall time
 //! and the process's CPU time per block from the first block of a stretch handed to a stream
-//! to the first of the next ([`Chooser`]). Stretch 0 goes to the kernel's read-ahead,
-//! stretch 1 to the advice, then the cheaper way runs, keeping the kernel's read-ahead on a
-//! tie (within 10% wall, 50% CPU), for the large folios it leaves for the next scan; the
-//! other way is probed again after 16 stretches, then 64, then every 128, and a kernel run
-//! whose cost rises past the advice's ends at once. The one shared mark still moves forward
+//! to the first of the next ([`Chooser`]). Stretches 0 and 1 go to the kernel's read-ahead,
+//! 2 and 3 to the advice, the first of each pair a warm-up that is not measured (the scan's
+//! start; the advice's first window, issued at once); then the cheaper way runs, keeping the
+//! kernel's read-ahead on a tie (within 10% wall, 50% CPU), for the large folios it leaves
+//! for the next scan; the other way is probed again after 16 stretches, then 64, then every
+//! 128 (at once when a kernel run's cost rises past the advice's; only after 128 when the
+//! kernel's read-ahead lost by 2× or more). The one shared mark still moves forward
 //! only, and an advised stretch the kernel may read next advises nothing past its own end, so
-//! that each way is measured on its own reads. A heap under 32 MB is read by the kernel's
+//! that each way is measured on its own reads. A heap under 64 MB is read by the kernel's
 //! read-ahead alone.
 //!
 //! Advice is a hint: a failed `posix_fadvise` is not counted, a failed cachestat counts as
@@ -238,13 +240,16 @@ pub struct StretchCost {
 ///
 /// - stretch 0 is read by the kernel's read-ahead unmeasured (it holds the scan's start:
 ///   the first reads' latency, the read-ahead's ramp), stretch 1 by the kernel's read-ahead
-///   and stretch 2 with advice, both measured (wall and process CPU time per block, from
-///   the first block of a stretch handed to a stream to the first block of the next);
+///   measured, stretch 2 with advice unmeasured (its first window goes out at once, which
+///   steady advice never pays) and stretch 3 with advice measured (wall and process CPU
+///   time per block, from the first block of a stretch handed to a stream to the first
+///   block of the next); every later switch to advice warms up the same way;
 /// - the kernel's read-ahead is chosen while it costs at most [`KERNEL_WALL_TOLERANCE`] of
 ///   the advice's wall time and [`KERNEL_CPU_TOLERANCE`] of its CPU time per block; the
 ///   advice otherwise;
 /// - the chosen way is measured on every stretch it reads; after a run of
-///   [`FIRST_RUN_STRETCHES`] the other way is probed for one stretch and the choice made
+///   [`FIRST_RUN_STRETCHES`] the other way is probed (for one stretch, after its warm-up if
+///   it is the advice) and the choice made
 ///   again from the two latest costs; a probe that confirms the choice makes the next run
 ///   four times as long (up to [`MAX_RUN_STRETCHES`]), one that overturns it starts the
 ///   runs over, and a kernel's read-ahead that loses by [`CLEAR_LOSS`] is not tried again
@@ -267,7 +272,9 @@ pub struct Chooser {
     /// Stretches the chosen way has read since the last probe, and the run's length.
     run: u32,
     run_len: u32,
-    /// The first stretch (the scan's start) is not measured.
+    /// The current stretch is not measured: the scan's first (its start: the first reads'
+    /// latency, the kernel's read-ahead ramping up), or the first advised after the kernel's
+    /// read-ahead (the advice's first window, issued at once).
     warming_up: bool,
 }
 
@@ -316,6 +323,7 @@ impl Chooser {
     /// kernel's is probed. Such a stretch advises nothing past its end.
     pub fn next_may_be_kernel(&self) -> bool {
         self.mode == ReadAheadMode::Advise
+            && !self.warming_up
             && match self.chosen {
                 None | Some(ReadAheadMode::Kernel) => true,
                 Some(ReadAheadMode::Advise) => self.run + 1 >= self.run_len,
@@ -341,7 +349,7 @@ impl Chooser {
         }
         self.started = Some((stretch, now));
         if std::mem::take(&mut self.warming_up) {
-            return self.mode; // the kernel's read-ahead again, measured this time
+            return self.mode; // the same way again, measured this time
         }
         let blocks = (stretch - from).saturating_mul(STRETCH_BLOCKS) as f64;
         let cost = StretchCost {
@@ -354,8 +362,9 @@ impl Chooser {
             ReadAheadMode::Advise => self.advised = Some(cost),
         }
         let (Some(kernel), Some(advised)) = (self.kernel, self.advised) else {
-            // Stretch 1 measured the kernel's read-ahead: now the advice.
+            // Stretch 1 measured the kernel's read-ahead: now the advice, warming up first.
             self.mode = ReadAheadMode::Advise;
+            self.warming_up = true;
             return self.mode;
         };
         let best = if Chooser::kernel_is_better(kernel, advised) {
@@ -400,6 +409,9 @@ impl Chooser {
                 }
             }
         };
+        // Advice after the kernel's read-ahead warms up for a stretch: its first window goes
+        // out at once, which a stretch of steady advice never pays.
+        self.warming_up = next == ReadAheadMode::Advise && closed == ReadAheadMode::Kernel;
         self.mode = next;
         self.mode
     }
@@ -730,7 +742,7 @@ mod tests {
         assert!(Chooser::kernel_is_better(cost(1.0, 0.0), cost(1.0, 0.0)));
     }
 
-    /// The sequence of ways for scripted costs: the warm-up, the probes, the runs and their
+    /// The sequence of ways for scripted costs: the warm-ups, the probes, the runs and their
     /// growth, the early end of a kernel run whose cost rose, a probe that overturns the
     /// choice, a clear loss that puts the next probe off longest.
     #[test]
@@ -742,88 +754,107 @@ mod tests {
         let k_mild = (1.5, 1.0); // slower by more than the tolerance, not clearly
         let a_cheap = (1.0, 1.0);
         let k_dear = (4.0, 4.0); // a clear loss
+        let w = (100.0, 100.0); // a warm-up, which must count for nothing
         let seq = |parts: &[(ReadAheadMode, usize)]| -> Vec<ReadAheadMode> {
-            parts.iter().flat_map(|&(w, n)| vec![w; n]).collect()
+            parts.iter().flat_map(|&(m, n)| vec![m; n]).collect()
         };
         let costs = |parts: &[((f64, f64), usize)]| -> Vec<(f64, f64)> {
             parts.iter().flat_map(|&(c, n)| vec![c; n]).collect()
         };
 
-        // Kernel cheaper: the warm-up and stretch 1 the kernel's, 2 advice, a run of 16
-        // kernel stretches, an advice probe, a run of 64.
+        // Kernel cheaper: stretches 0 and 1 the kernel's, 2 and 3 advice (the first a
+        // warm-up), a run of 16 kernel stretches, an advice probe (warm-up and measured), a
+        // run of 64.
         let (ways, c) = drive(&costs(&[
             (k_cheap, 1),
+            (w, 1),
             (a_dear, 1),
             (k_cheap, first),
+            (w, 1),
             (a_dear, 1),
             (k_cheap, 4 * first),
         ]));
         assert_eq!(
             ways,
-            seq(&[(K, 2), (A, 1), (K, first), (A, 1), (K, 4 * first)])
+            seq(&[(K, 2), (A, 2), (K, first), (A, 2), (K, 4 * first)])
         );
         assert_eq!(c.chosen(), Some(K));
+        let per = 1.0 / STRETCH_BLOCKS as f64;
         assert_eq!(
             c.cost(K),
             Some(StretchCost {
-                wall: 1.0 / STRETCH_BLOCKS as f64,
-                cpu: 1.0 / STRETCH_BLOCKS as f64
+                wall: per,
+                cpu: per
+            })
+        );
+        assert_eq!(
+            c.cost(A),
+            Some(StretchCost {
+                wall: 1.5 * per,
+                cpu: 1.5 * per
             }),
-            "per block; the warm-up's 100 s counted for nothing"
+            "the warm-ups counted for nothing"
         );
 
-        // Advice cheaper, not clearly: the mirror image.
+        // Advice cheaper, not clearly: the mirror image (back to advice after the kernel's
+        // probe, a warm-up again).
         let (ways, c) = drive(&costs(&[
             (k_mild, 1),
+            (w, 1),
             (a_cheap, 1),
             (a_cheap, first),
             (k_mild, 1),
+            (w, 1),
             (a_cheap, 4 * first),
         ]));
         assert_eq!(
             ways,
-            seq(&[(K, 2), (A, 1), (A, first), (K, 1), (A, 4 * first)])
+            seq(&[(K, 2), (A, 2), (A, first), (K, 1), (A, 1), (A, 4 * first)])
         );
         assert_eq!(c.chosen(), Some(A));
 
         // Advice clearly cheaper: the next probe only after the longest run.
         let (ways, _) = drive(&costs(&[
             (k_dear, 1),
+            (w, 1),
             (a_cheap, 1),
             (a_cheap, max),
             (k_dear, 1),
         ]));
-        assert_eq!(ways, seq(&[(K, 2), (A, 1), (A, max), (K, 1)]));
+        assert_eq!(ways, seq(&[(K, 2), (A, 2), (A, max), (K, 1)]));
 
         // The kernel chosen, then its cost rises mid-run: the next stretch probes the
         // advice at once, which wins clearly: the longest run.
         let (ways, c) = drive(&costs(&[
             (k_cheap, 1),
+            (w, 1),
             (a_dear, 1),
             (k_cheap, 2),
             (k_dear, 1),
+            (w, 1),
             (a_dear, 1),
             (a_dear, max),
             (k_dear, 1),
         ]));
         assert_eq!(
             ways,
-            seq(&[(K, 2), (A, 1), (K, 3), (A, 1), (A, max), (K, 1)])
+            seq(&[(K, 2), (A, 2), (K, 3), (A, 2), (A, max), (K, 1)])
         );
         assert_eq!(c.chosen(), Some(A));
 
         // Advice chosen; a probe finds the kernel now cheaper: it is chosen, runs anew.
         let (ways, c) = drive(&costs(&[
             (k_mild, 1),
+            (w, 1),
             (a_cheap, 1),
             (a_dear, first),
             (k_cheap, 1),
             (k_cheap, first),
-            (a_dear, 1),
+            (w, 1),
         ]));
         assert_eq!(
             ways,
-            seq(&[(K, 2), (A, 1), (A, first), (K, 1), (K, first), (A, 1)])
+            seq(&[(K, 2), (A, 2), (A, first), (K, 1), (K, first), (A, 1)])
         );
         assert_eq!(c.chosen(), Some(K));
 
@@ -836,9 +867,11 @@ mod tests {
             ways.push(way);
             t += if way == K { 1.0 } else { 1.5 };
         }
-        let probes: Vec<usize> = (3..ways.len()).filter(|&i| ways[i] == A).collect();
-        let gaps: Vec<usize> = probes.windows(2).map(|w| w[1] - w[0] - 1).collect();
-        assert_eq!(probes[0], 3 + first);
+        let probes: Vec<usize> = (4..ways.len())
+            .filter(|&i| ways[i] == A && ways[i - 1] == K)
+            .collect();
+        let gaps: Vec<usize> = probes.windows(2).map(|p| p[1] - p[0] - 2).collect();
+        assert_eq!(probes[0], 4 + first);
         assert_eq!(&gaps[..3], &[4 * first, max, max]);
     }
 
@@ -865,9 +898,10 @@ mod tests {
             A,
             "the same stretch: nothing measured"
         );
+        assert_eq!(c.begin(6, at(60.0, 60.0)), A, "the advice's warm-up");
         assert_eq!(c.cost(A), None);
         assert_eq!(
-            c.begin(6, at(52.0, 52.0)),
+            c.begin(7, at(59.0, 59.0)),
             A,
             "a clock going back: a cost of 0"
         );
@@ -924,12 +958,21 @@ mod tests {
             (false, u64::MAX),
             "stretch 1: the kernel's, measured"
         );
-        assert_eq!(step(2 * s, 1.0), (true, 3 * s), "the first advice: capped");
+        assert_eq!(
+            step(2 * s, 50.0),
+            (true, u64::MAX),
+            "the advice's warm-up: uncapped"
+        );
+        assert_eq!(
+            step(3 * s, 1.0),
+            (true, 4 * s),
+            "the first advice measured: capped"
+        );
         let run = FIRST_RUN_STRETCHES as u64;
-        for i in 3..(2 + run) {
+        for i in 4..(4 + run - 1) {
             assert_eq!(step(i * s + 7, 1.0), (true, u64::MAX), "an advice run");
         }
-        let last = 2 + run;
+        let last = 4 + run - 1;
         assert_eq!(
             step(last * s, 1.0),
             (true, (last + 1) * s),
@@ -943,7 +986,7 @@ mod tests {
         let report = r.report();
         assert_eq!(report.chosen, Some(A));
         assert_eq!(report.stretches_kernel, 3);
-        assert_eq!(report.stretches_advised, run + 1);
+        assert_eq!(report.stretches_advised, run + 2);
         // The plans that do not measure never steer.
         let fixed = SeqReadAhead::new(64 << 20, 1 << 40);
         fixed.steer_at(s * 3, || unreachable!("no clock read without a chooser"));
