@@ -196,26 +196,16 @@ fn generated_body() {
     }
 }
 
-/// Read-ahead advice (`seq_read_ahead`): a cold buffered seq scan advises each 2 MB piece
-/// of the heap exactly once, serially and on three threads, whatever the window, under every
-/// io_method; a heap the page cache holds, `seq_read_ahead = 0` and direct I/O advise
-/// nothing, and the measured default reads a heap of two stretches with the kernel's
-/// read-ahead. The answers never change.
-#[test]
-fn read_ahead_advice_covers_each_piece_once() {
-    common::with_watchdog("read-ahead advice", 300, read_ahead_body)
-}
-
-fn read_ahead_body() {
-    use pageio::stream::readahead::{ADVICE_PIECE_BLOCKS, STRETCH_BLOCKS};
-    let dir = tempfile::tempdir().unwrap();
+/// A generated `uniform` table of `rows` rows under `dir` (float8 and text columns), and the
+/// options it was made with.
+fn uniform_table(dir: &std::path::Path, rows: u64, seed: u64) -> (Table, GenOptions) {
     let opts = GenOptions {
-        rows: 90_000,
-        seed: 5,
+        rows,
+        seed,
         scale: 1,
         overwrite: true,
     };
-    let out = dir.path().join("t");
+    let out = dir.join("t");
     let m = generate(
         &common::aio_for(IoMethodKind::Sync),
         &out,
@@ -230,6 +220,23 @@ fn read_ahead_body() {
         columns: vec![ColumnType::Float8, ColumnType::Text],
         transactions: None,
     };
+    (table, opts)
+}
+
+/// Read-ahead advice (`seq_read_ahead`): a cold buffered seq scan advises each 2 MB piece
+/// of the heap exactly once, serially and on three threads, whatever the window, under every
+/// io_method; a heap the page cache holds, `seq_read_ahead = 0` and direct I/O advise
+/// nothing, and the measured default reads a heap of two stretches with the kernel's
+/// read-ahead. The answers never change.
+#[test]
+fn read_ahead_advice_covers_each_piece_once() {
+    common::with_watchdog("read-ahead advice", 300, read_ahead_body)
+}
+
+fn read_ahead_body() {
+    use pageio::stream::readahead::{ADVICE_PIECE_BLOCKS, STRETCH_BLOCKS};
+    let dir = tempfile::tempdir().unwrap();
+    let (table, opts) = uniform_table(dir.path(), 90_000, 5);
     // The serial scan's answer, no advice involved: every row.
     let want = {
         let pool = common::checksum_pool(&common::aio_for(IoMethodKind::Sync));
@@ -335,27 +342,7 @@ fn measured_read_ahead_body() {
         .max()
         .unwrap_or(0);
     let dir = tempfile::tempdir().unwrap();
-    let opts = GenOptions {
-        rows: 220_000,
-        seed: 6,
-        scale: 1,
-        overwrite: true,
-    };
-    let out = dir.path().join("t");
-    let m = generate(
-        &common::aio_for(IoMethodKind::Sync),
-        &out,
-        DataSet::Uniform,
-        &opts,
-        &|_| {},
-    )
-    .unwrap();
-    let table = Table {
-        heap: m.heap_file(&out.join(DataSet::Uniform.name())),
-        index: None,
-        columns: vec![ColumnType::Float8, ColumnType::Text],
-        transactions: None,
-    };
+    let (table, opts) = uniform_table(dir.path(), 220_000, 6);
     for method in IoMethodKind::CONCRETE {
         for threads in [1, 3] {
             for cold in [true, false] {

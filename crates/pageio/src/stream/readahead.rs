@@ -68,7 +68,10 @@
 //! 4 kB pages come from smaller free blocks, which are never reported: 0.8–0.9 s either way.
 //! A cold scan with the kernel's read-ahead alone took 2.9–3.4 s against the advice's
 //! 1.5–1.9 s once memory had settled, and as fast either way right after a drop of the page
-//! cache; on a machine that hands nothing back, large folios are the cheaper way. So each
+//! cache; on a machine that hands nothing back, the kernel's large folios cost less CPU than
+//! the advice's 4 kB pages. (The slow 1 MB reader at the top may have met this cost rather
+//! than a shallow queue: a reader alone on a CPU, copying at 2 s of system time per 2 GB,
+//! reads at about 1 GB/s whatever the device does.) So each
 //! scan measures the two on its own stretches of [`STRETCH_BLOCKS`] (32 MB): the wall time
 //! and the process's CPU time per block from the first block of a stretch handed to a stream
 //! to the first of the next ([`Chooser`]). Stretches 0 and 1 go to the kernel's read-ahead,
@@ -694,6 +697,12 @@ mod tests {
         Moment { wall, cpu }
     }
 
+    /// The cost per block of a stretch that took `seconds` of wall and CPU time.
+    fn per_block(seconds: f64) -> Option<StretchCost> {
+        let per = seconds / STRETCH_BLOCKS as f64;
+        Some(StretchCost { wall: per, cpu: per })
+    }
+
     use ReadAheadMode::{Advise as A, Kernel as K};
 
     /// Drives a chooser through stretches 0, 1, 2, … where stretch i costs `costs[i]` (wall,
@@ -779,22 +788,8 @@ mod tests {
             seq(&[(K, 2), (A, 2), (K, first), (A, 2), (K, 4 * first)])
         );
         assert_eq!(c.chosen(), Some(K));
-        let per = 1.0 / STRETCH_BLOCKS as f64;
-        assert_eq!(
-            c.cost(K),
-            Some(StretchCost {
-                wall: per,
-                cpu: per
-            })
-        );
-        assert_eq!(
-            c.cost(A),
-            Some(StretchCost {
-                wall: 1.5 * per,
-                cpu: 1.5 * per
-            }),
-            "the warm-ups counted for nothing"
-        );
+        assert_eq!(c.cost(K), per_block(1.0));
+        assert_eq!(c.cost(A), per_block(1.5), "the warm-ups counted for nothing");
 
         // Advice cheaper, not clearly: the mirror image (back to advice after the kernel's
         // probe, a warm-up again).
@@ -885,14 +880,7 @@ mod tests {
         assert_eq!(c.begin(2, at(50.0, 50.0)), K, "the warm-up: not measured");
         assert_eq!(c.cost(K), None);
         assert_eq!(c.begin(5, at(53.0, 53.0)), A, "three stretches at 1 s each");
-        let per = 1.0 / STRETCH_BLOCKS as f64;
-        assert_eq!(
-            c.cost(K),
-            Some(StretchCost {
-                wall: per,
-                cpu: per
-            })
-        );
+        assert_eq!(c.cost(K), per_block(1.0));
         assert_eq!(
             c.begin(5, at(99.0, 99.0)),
             A,
