@@ -700,7 +700,10 @@ mod tests {
     /// The cost per block of a stretch that took `seconds` of wall and CPU time.
     fn per_block(seconds: f64) -> Option<StretchCost> {
         let per = seconds / STRETCH_BLOCKS as f64;
-        Some(StretchCost { wall: per, cpu: per })
+        Some(StretchCost {
+            wall: per,
+            cpu: per,
+        })
     }
 
     use ReadAheadMode::{Advise as A, Kernel as K};
@@ -789,7 +792,11 @@ mod tests {
         );
         assert_eq!(c.chosen(), Some(K));
         assert_eq!(c.cost(K), per_block(1.0));
-        assert_eq!(c.cost(A), per_block(1.5), "the warm-ups counted for nothing");
+        assert_eq!(
+            c.cost(A),
+            per_block(1.5),
+            "the warm-ups counted for nothing"
+        );
 
         // Advice cheaper, not clearly: the mirror image (back to advice after the kernel's
         // probe, a warm-up again).
