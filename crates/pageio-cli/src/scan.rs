@@ -901,7 +901,7 @@ fn print_buffers_and_io(r: &ScanResult) {
         let chosen = match ra.chosen {
             Some(pageio::stream::readahead::ReadAheadMode::Advise) => "advice",
             Some(pageio::stream::readahead::ReadAheadMode::Kernel) => "the kernel's",
-            None => "not yet (a heap of one or two stretches)",
+            None => "none yet (the heap ended before the two ways were compared)",
         };
         println!(
             "  Read-ahead: auto, 32MB stretches advised={} kernel={}, chosen: {chosen}",
