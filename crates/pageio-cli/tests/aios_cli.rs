@@ -722,6 +722,15 @@ fn watch_under_tmux_restores_the_terminal_on_panic() {
             publish.path().display()
         );
         tmux.send_keys(&[&command, "Enter"]);
+        // The command's own end first: right after the keys are sent the screen may still
+        // end with the prompt they were typed at, before the view has even started.
+        // (Its echo, not the typed `status=$?`: a line that starts with status and a digit.)
+        tmux.wait_for("the command's exit status", Duration::from_secs(20), |s| {
+            s.lines().any(|l| {
+                l.strip_prefix("status=")
+                    .is_some_and(|rest| rest.starts_with(|c: char| c.is_ascii_digit()))
+            })
+        });
         let after = assert_terminal_clean(&tmux);
         assert!(after.contains("injected panic at refresh 3"), "{after}");
         assert!(after.contains("status=101"), "{after}");
