@@ -405,7 +405,19 @@ impl IoConfig {
             }
             "seq_read_ahead" => {
                 // A bare number is blocks, as for PostgreSQL's block-valued settings.
-                let blocks = parse_blocks("seq_read_ahead", value)?;
+                // Either way of being wrong is told that `auto` is a value too.
+                let blocks = parse_blocks("seq_read_ahead", value).map_err(|e| match e {
+                    ConfigError::Invalid {
+                        name,
+                        value,
+                        reason,
+                    } => ConfigError::Invalid {
+                        name,
+                        value,
+                        reason: format!("{reason}; or auto"),
+                    },
+                    other => other,
+                })?;
                 if blocks > MAX_SEQ_READ_AHEAD_BLOCKS {
                     return Err(ConfigError::Invalid {
                         name: "seq_read_ahead".into(),

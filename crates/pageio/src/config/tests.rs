@@ -113,6 +113,12 @@ fn set_and_ranges() {
         "{err}"
     );
     assert!(c.set("seq_read_ahead", "-1").is_err());
+    let err = c.set("seq_read_ahead", "fast").unwrap_err().to_string();
+    assert!(
+        err.contains("seq_read_ahead") && err.contains("auto") && err.contains("fast"),
+        "{err}"
+    );
+    assert!(c.set("seq_read_ahead", "3kB").is_err(), "not a whole block");
     assert!(c.set("io_workers", "0").is_err());
     assert!(c.set("io_method", "posix").is_err());
     let err = c.set("io_turbo", "on").unwrap_err().to_string();
