@@ -399,34 +399,9 @@ impl IoConfig {
                     MAX_EFFECTIVE_IO_CONCURRENCY,
                 )?;
             }
-            "seq_read_ahead" if value.trim().eq_ignore_ascii_case("auto") => {
-                self.seq_read_ahead_blocks = DEFAULT_SEQ_READ_AHEAD_BLOCKS;
-                self.seq_read_ahead_auto = true;
-            }
             "seq_read_ahead" => {
-                // A bare number is blocks, as for PostgreSQL's block-valued settings.
-                // Either way of being wrong is told that `auto` is a value too.
-                let blocks = parse_blocks("seq_read_ahead", value).map_err(|e| match e {
-                    ConfigError::Invalid {
-                        name,
-                        value,
-                        reason,
-                    } => ConfigError::Invalid {
-                        name,
-                        value,
-                        reason: format!("{reason}; or auto"),
-                    },
-                    other => other,
-                })?;
-                if blocks > MAX_SEQ_READ_AHEAD_BLOCKS {
-                    return Err(ConfigError::Invalid {
-                        name: "seq_read_ahead".into(),
-                        value: value.into(),
-                        reason: "must be auto, or between 0 (off) and 1GB".into(),
-                    });
-                }
-                self.seq_read_ahead_blocks = blocks;
-                self.seq_read_ahead_auto = false;
+                (self.seq_read_ahead_blocks, self.seq_read_ahead_auto) =
+                    parse_seq_read_ahead(value)?;
             }
             "seq_read_in_place" => {
                 self.seq_read_in_place = parse_bool("seq_read_in_place", value)?;
@@ -931,6 +906,36 @@ pub fn parse_conf_line(line: &str) -> Result<Option<(String, String)>, String> {
 /// a bare number is bytes.
 pub fn parse_size_bytes(name: &str, value: &str) -> Result<usize, ConfigError> {
     parse_with_unit(name, value, 1)
+}
+
+/// `seq_read_ahead`: `auto` (measured, advising 64 MB ahead when it advises), or a size
+/// from 0 (the kernel's read-ahead alone) to 1GB, always advised; (blocks, auto).
+fn parse_seq_read_ahead(value: &str) -> Result<(usize, bool), ConfigError> {
+    if value.trim().eq_ignore_ascii_case("auto") {
+        return Ok((DEFAULT_SEQ_READ_AHEAD_BLOCKS, true));
+    }
+    // A bare number is blocks, as for PostgreSQL's block-valued settings. Either way of
+    // being wrong is told that `auto` is a value too.
+    let blocks = parse_blocks("seq_read_ahead", value).map_err(|e| match e {
+        ConfigError::Invalid {
+            name,
+            value,
+            reason,
+        } => ConfigError::Invalid {
+            name,
+            value,
+            reason: format!("{reason}; or auto"),
+        },
+        other => other,
+    })?;
+    if blocks > MAX_SEQ_READ_AHEAD_BLOCKS {
+        return Err(ConfigError::Invalid {
+            name: "seq_read_ahead".into(),
+            value: value.into(),
+            reason: "must be auto, or between 0 (off) and 1GB".into(),
+        });
+    }
+    Ok((blocks, false))
 }
 
 /// Parses a block-valued setting: a bare number is blocks, a memory unit is converted to
