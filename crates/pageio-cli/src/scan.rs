@@ -757,6 +757,10 @@ fn json_report(
         "read_ahead_advice": r.read_ahead_advice,
         "read_ahead_choice": read_ahead_json(&r.read_ahead),
         "seq_read_in_place": c.seq_read_in_place && !c.direct_io,
+        // A serial scan's helper thread mapping cached windows ahead (auto, on, off), and
+        // the pages it mapped before the scan reached them.
+        "seq_map_ahead": c.seq_map_ahead,
+        "pages_mapped_ahead": r.pages_mapped_ahead,
         "direct_io": c.direct_io,
         "shared_buffers_bytes": c.shared_buffers_bytes,
         "huge_pages_in_use": pool.huge_pages_in_use(),
@@ -881,7 +885,12 @@ fn worker_pool_text(aio: &Aio) -> String {
 /// prints them.
 fn print_buffers_and_io(r: &ScanResult) {
     // Pages read in place from the page cache (seq_read_in_place) went through no buffer.
-    let in_place = if r.pages_in_place > 0 {
+    let in_place = if r.pages_mapped_ahead > 0 {
+        format!(
+            ", in place from the page cache={} (mapped ahead={})",
+            r.pages_in_place, r.pages_mapped_ahead
+        )
+    } else if r.pages_in_place > 0 {
         format!(", in place from the page cache={}", r.pages_in_place)
     } else {
         String::new()

@@ -44,7 +44,7 @@ pub struct Setting {
 }
 
 /// Every engine setting, in [`pageio::config::SETTING_NAMES`]' order.
-pub const SETTINGS: [Setting; 18] = [
+pub const SETTINGS: [Setting; 19] = [
     Setting {
         name: "io_method",
         flag: "io-method",
@@ -149,6 +149,13 @@ ignored with --direct-io on",
         default: "on",
     },
     Setting {
+        name: "seq_map_ahead",
+        flag: "seq-map-ahead",
+        value_name: "auto|on|off",
+        help: "While a serial sequential scan reads cached pages in place, have a helper thread map the next 32MB of them before the scan reaches them, and unmap what it is done with, so the scan does not stop to fault 4 kB pages in (the cost of a table cached in 4 kB pages, as read-ahead advice leaves it). auto: under io_method worker or io_uring on a machine with more than one CPU; on: always; off: never",
+        default: "auto",
+    },
+    Setting {
         name: "shared_buffers",
         flag: "shared-buffers",
         value_name: "SIZE",
@@ -244,10 +251,11 @@ const VERIFY_USES: [&str; 13] = engine_and(["effective_io_concurrency"]);
 const CHECKSUMS_USES: [&str; 14] =
     engine_and(["effective_io_concurrency", "maintenance_io_concurrency"]);
 /// `scan` and `bench`: read streams through the buffer pool, and seq-scan read-ahead.
-const SCAN_USES: [&str; 17] = engine_and([
+const SCAN_USES: [&str; 18] = engine_and([
     "effective_io_concurrency",
     "seq_read_ahead",
     "seq_read_in_place",
+    "seq_map_ahead",
     "shared_buffers",
     "huge_pages",
 ]);
@@ -272,7 +280,7 @@ const IO_BENCH_USES: [&str; 12] = [
 ];
 /// `bench`: scan's, less what its `--methods` and `--io` choose per cell (io_method,
 /// io_workers, direct_io).
-const BENCH_USES: [&str; 14] = [
+const BENCH_USES: [&str; 15] = [
     "io_min_workers",
     "io_max_workers",
     "io_worker_idle_timeout",
@@ -285,6 +293,7 @@ const BENCH_USES: [&str; 14] = [
     "effective_io_concurrency",
     "seq_read_ahead",
     "seq_read_in_place",
+    "seq_map_ahead",
     "shared_buffers",
     "huge_pages",
 ];

@@ -461,3 +461,93 @@ fn scan_defaults_to_io_method_auto_unless_chosen() {
     assert_eq!(v["io_method"], "sync");
     assert_eq!(v["rows"].as_u64(), Some(index_rows));
 }
+
+/// `--seq-map-ahead`: a serial scan of a cached heap of three 16 MB windows has its helper
+/// thread map the two after the first (`pages_mapped_ahead`), with the answer of `off`,
+/// which maps nothing; the text report says so; a nonsense value names the choices.
+#[test]
+fn seq_map_ahead_maps_a_serial_scans_next_windows() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().to_str().unwrap();
+    let gen = common::pageio_bounded(
+        &[
+            "gen",
+            "--dataset",
+            "uniform",
+            "--rows",
+            "100000",
+            "--out",
+            out,
+        ],
+        300,
+    );
+    assert!(
+        gen.status.success(),
+        "{}",
+        String::from_utf8_lossy(&gen.stderr)
+    );
+    let scan = |extra: &[&str]| -> serde_json::Value {
+        let mut args = vec![
+            "scan",
+            "--dataset",
+            "uniform",
+            "--data-dir",
+            out,
+            "--jobs",
+            "1",
+        ];
+        args.extend_from_slice(extra);
+        let o = common::pageio_bounded(&args, 120);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        if extra.contains(&"--json") {
+            serde_json::from_slice(&o.stdout).unwrap()
+        } else {
+            serde_json::Value::String(String::from_utf8_lossy(&o.stdout).into())
+        }
+    };
+    let heap = dir.path().join("uniform");
+    // The machine may page out idle page cache: one of three tries must find all of the
+    // heap cached (read just before); every answer must be the same.
+    let cached = |setting: &str| {
+        let mut last = serde_json::Value::Null;
+        for _ in 0..3 {
+            for f in std::fs::read_dir(&heap).unwrap() {
+                let _ = std::fs::read(f.unwrap().path());
+            }
+            last = scan(&["--json", "--seq-map-ahead", setting]);
+            assert_eq!(last["seq_map_ahead"], setting, "{last}");
+            assert_eq!(last["rows"], 100000, "{last}");
+            if last["pages_in_place"] == last["heap_pages"] {
+                return last;
+            }
+        }
+        panic!("never all in place: {last}");
+    };
+    let on = cached("on");
+    let off = cached("off");
+    let pages = on["heap_pages"].as_u64().unwrap();
+    assert!(pages > 2 * 2048 && pages < 3 * 2048, "{on}");
+    assert_eq!(on["pages_mapped_ahead"], pages - 2048, "{on}");
+    assert_eq!(off["pages_mapped_ahead"], 0, "{off}");
+    assert_eq!(on["sum_octet_length"], off["sum_octet_length"]);
+    let text = scan(&["--seq-map-ahead", "on"]);
+    assert!(text.as_str().unwrap().contains("(mapped ahead="), "{text}");
+    let bad = common::pageio_bounded(
+        &[
+            "scan",
+            "--dataset",
+            "uniform",
+            "--data-dir",
+            out,
+            "--seq-map-ahead",
+            "maybe",
+        ],
+        60,
+    );
+    assert_eq!(bad.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(
+        err.contains("\"seq_map_ahead\": \"maybe\": expected one of: auto, on, off"),
+        "{err}"
+    );
+}

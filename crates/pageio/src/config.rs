@@ -146,6 +146,36 @@ impl FromStr for HugePages {
     }
 }
 
+/// `seq_map_ahead`: whether a serial sequential scan reading cached windows in place has a
+/// helper thread map the next windows before it reaches them (`scan::map_ahead`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SeqMapAhead {
+    /// On under an io_method with workers of its own (`worker`, `io_uring`) on a machine
+    /// with more than one CPU; off under `sync` or on one CPU.
+    Auto,
+    /// Always (even under `sync`).
+    On,
+    /// Never: the scanning thread maps every page it reads in place itself.
+    Off,
+}
+
+impl FromStr for SeqMapAhead {
+    type Err = ConfigError;
+    fn from_str(s: &str) -> Result<Self, ConfigError> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "auto" => Ok(SeqMapAhead::Auto),
+            "on" | "true" | "yes" | "1" => Ok(SeqMapAhead::On),
+            "off" | "false" | "no" | "0" => Ok(SeqMapAhead::Off),
+            _ => Err(ConfigError::Invalid {
+                name: "seq_map_ahead".into(),
+                value: s.into(),
+                reason: "expected one of: auto, on, off".into(),
+            }),
+        }
+    }
+}
+
 /// A setting that could not be accepted.
 #[derive(Debug, Error)]
 pub enum ConfigError {
@@ -260,6 +290,11 @@ pub struct IoConfig {
     /// setting matches: PostgreSQL always copies. Not used under direct I/O, which bypasses
     /// the page cache.
     pub seq_read_in_place: bool,
+    /// Whether a serial sequential scan reading cached pages in place has a helper thread
+    /// map the next 16 MB windows before the scanning thread reaches them, and unmap the
+    /// segments it is done with (`scan::map_ahead`). No PostgreSQL setting matches:
+    /// PostgreSQL copies, and its I/O workers do the copies.
+    pub seq_map_ahead: SeqMapAhead,
     /// Buffer pool size in bytes.
     pub shared_buffers_bytes: usize,
     /// Huge pages for the buffer pool's memory.
@@ -297,6 +332,7 @@ impl Default for IoConfig {
             seq_read_ahead_blocks: DEFAULT_SEQ_READ_AHEAD_BLOCKS,
             seq_read_ahead_auto: true,
             seq_read_in_place: true,
+            seq_map_ahead: SeqMapAhead::Auto,
             shared_buffers_bytes: 128 * 1024 * 1024,
             huge_pages: HugePages::Try,
             direct_io: false,
@@ -320,7 +356,7 @@ pub const DEFAULT_SEQ_READ_AHEAD_BLOCKS: usize = (64 << 20) / BLCKSZ;
 pub const MAX_SEQ_READ_AHEAD_BLOCKS: usize = (1 << 30) / BLCKSZ;
 
 /// The names [`IoConfig::set`] accepts.
-pub const SETTING_NAMES: [&str; 18] = [
+pub const SETTING_NAMES: [&str; 19] = [
     "io_method",
     "io_workers",
     "io_min_workers",
@@ -333,6 +369,7 @@ pub const SETTING_NAMES: [&str; 18] = [
     "maintenance_io_concurrency",
     "seq_read_ahead",
     "seq_read_in_place",
+    "seq_map_ahead",
     "shared_buffers",
     "huge_pages",
     "direct_io",
@@ -406,6 +443,7 @@ impl IoConfig {
             "seq_read_in_place" => {
                 self.seq_read_in_place = parse_bool("seq_read_in_place", value)?;
             }
+            "seq_map_ahead" => self.seq_map_ahead = value.parse()?,
             "shared_buffers" => {
                 // A bare number is a count of 8kB buffers, as in postgresql.conf.
                 let blocks = parse_blocks("shared_buffers", value)?;

@@ -381,7 +381,67 @@ fn a_hole_in_a_cached_heap_costs_only_the_hole(method: IoMethodKind) {
     );
 }
 
+/// Map-ahead (`seq_map_ahead`, `scan::map_ahead`): a helper thread maps the windows a
+/// serial in-place scan reads next. On, off and auto give the copied scan's answer, page
+/// for page; on, it maps exactly what follows the first window of a cached heap (the first
+/// window is the scanning thread's own, and populating 32 MB ahead covers the other two);
+/// off, and for a parallel scan, nothing; auto follows `io_method` and the CPUs.
+fn map_ahead_maps_what_the_scan_reads_next(method: IoMethodKind) {
+    let dir = tempfile::tempdir().unwrap();
+    let (table, expected) = generated_uniform(dir.path(), 100_000, 5);
+    let nblocks = table.heap.nblocks().unwrap();
+    assert!(
+        nblocks > 2 * 2048 && nblocks < 3 * 2048,
+        "{nblocks}: three windows"
+    );
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    for setting in ["on", "off", "auto"] {
+        let mut config = IoConfig {
+            io_method: method,
+            ..IoConfig::default()
+        };
+        config.set("seq_map_ahead", setting).unwrap();
+        let aio = Aio::new(config).unwrap_or_else(|e| panic!("{method}: {e}"));
+        let ahead = match setting {
+            "on" => true,
+            "off" => false,
+            _ => aio.io_method() != IoMethodKind::Sync && cpus > 1,
+        };
+        for (threads, order) in [(1, None), (1, Some(StreamOrder::BlockOrder)), (2, None)] {
+            let what = format!("{method} seq_map_ahead={setting}, {threads} threads {order:?}");
+            // The machine may page out idle page cache between warming and scanning: one
+            // of three tries must find the heap all cached; every answer must be right.
+            let mut clean = None;
+            for _ in 0..3 {
+                warm(table.heap.path());
+                let r = seq(
+                    &common::checksum_pool(&aio),
+                    &table,
+                    Between::ALL,
+                    threads,
+                    order,
+                );
+                assert_eq!((r.rows, r.sum_octet_length), expected, "{what}");
+                assert_eq!(r.heap_pages, nblocks, "{what}");
+                assert!(r.pages_mapped_ahead <= r.pages_in_place, "{what}: {r:?}");
+                if r.pages_in_place == nblocks {
+                    clean = Some(r);
+                    break;
+                }
+            }
+            let r = clean.unwrap_or_else(|| panic!("{what}: never all in place"));
+            let want = if ahead && threads == 1 {
+                nblocks - 2048
+            } else {
+                0
+            };
+            assert_eq!(r.pages_mapped_ahead, want, "{what}");
+        }
+    }
+}
+
 per_method!(
+    map_ahead_maps_what_the_scan_reads_next,
     fixture_in_place_equals_copied,
     partly_cached_heap_alternates,
     a_hole_in_a_cached_heap_costs_only_the_hole,

@@ -102,7 +102,9 @@
 use std::cell::RefCell;
 use std::ops::Range;
 use std::rc::Rc;
+use std::sync::Arc;
 
+use super::map_ahead::{self, MapAhead};
 use super::parallel::{BlockAllocator, WorkerBlocks};
 use super::{ScanError, ScanOptions, ScanResult, Table, TupleSink};
 use crate::buffer::BufferPool;
@@ -290,7 +292,23 @@ pub(super) fn scan_blocks<S: TupleSink>(
     )
     .with_read_ahead(read_ahead);
     let stopped = || allocator.is_some_and(BlockAllocator::is_stopped);
-    let mut mapping = SegmentMapping::default();
+    let map_ahead = match (&planner.borrow().blocks, enabled(pool)) {
+        (Blocks::Serial { .. }, true)
+            if map_ahead::wanted(
+                pool.aio().config().seq_map_ahead,
+                pool.aio().io_method(),
+                std::thread::available_parallelism().map_or(1, |n| n.get()),
+            ) =>
+        {
+            MapAhead::start()
+        }
+        _ => None,
+    };
+    let mut mapping = SegmentMapping {
+        current: None,
+        populated_to: 0,
+        map_ahead,
+    };
     'scan: loop {
         while let Some(buf) = stream.next(backend)? {
             sink.page(&table.heap, buf.block, buf.page())?;
@@ -314,6 +332,7 @@ pub(super) fn scan_blocks<S: TupleSink>(
         stream.resume();
     }
     part.stream = stream.stats();
+    mapping.finish(part);
     Ok(())
 }
 
@@ -359,10 +378,14 @@ fn truncated(seg: &SegmentFile, window_start: u64, size_bytes: u64) -> ScanError
 /// scan more than the copy it saved; pages once mapped also stay mapped for the next
 /// window. Each thread maps for itself, because the SIGBUS guard replaces the faulting
 /// thread's mapping with zeros, which another thread must never read as data.
-#[derive(Default)]
 struct SegmentMapping {
     /// The segment number, the bytes mapped from its start, and the mapping.
-    current: Option<(u64, u64, MappedRegion)>,
+    current: Option<(u64, u64, Arc<MappedRegion>)>,
+    /// Bytes of the current mapping given to `map_ahead` to populate.
+    populated_to: usize,
+    /// The thread that maps the next windows and unmaps old mappings (a serial scan with a
+    /// CPU to spare, see `scan::map_ahead`).
+    map_ahead: Option<MapAhead>,
 }
 
 impl SegmentMapping {
@@ -375,18 +398,57 @@ impl SegmentMapping {
         segno: u64,
         end_bytes: u64,
         size_bytes: u64,
-    ) -> Option<&MappedRegion> {
+    ) -> Option<&Arc<MappedRegion>> {
         let reuse = matches!(&self.current, Some((s, len, _)) if *s == segno && *len >= end_bytes);
         if !reuse {
             // Drop the old mapping first: at most one segment mapped per thread.
-            self.current = None;
+            self.drop_current();
             let len_bytes = size_bytes / BLCKSZ as u64 * BLCKSZ as u64;
             let region = map_window(fd, 0, usize::try_from(len_bytes).ok()?).ok()?;
             #[cfg(test)]
             hook::after_map();
-            self.current = Some((segno, len_bytes, region));
+            self.current = Some((segno, len_bytes, Arc::new(region)));
         }
         self.current.as_ref().map(|(_, _, region)| region)
+    }
+
+    /// Lets go of the current mapping: unmapped by the map-ahead thread if there is one,
+    /// here otherwise.
+    fn drop_current(&mut self) {
+        self.populated_to = 0;
+        if let Some((_, _, region)) = self.current.take() {
+            match &self.map_ahead {
+                Some(m) => m.retire(region),
+                None => drop(region),
+            }
+        }
+    }
+
+    /// Asks the map-ahead thread (if any) to map the [`map_ahead::AHEAD_WINDOWS`] windows
+    /// after bytes `..end_bytes` of the current mapping, `window_bytes` each.
+    fn map_after(&mut self, end_bytes: usize, window_bytes: usize) {
+        let (Some(m), Some((_, _, region))) = (&self.map_ahead, &self.current) else {
+            return;
+        };
+        let start = self.populated_to.max(end_bytes);
+        let end = window_bytes
+            .saturating_mul(map_ahead::AHEAD_WINDOWS)
+            .saturating_add(end_bytes)
+            .min(region.len_bytes());
+        if start < end {
+            m.populate(region, start..end);
+            self.populated_to = end;
+        }
+    }
+
+    /// Ends the scan's mapping: the last one unmapped, the map-ahead thread joined, its
+    /// count of pages mapped ahead added to `part`.
+    fn finish(&mut self, part: &mut ScanResult) {
+        self.drop_current();
+        if let Some(m) = self.map_ahead.take() {
+            let bytes = m.finish();
+            part.pages_mapped_ahead += bytes / BLCKSZ as u64;
+        }
     }
 }
 
@@ -424,9 +486,14 @@ fn read_window<S: TupleSink>(
         return Err(truncated(&seg, window.start, size_bytes));
     }
     let segno = window.start / RELSEG_SIZE_BLOCKS as u64;
-    let Some(region) = mapping.covering(fd, segno, end_bytes, size_bytes) else {
+    if mapping.covering(fd, segno, end_bytes, size_bytes).is_none() {
+        return Ok(Some(window.start));
+    }
+    mapping.map_after(usize::try_from(end_bytes).unwrap_or(usize::MAX), len_bytes);
+    let Some((_, _, region)) = mapping.current.clone() else {
         return Ok(Some(window.start));
     };
+    let region = &*region;
     let checksums = pool.check_options().checksums;
     for block in window.clone() {
         // In the segment's mapping: offset_bytes is the window's start within the segment.
@@ -448,7 +515,7 @@ fn read_window<S: TupleSink>(
             Ok(false) => return Ok(Some(block)),
             Err(_) => {
                 // The guard put zeros over the rest of the mapping: never read it again.
-                mapping.current = None;
+                mapping.drop_current();
                 return match truncated_now() {
                     Some(e) => Err(e),
                     // Not truncated: the read path reads the page again and reports what
@@ -465,7 +532,7 @@ fn read_window<S: TupleSink>(
             Ok(outcome) => outcome?,
             // The sink may have seen zeros from the guard: its answer cannot be trusted.
             Err(_) => {
-                mapping.current = None;
+                mapping.drop_current();
                 return Err(truncated_now().unwrap_or_else(|| ScanError::FileChanged {
                     path: seg.display_name().to_string(),
                     block,
@@ -505,7 +572,7 @@ pub(crate) mod hook {
 mod tests {
     use super::*;
     use crate::buffer::PageCheckOptions;
-    use crate::config::{IoConfig, IoMethodKind};
+    use crate::config::{IoConfig, IoMethodKind, SeqMapAhead};
     use crate::page::builder::{set_checksum, PageBuilder};
     use crate::scan::{run_scan, Between, ScanKind};
     use crate::stream::DistancePolicy;
@@ -533,8 +600,18 @@ mod tests {
     }
 
     fn seq_scan(table: &Table, threads: usize) -> Result<ScanResult, ScanError> {
+        seq_scan_with(table, threads, IoMethodKind::Sync, SeqMapAhead::Auto)
+    }
+
+    fn seq_scan_with(
+        table: &Table,
+        threads: usize,
+        io_method: IoMethodKind,
+        seq_map_ahead: SeqMapAhead,
+    ) -> Result<ScanResult, ScanError> {
         let aio = Aio::new(IoConfig {
-            io_method: IoMethodKind::Sync,
+            io_method,
+            seq_map_ahead,
             ..IoConfig::default()
         })
         .unwrap();
@@ -615,11 +692,22 @@ mod tests {
 
     #[test]
     fn truncation_after_mapping_is_an_error_naming_file_and_block_not_a_signal() {
+        // Without and with the map-ahead thread (which then has the second window to map).
+        for (nblocks, method, map_ahead) in [
+            (64, IoMethodKind::Sync, SeqMapAhead::Off),
+            (2148, IoMethodKind::Worker, SeqMapAhead::On),
+            (2148, IoMethodKind::IoUring, SeqMapAhead::On),
+        ] {
+            truncation_after_mapping(nblocks, method, map_ahead);
+        }
+    }
+
+    fn truncation_after_mapping(nblocks: u64, method: IoMethodKind, map_ahead: SeqMapAhead) {
         let dir = tempfile::tempdir().unwrap();
-        let table = empty_heap(dir.path(), 64);
+        let table = empty_heap(dir.path(), nblocks);
         HEAP.with(|p| *p.borrow_mut() = table.heap.path().to_path_buf());
         hook::set_after_map(Some(truncate_to_10_blocks));
-        let outcome = seq_scan(&table, 1);
+        let outcome = seq_scan_with(&table, 1, method, map_ahead);
         hook::set_after_map(None);
         match outcome {
             Err(e @ ScanError::FileChanged { block: 10, .. }) => {

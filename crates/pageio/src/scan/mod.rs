@@ -165,6 +165,7 @@ mod defaults;
 pub mod detoast;
 mod float_text;
 pub mod in_place;
+mod map_ahead;
 mod numeric;
 mod parallel;
 mod partial;
@@ -411,6 +412,9 @@ pub struct ScanResult {
     /// holds them, not copied into the buffer pool, so counted in `heap_pages` but neither
     /// as pool hits nor as reads.
     pub pages_in_place: u64,
+    /// Pages of [`ScanResult::pages_in_place`] a helper thread mapped before the scanning
+    /// thread reached them (`scan::map_ahead`): a serial scan with a CPU to spare.
+    pub pages_mapped_ahead: u64,
 }
 
 /// Errors of a scan.

@@ -129,10 +129,61 @@ impl MappedRegion {
     /// `mincore(2)`: true when every page of the mapping is resident in memory (for a file
     /// mapping: in the page cache).
     pub fn all_resident(&self) -> bool {
-        let mut vec = vec![0u8; self.len_bytes.div_ceil(super::page_cache::page_size())];
-        // SAFETY: the range is this mapping; `vec` has one byte per page of it.
-        let rc = unsafe { libc::mincore(self.ptr, self.len_bytes, vec.as_mut_ptr()) };
+        self.resident(0..self.len_bytes)
+    }
+}
+
+impl MappedRegion {
+    /// `mincore(2)` over bytes `range` of the mapping (clipped to it, widened to whole
+    /// pages): true when every page of it is resident (for a file mapping: in the page
+    /// cache); false for an empty range or when mincore fails.
+    pub fn resident(&self, range: std::ops::Range<usize>) -> bool {
+        let page = super::page_cache::page_size();
+        let start = range.start.min(self.len_bytes) / page * page;
+        let end = range.end.min(self.len_bytes);
+        if start >= end {
+            return false;
+        }
+        let mut vec = vec![0u8; (end - start).div_ceil(page)];
+        // SAFETY: the range lies within this mapping (clipped above, page-aligned start);
+        // `vec` has one byte per page of it.
+        let rc = unsafe {
+            libc::mincore(
+                self.ptr.cast::<u8>().add(start).cast(),
+                end - start,
+                vec.as_mut_ptr(),
+            )
+        };
         rc == 0 && vec.iter().all(|b| b & 1 == 1)
+    }
+
+    /// `madvise(MADV_POPULATE_READ)` over bytes `range` of the mapping (clipped to it,
+    /// widened to whole pages): maps them now, as reading them would, reading from the file
+    /// what the page cache does not hold. Never signals: a page that cannot be mapped (past
+    /// the end of a truncated file, unreadable) is an error (`EFAULT`), as is a kernel
+    /// before 5.14 (`EINVAL`). The bytes are not changed. Returns the bytes populated (the
+    /// range as clipped).
+    pub fn populate_read(&self, range: std::ops::Range<usize>) -> std::io::Result<usize> {
+        let page = super::page_cache::page_size();
+        let start = range.start.min(self.len_bytes) / page * page;
+        let end = range.end.min(self.len_bytes);
+        if start >= end {
+            return Ok(0);
+        }
+        // SAFETY: the range lies within this mapping (clipped above, page-aligned start),
+        // which stays mapped while `self` is borrowed; MADV_POPULATE_READ only maps pages for
+        // reading and never changes their contents.
+        let rc = unsafe {
+            libc::madvise(
+                self.ptr.cast::<u8>().add(start).cast(),
+                end - start,
+                libc::MADV_POPULATE_READ,
+            )
+        };
+        if rc != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(end - start)
     }
 }
 
