@@ -292,22 +292,18 @@ pub(super) fn scan_blocks<S: TupleSink>(
     )
     .with_read_ahead(read_ahead);
     let stopped = || allocator.is_some_and(BlockAllocator::is_stopped);
-    let map_ahead = match (&planner.borrow().blocks, enabled(pool)) {
-        (Blocks::Serial { .. }, true)
-            if map_ahead::wanted(
-                pool.aio().config().seq_map_ahead,
-                pool.aio().io_method(),
-                std::thread::available_parallelism().map_or(1, |n| n.get()),
-            ) =>
-        {
-            MapAhead::start()
-        }
-        _ => None,
-    };
+    let map_ahead_wanted = matches!(planner.borrow().blocks, Blocks::Serial { .. })
+        && enabled(pool)
+        && map_ahead::wanted(
+            pool.aio().config().seq_map_ahead,
+            pool.aio().io_method(),
+            std::thread::available_parallelism().map_or(1, |n| n.get()),
+        );
     let mut mapping = SegmentMapping {
         current: None,
         populated_to: 0,
-        map_ahead,
+        map_ahead_wanted,
+        map_ahead: None,
     };
     'scan: loop {
         while let Some(buf) = stream.next(backend)? {
@@ -383,8 +379,11 @@ struct SegmentMapping {
     current: Option<(u64, u64, Arc<MappedRegion>)>,
     /// Bytes of the current mapping given to `map_ahead` to populate.
     populated_to: usize,
-    /// The thread that maps the next windows and unmaps old mappings (a serial scan with a
-    /// CPU to spare, see `scan::map_ahead`).
+    /// Whether this scan maps ahead (a serial scan with a CPU to spare, see
+    /// `scan::map_ahead`); cleared if the thread cannot be started.
+    map_ahead_wanted: bool,
+    /// The thread that maps the next windows and unmaps old mappings, started when there
+    /// is first something to map ahead (a heap of one window, or a cold one, needs none).
     map_ahead: Option<MapAhead>,
 }
 
@@ -427,7 +426,7 @@ impl SegmentMapping {
     /// Asks the map-ahead thread (if any) to map the [`map_ahead::AHEAD_WINDOWS`] windows
     /// after bytes `..end_bytes` of the current mapping, `window_bytes` each.
     fn map_after(&mut self, end_bytes: usize, window_bytes: usize) {
-        let (Some(m), Some((_, _, region))) = (&self.map_ahead, &self.current) else {
+        let Some((_, _, region)) = &self.current else {
             return;
         };
         let start = self.populated_to.max(end_bytes);
@@ -435,7 +434,14 @@ impl SegmentMapping {
             .saturating_mul(map_ahead::AHEAD_WINDOWS)
             .saturating_add(end_bytes)
             .min(region.len_bytes());
-        if start < end {
+        if start >= end || !self.map_ahead_wanted {
+            return;
+        }
+        if self.map_ahead.is_none() {
+            self.map_ahead = MapAhead::start();
+            self.map_ahead_wanted = self.map_ahead.is_some();
+        }
+        if let Some(m) = &self.map_ahead {
             m.populate(region, start..end);
             self.populated_to = end;
         }

@@ -43,7 +43,9 @@
 //! Only where there is a CPU to spare, and only where the next windows are known: a serial
 //! scan (a parallel scan's next chunk is the allocator's choice) under an io_method with
 //! workers of its own (`worker`, `io_uring`; `sync` does everything on the calling thread)
-//! on a machine with more than one CPU ([`wanted`]).
+//! on a machine with more than one CPU ([`wanted`]). The thread is started at the first
+//! window that has something after it to map, so a heap of one window, or a cold scan that
+//! reads nothing in place, starts none.
 //!
 //! ## Worked example
 //!
