@@ -42,6 +42,10 @@
 //!   (the mapping is dropped at the next segment, after a fault, or when the thread ends)
 //! ```
 //!
+//! A serial scan with a CPU to spare (`seq_map_ahead`, `scan::map_ahead`) has a helper
+//! thread map the two cached windows after the one being walked, so that the scanning
+//! thread does not fault their pages in itself, and unmap the mappings it lets go of.
+//!
 //! A mapping per segment rather than per window: every `munmap` in a process with several
 //! threads interrupts the CPUs running the others to flush their TLBs. With a 2 MB window
 //! per allocator chunk, that was one interrupt per 2 MB per thread, and on the busy 2-CPU
