@@ -26,8 +26,9 @@
 //! leading fixed-width attributes lie in a tuple without NULLs; [`TupleDesc::deform_cached`]
 //! takes those spans as they are when the tuple has no null bitmap, holds every wanted
 //! attribute and is long enough for them, and walks only the rest; when every wanted
-//! attribute has a cached offset, or all but a last varlena or cstring (read from where the
-//! cached ones end), [`TupleDesc::cached_row`] reads them without filling a vector at all.
+//! attribute has a cached offset, [`TupleDesc::cached_row`] reads them without filling a
+//! vector at all, and when all but a last varlena or cstring do,
+//! [`TupleDesc::cached_row_then`] reads that one from where the cached ones end.
 //! Any other tuple takes the walk above from its first attribute, so all three give the
 //! same values and the same errors.
 //!
@@ -112,29 +113,20 @@ impl CachedOffsets {
     }
 }
 
-/// The leading fixed-width attributes of one tuple, read at their cached offsets, and
-/// possibly the one attribute after them, read from where they end (from
-/// [`TupleDesc::cached_row`]).
+/// The leading fixed-width attributes of one tuple, read at their cached offsets (from
+/// [`TupleDesc::cached_row`] and [`TupleDesc::cached_row_then`]).
 #[derive(Debug, Clone, Copy)]
 pub struct CachedRow<'a> {
     atts: &'a [AttDesc],
     spans: &'a [(usize, usize)],
     /// The data area up to the end of the last span.
     data: &'a [u8],
-    /// Attribute `spans.len()` when the row was asked for it: a varlena or cstring, read
-    /// as the walk reads it from the end of the last span.
-    next: Option<RawDatum<'a>>,
 }
 
 impl<'a> CachedRow<'a> {
     /// Attribute `attnum` (0-based): its bytes, or NULL for a dropped attribute or one past
     /// the row's attributes.
     pub fn get(&self, attnum: usize) -> RawDatum<'a> {
-        if attnum == self.spans.len() {
-            if let Some(value) = self.next {
-                return value;
-            }
-        }
         match (self.atts.get(attnum), self.spans.get(attnum)) {
             (Some(att), Some(&(start, end))) if !att.dropped => {
                 // Every span ends within `data` (checked by `cached_row`).
@@ -221,12 +213,10 @@ impl TupleDesc {
         CachedOffsets { spans }
     }
 
-    /// The first `wanted` attributes of `tuple` without filling a vector: `Some` when every
-    /// one of them has a cached offset, or all but the last (`wanted` at most
-    /// `cached.len() + 1`: that one, a varlena or cstring, is then read from where the
-    /// cached ones end, as the walk reads it), the tuple has no null bitmap, holds them all
-    /// and is long enough for them. The values are those [`TupleDesc::deform`] gives; any
-    /// other tuple is `None` (deform it, which also reports a malformed value).
+    /// The first `wanted` attributes of `tuple` at their cached offsets, without a walk:
+    /// `Some` when every one of them has a cached offset (`wanted` at most `cached.len()`),
+    /// the tuple has no null bitmap, holds them all and is long enough for them. The values
+    /// are those [`TupleDesc::deform`] gives; any other tuple is `None` (deform it).
     pub fn cached_row<'a>(
         &'a self,
         cached: &'a CachedOffsets,
@@ -234,29 +224,53 @@ impl TupleDesc {
         wanted: usize,
     ) -> Option<CachedRow<'a>> {
         let wanted = wanted.min(self.atts.len());
-        let n = cached.spans.len();
-        if wanted == 0 || wanted > n + 1 {
+        if wanted == 0 || wanted > cached.spans.len() {
             return None;
         }
         let header = tuple.header();
         if header.has_nulls() || header.natts() < wanted {
             return None;
         }
-        let spans = &cached.spans[..wanted.min(n)];
-        let end = spans.last().map_or(0, |&(_, end)| end);
-        let data = tuple.data().get(..end)?;
-        let next = if wanted > n {
-            let mut off = end;
-            Some(Self::walk(n, &self.atts[n], tuple.data(), &mut off).ok()?)
-        } else {
-            None
-        };
+        let data = tuple.data().get(..cached.spans[wanted - 1].1)?;
         Some(CachedRow {
             atts: &self.atts[..wanted],
-            spans,
+            spans: &cached.spans[..wanted],
             data,
-            next,
         })
+    }
+
+    /// The first `wanted` attributes of `tuple` when all but the last have a cached offset
+    /// (`wanted` is `cached.len() + 1`): those as [`TupleDesc::cached_row`] reads them, and
+    /// attribute `cached.len()` (a varlena or cstring, since a fixed-width one would have
+    /// an offset) read from where they end, as the walk reads it. `None` for any other
+    /// `wanted`, a tuple with a null bitmap or fewer attributes, or a last value the walk
+    /// would not read (deform it, which reports what is wrong). Apart from
+    /// [`TupleDesc::cached_row`] so that rows of fixed columns alone keep its smaller result.
+    pub fn cached_row_then<'a>(
+        &'a self,
+        cached: &'a CachedOffsets,
+        tuple: &HeapTuple<'a>,
+        wanted: usize,
+    ) -> Option<(CachedRow<'a>, RawDatum<'a>)> {
+        let n = cached.spans.len();
+        let wanted = wanted.min(self.atts.len());
+        if wanted != n + 1 {
+            return None;
+        }
+        let header = tuple.header();
+        if header.has_nulls() || header.natts() < wanted {
+            return None;
+        }
+        let end = cached.spans.last().map_or(0, |&(_, end)| end);
+        let data = tuple.data().get(..end)?;
+        let mut off = end;
+        let last = Self::walk(n, &self.atts[n], tuple.data(), &mut off).ok()?;
+        let row = CachedRow {
+            atts: &self.atts[..n],
+            spans: &cached.spans,
+            data,
+        };
+        Some((row, last))
     }
 
     /// [`TupleDesc::deform`] with the offsets `cached` (from [`TupleDesc::cached_offsets`]
@@ -473,13 +487,19 @@ mod tests {
             .cached_row(&cached, &t, 3)
             .expect("no NULLs, every column stored");
         assert_eq!(row.get(2), RawDatum::Fixed(&(-9i32).to_le_bytes()));
-        // The varlena has no cached offset: it is read from where abalance ends.
-        let row = d
-            .cached_row(&cached, &t, 4)
+        // The varlena has no cached offset: not a cached row, but the one after them, read
+        // from where abalance ends.
+        assert!(d.cached_row(&cached, &t, 4).is_none());
+        assert!(
+            d.cached_row_then(&cached, &t, 3).is_none(),
+            "no attribute past them"
+        );
+        let (row, last) = d
+            .cached_row_then(&cached, &t, 4)
             .expect("the varlena after them");
-        assert_eq!(row.get(3), RawDatum::Varlena(Varlena::Inline(b"hi")));
+        assert_eq!(last, RawDatum::Varlena(Varlena::Inline(b"hi")));
         assert_eq!(row.get(2), RawDatum::Fixed(&(-9i32).to_le_bytes()));
-        assert_eq!(row.get(4), RawDatum::Null);
+        assert_eq!(row.get(3), RawDatum::Null);
         // Two attributes past the cached ones: no row, whatever the tuple holds.
         let mut wider = d.clone();
         wider.atts.push(AttDesc::new("note", -1, 'i'));
@@ -489,14 +509,14 @@ mod tests {
         let t5 = HeapTuple::parse(&bytes5).unwrap();
         assert_eq!(wider.cached_offsets(5).len(), 3);
         assert!(
-            wider.cached_row(&cached, &t5, 5).is_none(),
+            wider.cached_row_then(&cached, &t5, 5).is_none(),
             "only one attribute past the cached ones"
         );
-        assert!(wider.cached_row(&cached, &t5, 4).is_some());
+        assert!(wider.cached_row_then(&cached, &t5, 4).is_some());
         // A varlena header claiming more than the tuple holds: no row (the walk reports it).
         let cut = tuple_bytes(4, None, &data[..data.len() - 1]);
         let t_cut = HeapTuple::parse(&cut).unwrap();
-        assert!(d.cached_row(&cached, &t_cut, 4).is_none());
+        assert!(d.cached_row_then(&cached, &t_cut, 4).is_none());
         assert!(d
             .deform_cached(&cached, &t_cut, 4, &mut Vec::new())
             .is_err());
@@ -711,6 +731,15 @@ mod tests {
                     }
                     prop_assert_eq!(row.get(walked.len()), RawDatum::Null);
                 }
+                if let Some((row, last)) = d.cached_row_then(&cached, &t, wanted) {
+                    prop_assert!(walk.is_ok());
+                    let n = cached.len();
+                    prop_assert_eq!(walked.len(), n + 1);
+                    for (c, want) in walked[..n].iter().enumerate() {
+                        prop_assert_eq!(row.get(c), *want);
+                    }
+                    prop_assert_eq!(last, walked[n]);
+                }
             }
         }
 
@@ -789,15 +818,17 @@ mod tests {
                 RawDatum::Varlena(Varlena::Inline(&payload))
             };
             prop_assert_eq!(fast[prefix.len()], last);
-            // The whole row without a walk: the fixed ones at their offsets, the last one
+            // The whole row without a vector: the fixed ones at their offsets, the last one
             // read from where they end.
-            let row = d.cached_row(&cached, &t, wanted);
+            prop_assert!(d.cached_row(&cached, &t, wanted).is_none());
+            let row = d.cached_row_then(&cached, &t, wanted);
             prop_assert!(row.is_some(), "a well-formed row without NULLs");
-            let row = row.unwrap();
-            for (c, want) in walked.iter().enumerate() {
+            let (row, last) = row.unwrap();
+            for (c, want) in walked[..prefix.len()].iter().enumerate() {
                 prop_assert_eq!(row.get(c), *want, "attribute {}", c);
             }
-            prop_assert_eq!(row.get(wanted), RawDatum::Null);
+            prop_assert_eq!(last, walked[prefix.len()]);
+            prop_assert_eq!(row.get(prefix.len()), RawDatum::Null);
             if !prefix.is_empty() {
                 let row = d.cached_row(&cached, &t, prefix.len());
                 prop_assert!(row.is_some(), "a well-formed row without NULLs");

@@ -591,8 +591,15 @@ impl QuerySink<'_, '_> {
         values: &mut Vec<RawDatum<'c>>,
         tuple_err: &dyn Fn(PageError) -> ScanError,
     ) -> Result<bool, ScanError> {
-        if let Some(cached) = q.desc.cached_row(&q.cached, t, q.wanted) {
-            let value = |c| cached.get(c);
+        let n = q.cached.len();
+        if q.wanted <= n {
+            if let Some(cached) = q.desc.cached_row(&q.cached, t, q.wanted) {
+                let value = |c| cached.get(c);
+                check_varlena_sizes(q, value, tuple_err)?;
+                return self.accumulate(q, value, tuple_err);
+            }
+        } else if let Some((cached, last)) = q.desc.cached_row_then(&q.cached, t, q.wanted) {
+            let value = |c| if c == n { last } else { cached.get(c) };
             check_varlena_sizes(q, value, tuple_err)?;
             return self.accumulate(q, value, tuple_err);
         }
