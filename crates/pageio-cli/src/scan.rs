@@ -761,6 +761,7 @@ fn json_report(
         // the pages it mapped before the scan reached them.
         "seq_map_ahead": c.seq_map_ahead,
         "pages_mapped_ahead": r.pages_mapped_ahead,
+        "pages_verified_ahead": r.pages_verified_ahead,
         "direct_io": c.direct_io,
         "shared_buffers_bytes": c.shared_buffers_bytes,
         "huge_pages_in_use": pool.huge_pages_in_use(),
@@ -887,8 +888,8 @@ fn print_buffers_and_io(r: &ScanResult) {
     // Pages read in place from the page cache (seq_read_in_place) went through no buffer.
     let in_place = if r.pages_mapped_ahead > 0 {
         format!(
-            ", in place from the page cache={} (mapped ahead={})",
-            r.pages_in_place, r.pages_mapped_ahead
+            ", in place from the page cache={} (mapped ahead={}, verified ahead={})",
+            r.pages_in_place, r.pages_mapped_ahead, r.pages_verified_ahead
         )
     } else if r.pages_in_place > 0 {
         format!(", in place from the page cache={}", r.pages_in_place)

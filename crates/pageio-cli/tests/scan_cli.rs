@@ -529,9 +529,19 @@ fn seq_map_ahead_maps_a_serial_scans_next_windows() {
     assert!(pages > 2 * 2048 && pages < 3 * 2048, "{on}");
     assert_eq!(on["pages_mapped_ahead"], pages - 2048, "{on}");
     assert_eq!(off["pages_mapped_ahead"], 0, "{off}");
+    // Verified ahead only among the pages mapped ahead; nothing without the thread.
+    assert!(
+        on["pages_verified_ahead"].as_u64().unwrap() <= pages - 2048,
+        "{on}"
+    );
+    assert_eq!(off["pages_verified_ahead"], 0, "{off}");
     assert_eq!(on["sum_octet_length"], off["sum_octet_length"]);
     let text = scan(&["--seq-map-ahead", "on"]);
     assert!(text.as_str().unwrap().contains("(mapped ahead="), "{text}");
+    assert!(
+        text.as_str().unwrap().contains(", verified ahead="),
+        "{text}"
+    );
     let bad = common::pageio_bounded(
         &[
             "scan",

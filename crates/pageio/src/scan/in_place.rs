@@ -44,7 +44,8 @@
 //!
 //! A serial scan with a CPU to spare (`seq_map_ahead`, `scan::map_ahead`) has a helper
 //! thread map the two cached windows after the one being walked, so that the scanning
-//! thread does not fault their pages in itself, and unmap the mappings it lets go of.
+//! thread does not fault their pages in itself, verify their pages with the same check, so
+//! that the scanning thread only walks them, and unmap the mappings it lets go of.
 //!
 //! A mapping per segment rather than per window: every `munmap` in a process with several
 //! threads interrupts the CPUs running the others to flush their TLBs. With a 2 MB window
@@ -108,7 +109,7 @@ use std::ops::Range;
 use std::rc::Rc;
 use std::sync::Arc;
 
-use super::map_ahead::{self, MapAhead};
+use super::map_ahead::{self, AheadVerified, MapAhead};
 use super::parallel::{BlockAllocator, WorkerBlocks};
 use super::{ScanError, ScanOptions, ScanResult, Table, TupleSink};
 use crate::buffer::BufferPool;
@@ -308,6 +309,7 @@ pub(super) fn scan_blocks<S: TupleSink>(
         populated_to: 0,
         map_ahead_wanted,
         map_ahead: None,
+        verified: None,
     };
     'scan: loop {
         while let Some(buf) = stream.next(backend)? {
@@ -376,8 +378,11 @@ fn truncated(seg: &SegmentFile, window_start: u64, size_bytes: u64) -> ScanError
 /// `munmap` of a multi-threaded process interrupts the other CPUs running it to flush their
 /// TLBs, which on a busy machine (a preempted virtual CPU answers late) cost a parallel
 /// scan more than the copy it saved; pages once mapped also stay mapped for the next
-/// window. Each thread maps for itself, because the SIGBUS guard replaces the faulting
-/// thread's mapping with zeros, which another thread must never read as data.
+/// window. Each scanning thread maps for itself, because the SIGBUS guard replaces the
+/// faulting thread's mapping with zeros, which another thread must never read as data; the
+/// one other reader of a mapping, its map-ahead thread, raises the mapping's flag before
+/// its guard does so, and the scanning thread checks it after every page
+/// (`AheadVerified::poisoned`).
 struct SegmentMapping {
     /// The segment number, the bytes mapped from its start, and the mapping.
     current: Option<(u64, u64, Arc<MappedRegion>)>,
@@ -389,6 +394,8 @@ struct SegmentMapping {
     /// The thread that maps the next windows and unmaps old mappings, started when there
     /// is first something to map ahead (a heap of one window, or a cold one, needs none).
     map_ahead: Option<MapAhead>,
+    /// The pages of the current mapping the map-ahead thread has verified (with map-ahead).
+    verified: Option<Arc<AheadVerified>>,
 }
 
 impl SegmentMapping {
@@ -401,6 +408,7 @@ impl SegmentMapping {
         segno: u64,
         end_bytes: u64,
         size_bytes: u64,
+        checksums: bool,
     ) -> Option<&Arc<MappedRegion>> {
         let reuse = matches!(&self.current, Some((s, len, _)) if *s == segno && *len >= end_bytes);
         if !reuse {
@@ -411,6 +419,10 @@ impl SegmentMapping {
             #[cfg(test)]
             hook::after_map();
             self.current = Some((segno, len_bytes, Arc::new(region)));
+            if self.map_ahead_wanted {
+                let first_blkno = segno.saturating_mul(RELSEG_SIZE_BLOCKS as u64);
+                self.verified = Some(AheadVerified::new(first_blkno, checksums));
+            }
         }
         self.current.as_ref().map(|(_, _, region)| region)
     }
@@ -419,6 +431,7 @@ impl SegmentMapping {
     /// here otherwise.
     fn drop_current(&mut self) {
         self.populated_to = 0;
+        self.verified = None;
         if let Some((_, _, region)) = self.current.take() {
             match &self.map_ahead {
                 Some(m) => m.retire(region),
@@ -446,7 +459,7 @@ impl SegmentMapping {
             self.map_ahead_wanted = self.map_ahead.is_some();
         }
         if let Some(m) = &self.map_ahead {
-            m.populate(region, start..end);
+            m.populate(region, start..end, self.verified.as_ref());
             self.populated_to = end;
         }
     }
@@ -496,7 +509,11 @@ fn read_window<S: TupleSink>(
         return Err(truncated(&seg, window.start, size_bytes));
     }
     let segno = window.start / RELSEG_SIZE_BLOCKS as u64;
-    if mapping.covering(fd, segno, end_bytes, size_bytes).is_none() {
+    let checksums = pool.check_options().checksums;
+    if mapping
+        .covering(fd, segno, end_bytes, size_bytes, checksums)
+        .is_none()
+    {
         return Ok(Some(window.start));
     }
     mapping.map_after(usize::try_from(end_bytes).unwrap_or(usize::MAX), len_bytes);
@@ -504,7 +521,10 @@ fn read_window<S: TupleSink>(
         return Ok(Some(window.start));
     };
     let region = &*region;
-    let checksums = pool.check_options().checksums;
+    let verified_ahead = mapping.verified.clone();
+    if let Some(v) = &verified_ahead {
+        v.scanning_from(offset_bytes / BLCKSZ as u64);
+    }
     for block in window.clone() {
         // In the segment's mapping: offset_bytes is the window's start within the segment.
         let Some(at) = usize::try_from(offset_bytes)
@@ -516,9 +536,17 @@ fn read_window<S: TupleSink>(
         let Ok(blkno) = u32::try_from(block) else {
             return Ok(Some(block));
         };
-        let verified = with_guard(region, |bytes| {
-            page_at(bytes, at).is_some_and(|page| verify_page(page, blkno, checksums).is_ok())
-        });
+        // Verified by the map-ahead thread (the same check on the same bytes), or here.
+        let ahead = verified_ahead
+            .as_ref()
+            .is_some_and(|v| v.verified((at / BLCKSZ) as u64));
+        let verified = if ahead {
+            Ok(true)
+        } else {
+            with_guard(region, |bytes| {
+                page_at(bytes, at).is_some_and(|page| verify_page(page, blkno, checksums).is_ok())
+            })
+        };
         match verified {
             Ok(true) => {}
             // Damaged: the pool's rules decide (zero it, use it, or report it).
@@ -538,10 +566,13 @@ fn read_window<S: TupleSink>(
             Some(page) => sink.page(rel, block, page),
             None => Ok(()),
         });
+        // The map-ahead thread's guard may have put zeros in this mapping too; it says so
+        // before it does, so a clear flag now means the walk read the file's bytes.
+        let poisoned = verified_ahead.as_ref().is_some_and(|v| v.poisoned());
         match walked {
-            Ok(outcome) => outcome?,
+            Ok(outcome) if !poisoned => outcome?,
             // The sink may have seen zeros from the guard: its answer cannot be trusted.
-            Err(_) => {
+            _ => {
                 mapping.drop_current();
                 return Err(truncated_now().unwrap_or_else(|| ScanError::FileChanged {
                     path: seg.display_name().to_string(),
@@ -552,6 +583,7 @@ fn read_window<S: TupleSink>(
         }
         part.heap_pages += 1;
         part.pages_in_place += 1;
+        part.pages_verified_ahead += u64::from(ahead);
     }
     Ok(None)
 }

@@ -14,17 +14,39 @@
 //! PostgreSQL's worker method has the same cost shape and moves it off the backend: its I/O
 //! workers do the copies. A serial scan here has the same spare CPU.
 //!
+//! Once the pages are mapped, the largest cost left to the scanning thread is the check of
+//! each page before it is walked (header and checksum, `verify_page`): a third of the warm
+//! serial scan of `uniform` (`perf`: 38% of its samples in the checksum), because the
+//! checksum is the first read of all 8 kB of a page from memory, while the walk reads only
+//! the line pointers and the tuples. That work, too, can move to the helper.
+//!
 //! ## Mechanism
 //!
 //! ```text
 //!   scanning thread                              map-ahead thread (one per serial scan)
 //!   read_window(N): segment mapping (Arc) ──populate(bytes of N+1..N+AHEAD)──► madvise(
 //!     walk window N's pages in place                                        MADV_POPULATE_READ)
-//!   read_window(N+1): its pages are mapped: no faults
+//!   read_window(N+1): its pages are mapped: no faults      then verify N+1..N+AHEAD in
+//!     and verified: only walked                             order (verify_page), extending
+//!                                                           the mapping's verified range
 //!   next segment: the old mapping (Arc) ───────────retire─────────────────► last Arc dropped
 //!                                                                            here: munmap
 //!   scan ends: sender dropped ─────────────────────────────────────────────► thread ends; joined
 //! ```
+//!
+//! After a populate, the thread verifies the window's pages ([`AheadVerified`]): the same
+//! function with the pool's settings, on the same mapped bytes the scanning thread then
+//! walks, in block order, extending one range of verified blocks per segment mapping (one
+//! atomic, `from << 32 | to`) up to the first page that fails. The scanning thread skips its
+//! own check of a page inside that range and checks every other page itself, so a damaged
+//! page reaches the pool's rules exactly as without the helper, and a helper that lags
+//! costs nothing but the work it duplicates. The helper reads the scanning thread's
+//! mapping under its own SIGBUS guard ([`with_shared_guard`]): a fault there (a file
+//! truncated under the scan) puts zeros over the rest of the mapping for both threads, so
+//! the guard first sets the mapping's `poisoned` flag, which the scanning thread checks
+//! after each page it walks; set, the scan ends with the truncation error, as when the
+//! scanning thread faults itself. Pages the scanning thread found verified count as
+//! `pages_verified_ahead`.
 //!
 //! Populating is a hint: what it maps the scanning thread would have faulted in itself, so
 //! an error (a page evicted and unreadable, a file truncated: `EFAULT` rather than SIGBUS,
@@ -56,13 +78,127 @@
 //! pages that are already mapped. At block 131,072 the scan moves to segment 1: segment 0's
 //! mapping goes to the map-ahead thread, which unmaps its 1 GB while the scan goes on.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::ops::Range;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, SyncSender, TrySendError};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-use crate::config::{IoMethodKind, SeqMapAhead};
+use crate::config::{IoMethodKind, SeqMapAhead, BLCKSZ};
+use crate::page::verify_page;
+use crate::storage::sigbus::with_shared_guard;
 use crate::storage::MappedRegion;
+
+/// The pages of one segment mapping that the map-ahead thread has verified, so that the
+/// scanning thread need not (see the module docs): a range of the segment's blocks that
+/// only grows at its end while the windows come in order, and starts again where a window
+/// does not follow the last.
+pub(crate) struct AheadVerified {
+    /// The relation block number of the segment's first block (the checksum's block number).
+    first_blkno: u64,
+    /// The cluster's `data_checksums`, as the pool checks pages.
+    checksums: bool,
+    /// The verified blocks of the segment, `from << 32 | to` (`from..to`): one atomic, so
+    /// that the scanning thread never reads one end of an old range with the other end of a
+    /// new one. A segment holds 131,072 blocks, so each end fits in 32 bits.
+    range: AtomicU64,
+    /// Set when the thread's read of the mapping faulted (a file truncated under the scan,
+    /// a page evicted and unreadable): the SIGBUS guard then put zeros over the rest of the
+    /// mapping, which the scanning thread reads too (see [`AheadVerified::poisoned`]).
+    poisoned: AtomicBool,
+    /// The first block of the window the scanning thread is reading: the thread does not
+    /// verify blocks before it (the scanning thread has checked them itself by then), and
+    /// skips ahead to it when it lags.
+    scanning: AtomicU64,
+}
+
+impl AheadVerified {
+    /// The verification state of a mapping of the segment whose first block is relation
+    /// block `first_blkno`.
+    pub(crate) fn new(first_blkno: u64, checksums: bool) -> Arc<AheadVerified> {
+        Arc::new(AheadVerified {
+            first_blkno,
+            checksums,
+            range: AtomicU64::new(0),
+            poisoned: AtomicBool::new(false),
+            scanning: AtomicU64::new(0),
+        })
+    }
+
+    /// The scanning thread is about to read the window starting at block `block` of the
+    /// segment.
+    pub(crate) fn scanning_from(&self, block: u64) {
+        self.scanning.store(block, Ordering::Relaxed);
+    }
+
+    /// Whether block `block` of the segment (not of the relation) was verified.
+    pub(crate) fn verified(&self, block: u64) -> bool {
+        let packed = self.range.load(Ordering::Acquire);
+        (packed >> 32..packed & u64::from(u32::MAX)).contains(&block)
+    }
+
+    /// Whether the mapping may hold zeros the guard put in for this thread: set before the
+    /// zeros go in, so a scanning thread that finds it clear after walking a page walked the
+    /// file's bytes.
+    pub(crate) fn poisoned(&self) -> bool {
+        self.poisoned.load(Ordering::SeqCst)
+    }
+
+    /// Verifies the whole blocks within bytes `bytes` of `region` (the segment's mapping,
+    /// from its first byte) with the pool's check ([`verify_page`], the same function and
+    /// settings as the scanning thread) and extends the range over those that pass, in
+    /// order; stops at the first that fails (the scanning thread then checks it and reports
+    /// it itself) or faults. Returns the pages verified.
+    fn verify(&self, region: &MappedRegion, bytes: Range<usize>) -> u64 {
+        let first = bytes.start.div_ceil(BLCKSZ) as u64;
+        let end = (bytes.end.min(region.len_bytes()) / BLCKSZ) as u64;
+        if first >= end || end > u64::from(u32::MAX) || self.poisoned() {
+            return 0;
+        }
+        let packed = self.range.load(Ordering::Acquire);
+        let mut from = if packed & u64::from(u32::MAX) == first && packed != 0 {
+            packed >> 32
+        } else {
+            // Not after the last range: start again here (the range is empty meanwhile).
+            self.range.store(first << 32 | first, Ordering::Release);
+            first
+        };
+        let walked = with_shared_guard(region, &self.poisoned, |mem| {
+            let mut block = first;
+            let mut done = 0;
+            while block < end {
+                let scanning = self.scanning.load(Ordering::Relaxed);
+                if block < scanning {
+                    // Behind the scanning thread, which checks these pages itself: go on
+                    // from where it is (the range starts again there).
+                    block = scanning.min(end);
+                    from = block;
+                    self.range.store(from << 32 | block, Ordering::Release);
+                    continue;
+                }
+                let at = block as usize * BLCKSZ;
+                let Some(page) = mem
+                    .get(at..at + BLCKSZ)
+                    .and_then(|p| <&[u8; BLCKSZ]>::try_from(p).ok())
+                else {
+                    break;
+                };
+                let blkno = self.first_blkno.saturating_add(block);
+                let ok = u32::try_from(blkno)
+                    .is_ok_and(|b| verify_page(page, b, self.checksums).is_ok());
+                // A fault put zeros in (which pass as a new page): the flag is set by now.
+                if !ok || self.poisoned() {
+                    break;
+                }
+                block += 1;
+                done += 1;
+                self.range.store(from << 32 | block, Ordering::Release);
+            }
+            done
+        });
+        walked.unwrap_or(0)
+    }
+}
 
 /// Windows populated ahead of the one being walked: two, so that the populate of the next
 /// one has started before the scanning thread needs it (one left the scanning thread
@@ -74,8 +210,9 @@ const QUEUE: usize = 8;
 
 /// One job for the map-ahead thread.
 enum Job {
-    /// Map bytes `start..end` of the mapping.
-    Populate(Arc<MappedRegion>, usize, usize),
+    /// Map bytes `start..end` of the mapping, and verify its pages into the
+    /// [`AheadVerified`] if one is given.
+    Populate(Arc<MappedRegion>, usize, usize, Option<Arc<AheadVerified>>),
     /// Drop this reference (the last one, normally: the unmap happens here).
     Retire(Arc<MappedRegion>),
 }
@@ -111,10 +248,13 @@ impl MapAhead {
                     match job {
                         // Only what the page cache holds: reading the rest is the read
                         // stream's job (a cold window goes to it, with its look-ahead).
-                        Job::Populate(region, start, end) => {
+                        Job::Populate(region, start, end, verified) => {
                             if region.resident(start..end) {
                                 if let Ok(bytes) = region.populate_read(start..end) {
                                     counter.fetch_add(bytes as u64, Ordering::Relaxed);
+                                    if let Some(v) = verified {
+                                        v.verify(&region, start..end);
+                                    }
                                 }
                             }
                         }
@@ -130,10 +270,21 @@ impl MapAhead {
         })
     }
 
-    /// Queues the populate of bytes `range` of `region`; skipped when the queue is full.
-    pub(crate) fn populate(&self, region: &Arc<MappedRegion>, range: std::ops::Range<usize>) {
+    /// Queues the populate of bytes `range` of `region`, and the verification of its pages
+    /// into `verified` if given; skipped when the queue is full.
+    pub(crate) fn populate(
+        &self,
+        region: &Arc<MappedRegion>,
+        range: Range<usize>,
+        verified: Option<&Arc<AheadVerified>>,
+    ) {
         if let Some(tx) = &self.tx {
-            let _ = tx.try_send(Job::Populate(region.clone(), range.start, range.end));
+            let _ = tx.try_send(Job::Populate(
+                region.clone(),
+                range.start,
+                range.end,
+                verified.cloned(),
+            ));
         }
     }
 
@@ -237,10 +388,10 @@ mod tests {
         assert_eq!(rc, 0);
         assert!(!region.resident(48 * 8192..64 * 8192), "evicted");
         let m = MapAhead::start().expect("a thread");
-        m.populate(&region, 0..64 * 8192);
-        m.populate(&region, 8192..40 * 8192);
+        m.populate(&region, 0..64 * 8192, None);
+        m.populate(&region, 8192..40 * 8192, None);
         // Clipped to the mapping: nothing past its end.
-        m.populate(&region, 64 * 8192..100 * 8192);
+        m.populate(&region, 64 * 8192..100 * 8192, None);
         let weak = Arc::downgrade(&region);
         m.retire(region);
         assert_eq!(m.finish(), 39 * 8192, "bytes populated");
@@ -255,6 +406,100 @@ mod tests {
             "not read by the map-ahead"
         );
         assert!(weak.upgrade().is_none(), "the retired mapping was dropped");
+    }
+
+    /// A mapping of `blocks` checksummed empty pages (as relation blocks 0..), block
+    /// `damaged` with a byte of its free space changed (its checksum no longer matches).
+    fn checksummed_file(
+        dir: &std::path::Path,
+        blocks: u64,
+        damaged: Option<u64>,
+    ) -> (std::fs::File, Arc<MappedRegion>) {
+        use crate::page::builder::{set_checksum, PageBuilder};
+        let path = dir.join("f");
+        let mut bytes = Vec::new();
+        for block in 0..blocks {
+            let mut page = PageBuilder::new(0).unwrap().finish();
+            set_checksum(&mut page, block as u32);
+            if damaged == Some(block) {
+                page[4000] ^= 0x55;
+            }
+            bytes.extend_from_slice(&page);
+        }
+        std::fs::write(&path, &bytes).unwrap();
+        let file = std::fs::File::open(&path).unwrap();
+        let region = crate::storage::sigbus::map_window(
+            std::os::fd::AsRawFd::as_raw_fd(&file),
+            0,
+            bytes.len(),
+        )
+        .unwrap();
+        (file, Arc::new(region))
+    }
+
+    #[test]
+    fn verifies_ahead_in_order_stops_at_a_damaged_page_and_starts_again_after_a_gap() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_file, region) = checksummed_file(dir.path(), 64, Some(20));
+        let b = BLCKSZ;
+        let v = AheadVerified::new(0, true);
+        assert!(!v.verified(0), "nothing verified yet");
+        assert_eq!(v.verify(&region, 0..16 * b), 16);
+        assert!((0..16).all(|k| v.verified(k)) && !v.verified(16));
+        // Follows on: extended up to the damaged page, which is left to the scanning thread.
+        assert_eq!(v.verify(&region, 16 * b..32 * b), 4);
+        assert!(v.verified(0) && v.verified(19) && !v.verified(20) && !v.verified(21));
+        // Does not follow on: the range starts again there.
+        assert_eq!(v.verify(&region, 32 * b..48 * b), 16);
+        assert!(!v.verified(0) && !v.verified(31) && v.verified(32) && v.verified(47));
+        assert!(!v.verified(48));
+        // Partial blocks at either end are not verified; nothing past the mapping is.
+        assert_eq!(v.verify(&region, 48 * b + 1..50 * b + 7), 1);
+        assert!(v.verified(49) && !v.verified(48) && !v.verified(50));
+        assert_eq!(v.verify(&region, 64 * b..80 * b), 0);
+        assert!(!v.poisoned());
+        // The checksum's block number is the relation's: the same pages as segment 1's
+        // blocks all fail; with checksums off, the damaged page's header still passes.
+        let other_segment = AheadVerified::new(131_072, true);
+        assert_eq!(other_segment.verify(&region, 0..16 * b), 0);
+        let unchecked = AheadVerified::new(0, false);
+        assert_eq!(unchecked.verify(&region, 0..64 * b), 64);
+        // Behind the scanning thread: on from where it reads, the range starting there.
+        let lagging = AheadVerified::new(0, true);
+        lagging.scanning_from(40);
+        assert_eq!(lagging.verify(&region, 32 * b..48 * b), 8);
+        assert!(!lagging.verified(39) && lagging.verified(40) && lagging.verified(47));
+        assert_eq!(lagging.verify(&region, 48 * b..56 * b), 8, "follows on");
+        assert!(lagging.verified(40) && lagging.verified(55));
+        lagging.scanning_from(60);
+        assert_eq!(lagging.verify(&region, 0..16 * b), 0, "all behind it");
+    }
+
+    #[test]
+    fn a_fault_while_verifying_ahead_poisons_the_mapping_never_a_signal() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_file, region) = checksummed_file(dir.path(), 64, None);
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(dir.path().join("f"))
+            .unwrap()
+            .set_len(10 * BLCKSZ as u64)
+            .unwrap();
+        let v = AheadVerified::new(0, true);
+        // Blocks 10.. are gone: the read of block 10 faults, the guard puts zeros in, and the
+        // flag the scanning thread checks is set; what was verified before stays verified.
+        assert_eq!(
+            v.verify(&region, 0..64 * BLCKSZ),
+            0,
+            "the guard's result is dropped"
+        );
+        assert!(v.poisoned(), "a reader of the same mapping is told");
+        assert!(v.verified(9) && !v.verified(10));
+        assert_eq!(
+            v.verify(&region, 0..8 * BLCKSZ),
+            0,
+            "nothing more once poisoned"
+        );
     }
 
     #[test]
@@ -272,8 +517,8 @@ mod tests {
             "EFAULT, no SIGBUS"
         );
         let m = MapAhead::start().expect("a thread");
-        m.populate(&region, 0..64 * 8192);
-        m.populate(&region, 0..10 * 8192);
+        m.populate(&region, 0..64 * 8192, None);
+        m.populate(&region, 0..10 * 8192, None);
         assert_eq!(m.finish(), 10 * 8192, "only the blocks still in the file");
         drop(file);
     }

@@ -415,6 +415,10 @@ pub struct ScanResult {
     /// Pages of [`ScanResult::pages_in_place`] a helper thread mapped before the scanning
     /// thread reached them (`scan::map_ahead`): a serial scan with a CPU to spare.
     pub pages_mapped_ahead: u64,
+    /// Pages of [`ScanResult::pages_in_place`] the same helper thread verified (header and
+    /// checksum, the pool's check) before the scanning thread reached them, which then only
+    /// walked them.
+    pub pages_verified_ahead: u64,
 }
 
 /// Errors of a scan.

@@ -239,6 +239,7 @@ impl ScanResult {
         self.heap_pages += other.heap_pages;
         self.pages_in_place += other.pages_in_place;
         self.pages_mapped_ahead += other.pages_mapped_ahead;
+        self.pages_verified_ahead += other.pages_verified_ahead;
         self.index_pages += other.index_pages;
         merge_stream_stats(&mut self.stream, &other.stream);
         self.io = add_io_counters(&self.io, &other.io);

@@ -23,13 +23,17 @@
 //! never uses what `f` computed from a faulted window: zeros from the guard must not reach an
 //! answer (verify reads the window again; a scan reports the file and block).
 //!
+//! A mapping read by two threads (a serial scan's, which its map-ahead thread verifies
+//! ahead of it) is read by the second under [`with_shared_guard`]: its fault sets a flag the
+//! first checks, before the zeros go in.
+//!
 //! Worked example: a scan maps blocks 0..2047 of `base/5/16399` (16 MB), and another process
 //! truncates the file to 10 blocks. The first load of block 10 faults; the handler maps zeros
 //! over blocks 10..2047 and flags the thread; `with_guard` returns `Err(Faulted)` and the
 //! scan's message names the file and block 10.
 
 use std::cell::Cell;
-use std::sync::atomic::{compiler_fence, Ordering};
+use std::sync::atomic::{compiler_fence, AtomicBool, Ordering};
 use std::sync::{Once, OnceLock};
 
 use crate::storage::page_cache::page_size;
@@ -81,7 +85,25 @@ pub(crate) fn with_guard<R>(
     }
 }
 
+/// Runs `f` as [`with_guard`] does, for a `window` that other threads read too: a fault
+/// sets `poisoned` before the zeros are mapped over the rest of the window, so that a
+/// reader of the same mapping who checks `poisoned` after reading knows it may have read
+/// zeros ([`with_guard`] alone tells only the faulting thread).
+pub(crate) fn with_shared_guard<R>(
+    window: &MappedRegion,
+    poisoned: &AtomicBool,
+    f: impl FnOnce(&[u8]) -> R,
+) -> Result<R, Faulted> {
+    POISON.with(|p| p.set(poisoned as *const AtomicBool));
+    let r = with_guard(window, f);
+    POISON.with(|p| p.set(std::ptr::null()));
+    r
+}
+
 thread_local! {
+    /// The flag [`with_shared_guard`] sets on a fault, before the zeros go in; null when
+    /// none. Const initialised and without a destructor, like `WINDOW`.
+    static POISON: Cell<*const AtomicBool> = const { Cell::new(std::ptr::null()) };
     /// The mapped window this thread is reading, `[start, end)`; (0, 0) when none. Const
     /// initialised and without a destructor, so reading it from a signal handler touches
     /// only the thread's static TLS block.
@@ -120,11 +142,20 @@ extern "C" fn on_sigbus(signum: libc::c_int, info: *mut libc::siginfo_t, ctx: *m
     let (start, end) = WINDOW.with(|w| w.get());
     if start <= addr && addr < end {
         let page = addr & !(page_size() - 1);
+        let poison = POISON.with(|p| p.get());
+        if !poison.is_null() {
+            // SAFETY: with_shared_guard set the pointer from a reference that outlives its
+            // call, during which alone this fault can happen; an atomic store is
+            // async-signal-safe.
+            unsafe { (*poison).store(true, Ordering::SeqCst) };
+        }
         // Replace the rest of the window with private zero pages: the faulting load then
         // completes, and so does every later one, without another signal per page. mmap is
         // a plain system call, safe in a signal handler on Linux.
-        // SAFETY: [page, end) lies inside this thread's own mapped window, which nothing else
-        // uses; MAP_FIXED replaces exactly those pages.
+        // SAFETY: [page, end) lies inside the window this thread armed; another thread reads
+        // it only if this one armed it through with_shared_guard, whose flag is set above, so
+        // that reader never takes these zeros for data. MAP_FIXED replaces exactly those
+        // pages.
         let p = unsafe {
             libc::mmap(
                 page as *mut libc::c_void,
