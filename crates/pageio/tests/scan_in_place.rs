@@ -53,6 +53,24 @@ fn seq(
     .unwrap_or_else(|e| panic!("{threads} threads: {e}"))
 }
 
+/// A pool that checks checksums and zeroes a damaged page (`zero_damaged_pages`).
+fn zeroing_pool(aio: &Aio) -> BufferPool {
+    BufferPool::new(
+        aio,
+        PageCheckOptions {
+            checksums: true,
+            zero_damaged_pages: true,
+            ..PageCheckOptions::default()
+        },
+    )
+    .unwrap()
+}
+
+/// The blocks a scan reported damaged, in order.
+fn damaged_blocks(r: &ScanResult) -> Vec<u64> {
+    r.damaged_pages.iter().map(|d| d.block).collect()
+}
+
 /// Reads a file whole, so the page cache holds it (the test's "warm").
 fn warm(path: &std::path::Path) {
     std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
@@ -264,20 +282,9 @@ fn a_damaged_page_follows_the_pools_rules(method: IoMethodKind) {
     );
     // zero_damaged_pages: block 7 is zeroed and reported once; blocks 0..7 were read in
     // place, the rest of the window through the pool.
-    let zeroing = |aio: &Aio| {
-        BufferPool::new(
-            aio,
-            PageCheckOptions {
-                checksums: true,
-                zero_damaged_pages: true,
-                ..PageCheckOptions::default()
-            },
-        )
-        .unwrap()
-    };
     warm(&path);
-    let a = seq(&zeroing(&aio_in), &table, Between::ALL, 1, None);
-    let b = seq(&zeroing(&aio_copy), &table, Between::ALL, 1, None);
+    let a = seq(&zeroing_pool(&aio_in), &table, Between::ALL, 1, None);
+    let b = seq(&zeroing_pool(&aio_copy), &table, Between::ALL, 1, None);
     assert_eq!(
         (a.rows, a.sum_octet_length),
         (b.rows, b.sum_octet_length),
@@ -285,9 +292,8 @@ fn a_damaged_page_follows_the_pools_rules(method: IoMethodKind) {
     );
     assert!(a.rows < 20000, "{method}: block 7's rows are gone");
     assert_eq!(a.pages_in_place, 7, "{method}: blocks 0..7 in place");
-    let blocks = |r: &ScanResult| r.damaged_pages.iter().map(|d| d.block).collect::<Vec<_>>();
-    assert_eq!(blocks(&a), [7], "{method}");
-    assert_eq!(blocks(&b), [7], "{method}");
+    assert_eq!(damaged_blocks(&a), [7], "{method}");
+    assert_eq!(damaged_blocks(&b), [7], "{method}");
 }
 
 /// A cached heap of about 8,600 blocks (five windows) with a hole (window 1, blocks
@@ -486,34 +492,22 @@ fn a_damaged_page_ahead_of_the_scan_follows_the_pools_rules(method: IoMethodKind
         .to_string();
     assert_eq!(err_in, err_copy, "{method}");
     assert!(err_in.contains("block 3000"), "{method}: {err_in}");
-    let zeroing = |aio: &Aio| {
-        BufferPool::new(
-            aio,
-            PageCheckOptions {
-                checksums: true,
-                zero_damaged_pages: true,
-                ..PageCheckOptions::default()
-            },
-        )
-        .unwrap()
-    };
-    let blocks = |r: &ScanResult| r.damaged_pages.iter().map(|d| d.block).collect::<Vec<_>>();
     warm(&path);
-    let b = seq(&zeroing(&aio_copy), &table, Between::ALL, 1, None);
-    assert_eq!(blocks(&b), [3000], "{method}");
+    let b = seq(&zeroing_pool(&aio_copy), &table, Between::ALL, 1, None);
+    assert_eq!(damaged_blocks(&b), [3000], "{method}");
     // The machine may page out idle page cache between warming and scanning: every answer
     // must be right, and one of three tries must read the heap in place but for the rest
     // of the damaged page's window.
     let mut clean = false;
     for _ in 0..3 {
         warm(&path);
-        let a = seq(&zeroing(&aio_in), &table, Between::ALL, 1, None);
+        let a = seq(&zeroing_pool(&aio_in), &table, Between::ALL, 1, None);
         assert_eq!(
             (a.rows, a.sum_octet_length, a.heap_pages),
             (b.rows, b.sum_octet_length, b.heap_pages),
             "{method}"
         );
-        assert_eq!(blocks(&a), [3000], "{method}");
+        assert_eq!(damaged_blocks(&a), [3000], "{method}");
         assert!(
             a.pages_verified_ahead <= a.pages_mapped_ahead,
             "{method}: {a:?}"
