@@ -574,10 +574,15 @@ fn read_window<S: TupleSink>(
             // The sink may have seen zeros from the guard: its answer cannot be trusted.
             _ => {
                 mapping.drop_current();
+                let problem = if walked.is_ok() {
+                    "a page of this segment could not be read back from the page cache by the thread verifying pages ahead of the scan (SIGBUS: evicted, and reading it again failed)"
+                } else {
+                    "the page was verified and then could not be read back from the page cache (SIGBUS: evicted, and reading it again failed)"
+                };
                 return Err(truncated_now().unwrap_or_else(|| ScanError::FileChanged {
                     path: seg.display_name().to_string(),
                     block,
-                    problem: "the page was verified and then could not be read back from the page cache (SIGBUS: evicted, and reading it again failed)".into(),
+                    problem: problem.into(),
                 }));
             }
         }
@@ -763,6 +768,30 @@ mod tests {
             }
             other => panic!("expected the truncation error at block 10, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn a_fault_of_the_thread_verifying_ahead_ends_the_scan_with_file_and_block() {
+        // The map-ahead thread's guard put zeros in the shared mapping (its flag is set):
+        // the scanning thread, which checks the flag after each page, must not count what it
+        // walked, and names the file and block instead.
+        let dir = tempfile::tempdir().unwrap();
+        let table = empty_heap(dir.path(), 2148);
+        map_ahead::hook::poison_new(true);
+        let outcome = seq_scan_with(&table, 1, IoMethodKind::Worker, SeqMapAhead::On);
+        map_ahead::hook::poison_new(false);
+        match outcome {
+            Err(e @ ScanError::FileChanged { block: 0, .. }) => {
+                let msg = e.to_string();
+                assert!(msg.contains(&format!("{}", dir.path().join("16384").display())));
+                assert!(msg.contains("the thread verifying pages ahead"), "{msg}");
+                assert!(msg.contains("stop the server"), "{msg}");
+            }
+            other => panic!("expected the error at block 0, got {other:?}"),
+        }
+        // Without the fault the same scan reads every page in place.
+        let r = seq_scan_with(&table, 1, IoMethodKind::Worker, SeqMapAhead::On).unwrap();
+        assert_eq!(r.pages_in_place, 2148);
     }
 
     #[test]

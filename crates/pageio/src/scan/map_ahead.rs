@@ -116,11 +116,15 @@ impl AheadVerified {
     /// The verification state of a mapping of the segment whose first block is relation
     /// block `first_blkno`.
     pub(crate) fn new(first_blkno: u64, checksums: bool) -> Arc<AheadVerified> {
+        #[cfg(not(test))]
+        let poisoned = false;
+        #[cfg(test)]
+        let poisoned = hook::POISON_NEW.with(std::cell::Cell::get);
         Arc::new(AheadVerified {
             first_blkno,
             checksums,
             range: AtomicU64::new(0),
-            poisoned: AtomicBool::new(false),
+            poisoned: AtomicBool::new(poisoned),
             scanning: AtomicU64::new(0),
         })
     }
@@ -318,6 +322,22 @@ impl MapAhead {
 impl Drop for MapAhead {
     fn drop(&mut self) {
         self.stop();
+    }
+}
+
+/// A test's way to stand for a fault of the map-ahead thread: verification states made on
+/// this thread start with the flag set, as after the thread's guard put zeros in.
+#[cfg(test)]
+pub(crate) mod hook {
+    use std::cell::Cell;
+
+    thread_local! {
+        pub(super) static POISON_NEW: Cell<bool> = const { Cell::new(false) };
+    }
+
+    /// Whether [`super::AheadVerified::new`] on this thread starts poisoned.
+    pub(crate) fn poison_new(on: bool) {
+        POISON_NEW.with(|p| p.set(on));
     }
 }
 
