@@ -30,6 +30,8 @@ rounds, pageio first in even ones):
   fio: sequential reads of the heap's segment files, O_DIRECT 1 MB at queue depth 16,
     O_DIRECT 128 kB at queue depth 32 and buffered 1 MB, page cache dropped before each: the
     device's best rate this round (which O_DIRECT shape is faster changes from run to run).
+  kernel: the page cache filled with the heap by WILLNEED advice alone (see "cold vs
+    page-cache fill" below), after a drop of the page cache.
 Every answer is compared with PostgreSQL's; a difference ends the run with an error.
 --settle S waits S seconds after each drop of the page cache, for every engine alike: on a
 virtual machine that hands free memory back to its host (free page reporting), memory
@@ -45,6 +47,10 @@ Ratios (above 1: pageio is faster), per round, then min–max and median over th
                   fio's best rate that round
   cold --jobs 1   the same limit / pageio --jobs 1 cold
   cold vs PostgreSQL  PostgreSQL's best cold time that round / pageio defaults' cold
+  cold vs page-cache fill  the time the kernel alone takes to fill the page cache with the
+                  heap that round (WILLNEED advice over all of it, then mincore until every
+                  page is resident; nothing reads the data) / pageio defaults' cold: how close
+                  a scan through the page cache comes to the rate such a scan can have
 and a verdict per target of pageio's defaults (warm serial >= 1.5x and 2 workers >= 1.3x by
 median; cold >= 1.0x the limit in 4 of 5 rounds and never under 0.9x);
 and for --baseline, each of pageio's times against the baseline's in the same round.
@@ -57,6 +63,7 @@ command has a timeout. Exit status 0 done, 1 error (the message names the cause 
 """
 
 import argparse
+import ctypes
 import fcntl
 import importlib.util
 import json
@@ -284,6 +291,77 @@ def fio_rate(files, direct, bs, iodepth):
     return read["io_bytes"] / (read["runtime"] / 1000.0)
 
 
+FILL_PIECE = 2 << 20  # bytes of WILLNEED advice per call, as pageio's scan advises
+FILL_TIMEOUT_S = 60.0
+STALL_S = 0.25
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.mmap.restype = ctypes.c_void_p
+_libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                       ctypes.c_int, ctypes.c_long]
+_libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+_libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p]
+
+
+def resident_bytes(fd, size):
+    """Bytes of the file the page cache holds (mincore over a mapping that is never read)."""
+    if size == 0:
+        return 0
+    addr = _libc.mmap(None, size, 1, 1, fd, 0)  # PROT_READ, MAP_SHARED
+    if addr in (None, ctypes.c_void_p(-1).value):
+        raise BenchError(f"mmap for mincore failed: {os.strerror(ctypes.get_errno())}")
+    try:
+        page = os.sysconf("SC_PAGE_SIZE")
+        vec = ctypes.create_string_buffer((size + page - 1) // page)
+        if _libc.mincore(addr, size, vec) != 0:
+            raise BenchError(f"mincore failed: {os.strerror(ctypes.get_errno())}")
+        raw = vec.raw
+        return (len(raw) - raw.count(0)) * page  # mincore sets only bit 0 of each byte
+    finally:
+        _libc.munmap(addr, size)
+
+
+def page_cache_fill_rate(files):
+    """The rate at which the kernel alone fills the page cache with `files`: WILLNEED advice
+    over all of them in 2 MB pieces, then the time until every page is resident. No process
+    reads the data, so this is the device's rate for page-cache reads, without any copy or
+    first touch: the limit of a reader through the page cache.
+
+    WILLNEED is a hint the kernel may drop in part (its read-ahead allocations give up under
+    memory pressure, and on a machine handing memory back to its host they do): when nothing
+    more has arrived for STALL_S, the missing part is advised again; None when the page cache
+    does not hold every page within FILL_TIMEOUT_S (the round then has no fill figure)."""
+    sizes = [os.path.getsize(f) for f in files]
+    total = sum(sizes)
+    fds = [os.open(f, os.O_RDONLY) for f in files]
+
+    def advise():
+        for fd, size in zip(fds, sizes):
+            for off in range(0, size, FILL_PIECE):
+                os.posix_fadvise(fd, off, FILL_PIECE, os.POSIX_FADV_WILLNEED)
+
+    try:
+        t0 = time.monotonic()
+        advise()
+        last, last_change, readvised = -1, time.monotonic(), 0
+        while True:
+            now_resident = sum(resident_bytes(fd, size) for fd, size in zip(fds, sizes))
+            now = time.monotonic()
+            if now_resident >= total:
+                return total / (now - t0), readvised
+            if now - t0 > FILL_TIMEOUT_S:
+                return None, readvised
+            if now_resident != last:
+                last, last_change = now_resident, now
+            elif now - last_change > STALL_S:
+                advise()  # pieces already resident cost the kernel a lookup each, no I/O
+                readvised += 1
+                last_change = now
+            time.sleep(0.005)
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
 def one_round(a, name, pg, files, heap_bytes, pg_answer, rnd, runs):
     spec = TABLES[name]
     bins = [("pageio", a.bin)] + ([("baseline", a.baseline)] if a.baseline else [])
@@ -347,8 +425,21 @@ def one_round(a, name, pg, files, heap_bytes, pg_answer, rnd, runs):
                          "mb_per_s": rate / 1e6})
             say(f"  {name} round {rnd}: fio      {config:16} {rate / 1e6:8.0f} MB/s")
 
+    def fill():
+        drop_caches(a.settle)
+        rate, readvised = page_cache_fill_rate(files)
+        again = f" (advised again {readvised}x: the kernel dropped part of it)" if readvised else ""
+        if rate is None:
+            say(f"  {name} round {rnd}: kernel   page-cache fill  not complete within "
+                f"{FILL_TIMEOUT_S:.0f} s{again}: no fill figure this round")
+            return
+        runs.append({"table": name, "round": rnd, "engine": "kernel", "mode": "cold",
+                     "config": "page-cache fill", "seconds": heap_bytes / rate,
+                     "mb_per_s": rate / 1e6, "readvised": readvised})
+        say(f"  {name} round {rnd}: kernel   page-cache fill  {rate / 1e6:8.0f} MB/s{again}")
+
     steps = [postgres, pageio] if rnd % 2 == 1 else [pageio, postgres]
-    for step in steps + [fio]:
+    for step in steps + [fio, fill]:
         step()
 
 
@@ -372,6 +463,7 @@ def ratios(runs, table, rounds, baseline):
         pg_warm2 = seconds_of(runs, table, rnd, "postgres", "warm", "w2")
         pg_cold = seconds_of(runs, table, rnd, "postgres", "cold")
         fio_s = seconds_of(runs, table, rnd, "fio", "cold")
+        fill_s = seconds_of(runs, table, rnd, "kernel", "cold", "page-cache fill")
         limits = [x for x in [pg_cold, fio_s] if x is not None]
         limit = min(limits) if limits else None
         for engine in ["pageio"] + (["baseline"] if baseline else []):
@@ -384,6 +476,7 @@ def ratios(runs, table, rounds, baseline):
             add(f"{engine}: warm 2 workers vs PostgreSQL", div(pg_warm2, w2))
             add(f"{engine}: cold defaults vs limit", div(limit, cd))
             add(f"{engine}: cold defaults vs PostgreSQL", div(pg_cold, cd))
+            add(f"{engine}: cold defaults vs page-cache fill", div(fill_s, cd))
             add(f"{engine}: cold --jobs 1 vs limit", div(limit, c1))
         if baseline:
             for mode, config in [("warm", "jobs 1"), ("warm", "jobs 2"), ("cold", "defaults"),
