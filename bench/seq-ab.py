@@ -63,7 +63,6 @@ command has a timeout. Exit status 0 done, 1 error (the message names the cause 
 """
 
 import argparse
-import ctypes
 import fcntl
 import importlib.util
 import json
@@ -90,6 +89,7 @@ def _load(name, file):
 
 
 pgb = _load("pg18_bench", "pg18-bench.py")
+pcf = _load("page_cache_fill", "page-cache-fill.py")
 BenchError = pgb.BenchError
 
 TABLES = {
@@ -294,30 +294,6 @@ def fio_rate(files, direct, bs, iodepth):
 FILL_PIECE = 2 << 20  # bytes of WILLNEED advice per call, as pageio's scan advises
 FILL_TIMEOUT_S = 60.0
 STALL_S = 0.25
-_libc = ctypes.CDLL(None, use_errno=True)
-_libc.mmap.restype = ctypes.c_void_p
-_libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
-                       ctypes.c_int, ctypes.c_long]
-_libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
-_libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p]
-
-
-def resident_bytes(fd, size):
-    """Bytes of the file the page cache holds (mincore over a mapping that is never read)."""
-    if size == 0:
-        return 0
-    addr = _libc.mmap(None, size, 1, 1, fd, 0)  # PROT_READ, MAP_SHARED
-    if addr in (None, ctypes.c_void_p(-1).value):
-        raise BenchError(f"mmap for mincore failed: {os.strerror(ctypes.get_errno())}")
-    try:
-        page = os.sysconf("SC_PAGE_SIZE")
-        vec = ctypes.create_string_buffer((size + page - 1) // page)
-        if _libc.mincore(addr, size, vec) != 0:
-            raise BenchError(f"mincore failed: {os.strerror(ctypes.get_errno())}")
-        raw = vec.raw
-        return (len(raw) - raw.count(0)) * page  # mincore sets only bit 0 of each byte
-    finally:
-        _libc.munmap(addr, size)
 
 
 def page_cache_fill_rate(files):
@@ -344,7 +320,7 @@ def page_cache_fill_rate(files):
         advise()
         last, last_change, readvised = -1, time.monotonic(), 0
         while True:
-            now_resident = sum(resident_bytes(fd, size) for fd, size in zip(fds, sizes))
+            now_resident = pcf.resident_pages(files) * pcf.PAGE
             now = time.monotonic()
             if now_resident >= total:
                 return total / (now - t0), readvised
