@@ -464,8 +464,8 @@ def ratios(runs, table, rounds, baseline):
     return out
 
 
-# The targets for pageio's defaults (see the header): warm, by the median of the
-# rounds; cold, round by round.
+# pageio's sequential-scan targets for its defaults (see the header): warm, by the median
+# of the rounds; cold, round by round.
 WARM_TARGETS = [("pageio: warm serial vs PostgreSQL", 1.5),
                 ("pageio: warm 2 workers vs PostgreSQL", 1.3)]
 COLD_METRIC = "pageio: cold defaults vs limit"
